@@ -1,0 +1,167 @@
+# fibra's context switch for x86_64, System V ABI (Linux).
+#
+# Pulled into the crate by `src/arch/x86_64.rs` with `global_asm!` (AT&T syntax).
+# No C preprocessor runs over this file, and it must not contain braces: the
+# macro would read them as format placeholders.
+#
+# ## The switch frame
+#
+# A suspended context is nothing but a stack pointer. At that address lies the
+# frame below, pushed by `fibra_0_1_switch` on the way out and popped on the way
+# back in (addresses grow upwards):
+#
+#     sp + 64  | ...caller's frame...          (16-byte aligned for a new fiber)
+#     sp + 56  | return address                 where `ret` resumes the context
+#     sp + 48  | rbp
+#     sp + 40  | rbx
+#     sp + 32  | r12
+#     sp + 24  | r13
+#     sp + 16  | r14
+#     sp +  8  | r15
+#     sp +  4  | x87 control word (16 bits) + 16 bits of padding
+#     sp +  0  | MXCSR (32 bits)                <- saved stack pointer
+#
+# That is exactly the state the ABI makes callee-saved: rbx, rbp, r12-r15, rsp,
+# the control bits of MXCSR and the x87 control word. Everything else is
+# caller-saved, so the Rust caller has already spilled what it needs.
+#
+# A new fiber gets the same frame, built by `init_stack` in Rust: the return
+# address is `fibra_0_1_trampoline`, rbx holds the entry's data pointer, r12
+# the entry function, rbp is zero (frame-pointer walkers stop there), and the
+# FP words are the ABI defaults (MXCSR 0x1F80, x87 CW 0x037F).
+#
+# ## Why `ret` and not `jmp`
+#
+# Every switch in fibra goes through one non-inlined Rust function, so every
+# suspended context was suspended from the same call site and resumes at the
+# same return address. The return stack buffer therefore predicts our `ret`
+# correctly, and, unlike Boost.Context's `pop; jmp`, a `ret` keeps the RSB
+# balanced for the caller's own returns. Only a fiber's very first entry
+# (into the trampoline) mispredicts.
+#
+# ## Why the FP control words are compared before they are loaded
+#
+# `ldmxcsr` and `fldcw` are slow, partly serialising instructions, and almost
+# every context runs with the default control words. Storing and comparing is
+# cheap, so the load happens only when the incoming context differs from the
+# outgoing one. MXCSR bits 0-5 are sticky exception flags, which the ABI makes
+# caller-saved, so they are masked out of the comparison.
+
+    .text
+
+# usize fibra_0_1_switch(void **save_sp /* rdi */, void *load_sp /* rsi */, usize arg /* rdx */)
+#
+# Saves the current context, writes its stack pointer to *save_sp, resumes the
+# context whose stack pointer is load_sp and returns `arg` in *that* context
+# (as the return value of its own call to fibra_0_1_switch, or in rax for
+# the trampoline of a new fiber).
+    .globl fibra_0_1_switch
+    .hidden fibra_0_1_switch
+    .type fibra_0_1_switch,@function
+    .p2align 4
+fibra_0_1_switch:
+    .cfi_startproc
+    # Save the callee-saved registers of the outgoing context.
+    pushq %rbp
+    .cfi_adjust_cfa_offset 8
+    .cfi_rel_offset %rbp, 0
+    pushq %rbx
+    .cfi_adjust_cfa_offset 8
+    .cfi_rel_offset %rbx, 0
+    pushq %r12
+    .cfi_adjust_cfa_offset 8
+    .cfi_rel_offset %r12, 0
+    pushq %r13
+    .cfi_adjust_cfa_offset 8
+    .cfi_rel_offset %r13, 0
+    pushq %r14
+    .cfi_adjust_cfa_offset 8
+    .cfi_rel_offset %r14, 0
+    pushq %r15
+    .cfi_adjust_cfa_offset 8
+    .cfi_rel_offset %r15, 0
+    # Save MXCSR and the x87 control word in one 8-byte slot.
+    subq $8, %rsp
+    .cfi_adjust_cfa_offset 8
+    stmxcsr (%rsp)
+    fnstcw 4(%rsp)
+
+    # The switch itself. The incoming stack holds a frame of the same layout,
+    # so the CFI above stays true: an unwinder stopped here walks the incoming
+    # context instead of the outgoing one, and both are well formed.
+    movq %rsp, (%rdi)
+    movq %rsi, %rsp
+
+    # Restore MXCSR only if its control bits differ. The red zone below the
+    # incoming rsp is free scratch space (the ABI reserves 128 bytes there).
+    stmxcsr -8(%rsp)
+    movl -8(%rsp), %eax
+    xorl (%rsp), %eax
+    testl $0xffc0, %eax
+    jnz 2f
+1:
+    # Same for the x87 control word.
+    fnstcw -8(%rsp)
+    movzwl -8(%rsp), %eax
+    cmpw 4(%rsp), %ax
+    jne 4f
+3:
+    .cfi_remember_state
+    addq $8, %rsp
+    .cfi_adjust_cfa_offset -8
+    popq %r15
+    .cfi_adjust_cfa_offset -8
+    .cfi_restore %r15
+    popq %r14
+    .cfi_adjust_cfa_offset -8
+    .cfi_restore %r14
+    popq %r13
+    .cfi_adjust_cfa_offset -8
+    .cfi_restore %r13
+    popq %r12
+    .cfi_adjust_cfa_offset -8
+    .cfi_restore %r12
+    popq %rbx
+    .cfi_adjust_cfa_offset -8
+    .cfi_restore %rbx
+    popq %rbp
+    .cfi_adjust_cfa_offset -8
+    .cfi_restore %rbp
+    # Hand `arg` to the incoming context and resume it.
+    movq %rdx, %rax
+    ret
+
+    # Out-of-line, rarely taken: the incoming context runs with other FP modes.
+    .cfi_restore_state
+2:
+    ldmxcsr (%rsp)
+    jmp 1b
+4:
+    fldcw 4(%rsp)
+    jmp 3b
+    .cfi_endproc
+    .size fibra_0_1_switch, .-fibra_0_1_switch
+
+# The first code a new fiber runs, entered by the `ret` of fibra_0_1_switch.
+#
+# On entry: rax = the `arg` of the switch that started us, rbx = data pointer,
+# r12 = entry function `extern "C" fn(arg: usize, data: *mut u8) -> !`,
+# rsp 16-byte aligned (so the call below leaves the callee's rsp at 8 mod 16,
+# as the ABI requires).
+#
+# `.cfi_undefined rip` marks this frame as the root of the fiber's stack:
+# gdb, perf and std::backtrace stop here instead of walking into garbage.
+    .globl fibra_0_1_trampoline
+    .hidden fibra_0_1_trampoline
+    .type fibra_0_1_trampoline,@function
+    .p2align 4
+fibra_0_1_trampoline:
+    .cfi_startproc
+    .cfi_undefined %rip
+    movq %rax, %rdi
+    movq %rbx, %rsi
+    callq *%r12
+    # The entry function never returns; trap if it ever does.
+    ud2
+    .cfi_endproc
+    .size fibra_0_1_trampoline, .-fibra_0_1_trampoline

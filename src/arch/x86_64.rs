@@ -1,0 +1,75 @@
+//! The Rust face of `asm/x86_64.S`.
+//!
+//! The register contract, repeated from the assembly: `fibra_0_1_switch`
+//! saves rbx, rbp, r12–r15, the return address, MXCSR and the x87 control
+//! word on the outgoing stack, stores that stack pointer through `save_sp`,
+//! loads `load_sp`, pops the same frame from it, and returns `arg` there.
+//! Every other register is caller-saved, and Rust already treats it as
+//! clobbered by a call to an `extern "C"` function.
+
+use std::arch::global_asm;
+
+global_asm!(include_str!("../../asm/x86_64.S"), options(att_syntax));
+
+unsafe extern "C" {
+    fn fibra_0_1_switch(save_sp: *mut *mut u8, load_sp: *mut u8, arg: usize) -> usize;
+    fn fibra_0_1_trampoline();
+}
+
+/// A fiber's first function: `arg` is what the switch that started it passed,
+/// `data` is the pointer given to [`init_stack`]. It must never return (the
+/// trampoline traps if it does) and must never unwind.
+pub(crate) type EntryFn = unsafe extern "C" fn(arg: usize, data: *mut u8) -> !;
+
+/// The default MXCSR (all exceptions masked, round to nearest) and x87
+/// control word (all exceptions masked, 64-bit precision, round to nearest)
+/// that the System V ABI gives a new thread, packed as the frame stores them.
+const DEFAULT_FP_WORDS: u64 = 0x1F80 | (0x037F << 32);
+
+/// Bytes of the switch frame: FP words, six registers, return address.
+const FRAME_BYTES: usize = 8 * 8;
+
+/// Builds the first switch frame at the top of a stack and returns the stack
+/// pointer to hand to [`switch`].
+///
+/// # Safety
+///
+/// `top` must be the 16-byte aligned upper end of writable memory with at
+/// least 64 bytes below it that nothing else uses, and `data` must stay valid
+/// for whatever `entry` does with it.
+pub(crate) unsafe fn init_stack(top: *mut u8, entry: EntryFn, data: *mut u8) -> *mut u8 {
+    debug_assert_eq!(top as usize % 16, 0, "fiber stack top must be 16-byte aligned");
+    let sp = top.wrapping_sub(FRAME_BYTES).cast::<u64>();
+    let frame: [u64; 8] = [
+        DEFAULT_FP_WORDS,
+        0,                                    // r15
+        0,                                    // r14
+        0,                                    // r13
+        entry as *const () as u64,            // r12: the entry function
+        data as usize as u64,                 // rbx: its data
+        0,                                    // rbp: the end of the frame-pointer chain
+        fibra_0_1_trampoline as *const () as u64, // where the first `ret` goes
+    ];
+    // SAFETY: the caller guarantees 64 writable bytes below `top`, and `top`
+    // is 16-byte aligned, so `sp` is 8-byte aligned for the u64 writes.
+    unsafe { sp.cast::<[u64; 8]>().write(frame) };
+    sp.cast()
+}
+
+/// Suspends the running context, saving its stack pointer in `*save_sp`, and
+/// resumes the context saved at `load_sp`, which sees `arg` as the return
+/// value of its own `switch` (or, if new, as its entry's first argument).
+/// Returns when some context switches back to this one, with its `arg`.
+///
+/// # Safety
+///
+/// `save_sp` must be valid for a write; `load_sp` must be a stack pointer
+/// produced by [`init_stack`] or saved by an earlier `switch`, whose context
+/// has not been resumed since, and whose stack is still mapped. No unwinding
+/// may cross the switch (fiber entries catch every panic).
+#[inline(always)]
+pub(crate) unsafe fn switch(save_sp: *mut *mut u8, load_sp: *mut u8, arg: usize) -> usize {
+    // SAFETY: forwarded from the caller; the routine follows the C ABI and
+    // preserves every callee-saved register of this context.
+    unsafe { fibra_0_1_switch(save_sp, load_sp, arg) }
+}

@@ -1,0 +1,81 @@
+//! [`Builder`]: a fiber with a name or a stack size of its own.
+
+use std::io;
+use std::sync::Arc;
+
+use crate::fiber::{JoinHandle, spawn_on};
+use crate::runtime::context;
+use crate::stack;
+
+/// Configures a fiber before spawning it, like `std::thread::Builder`.
+///
+/// ```
+/// fibra::run(|| {
+///     let h = fibra::Builder::new()
+///         .name("parser".to_string())
+///         .stack_size(1 << 20)
+///         .spawn(|| fibra::current().name().unwrap().len())
+///         .unwrap();
+///     assert_eq!(h.join().unwrap(), 6);
+/// });
+/// ```
+#[derive(Debug, Default, Clone)]
+pub struct Builder {
+    name: Option<String>,
+    stack_size: Option<usize>,
+}
+
+impl Builder {
+    /// A builder with no name and the runtime's default stack size.
+    pub fn new() -> Builder {
+        Builder::default()
+    }
+
+    /// Names the fiber: shown by [`Fiber::name`](crate::Fiber::name), in
+    /// `tracing` spans, and in the report if it overflows its stack.
+    pub fn name(mut self, name: String) -> Builder {
+        self.name = Some(name);
+        self
+    }
+
+    /// The fiber's stack size in bytes, rounded up to whole pages (at least
+    /// [`MIN_STACK_SIZE`](crate::MIN_STACK_SIZE)). Only the pages the fiber
+    /// touches use memory.
+    pub fn stack_size(mut self, bytes: usize) -> Builder {
+        self.stack_size = Some(bytes);
+        self
+    }
+
+    /// Spawns the fiber on the current runtime.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for a stack size of zero or above
+    /// [`MAX_STACK_SIZE`](crate::MAX_STACK_SIZE); an error naming the cause
+    /// when the stack cannot be mapped (out of memory or mappings);
+    /// `Other` outside a fibra runtime.
+    ///
+    /// ```
+    /// fibra::run(|| {
+    ///     let err = fibra::Builder::new().stack_size(0).spawn(|| ()).unwrap_err();
+    ///     assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
+    /// });
+    /// ```
+    pub fn spawn<F, T>(self, f: F) -> io::Result<JoinHandle<T>>
+    where
+        F: FnOnce() -> T + 'static,
+        T: 'static,
+    {
+        let Some(core) = context::current() else {
+            return Err(io::Error::other(
+                "fibra::Builder::spawn called outside a fibra runtime \
+                 (use Runtime::spawn, or call it inside block_on or a fiber)",
+            ));
+        };
+        let stack_size = match self.stack_size {
+            Some(size) => stack::validate_size(size)?,
+            None => core.default_stack,
+        };
+        spawn_on(core, f, self.name.map(Arc::from), stack_size)
+    }
+}

@@ -1,0 +1,184 @@
+//! Starting a fiber: its closure goes on its own stack, and its entry
+//! function catches everything that unwinds.
+//!
+//! The closure and the fiber's end of the result packet are written at the
+//! top of the new stack (no heap allocation for them), the first switch
+//! frame just below. A closure too large to leave room for the fiber's own
+//! frames (over a quarter of the stack) is boxed instead.
+
+use std::io;
+use std::panic::{self, AssertUnwindSafe};
+use std::ptr;
+use std::sync::Arc;
+
+use crate::arch;
+use crate::fiber::Fiber;
+use crate::fiber::join::{FiberRef, JoinError, JoinHandle, Packet};
+use crate::runtime::context;
+use crate::runtime::core::{Core, FiberId};
+use crate::runtime::park::CancelUnwind;
+use crate::stack::{self, StackHeader};
+
+struct Start<F, T> {
+    f: F,
+    packet: Arc<Packet<T>>,
+    /// Called after everything else, for scoped fibers.
+    on_exit: Option<OnExit>,
+}
+
+/// A callback for the very end of a fiber's run, after its closure, result
+/// and packet are gone (a scope learns that nothing of the fiber's borrows
+/// remains).
+pub(crate) struct OnExit {
+    pub(crate) call: unsafe fn(*const ()),
+    pub(crate) data: *const (),
+}
+
+/// Creates a fiber running `f` on `core`, queued to run.
+///
+/// # Safety
+///
+/// Whatever `f` and `T` borrow must outlive the fiber: either both are
+/// `'static`, or the caller (a scope) waits for `on_exit` before ending the
+/// borrows.
+pub(crate) unsafe fn spawn_unchecked<F, T>(
+    core: &Core,
+    f: F,
+    name: Option<Arc<str>>,
+    stack_size: usize,
+    scope: Option<(OnExit, *const crate::fiber::scope::ScopeData)>,
+) -> io::Result<JoinHandle<T>>
+where
+    F: FnOnce() -> T,
+{
+    let stack = stack::take(stack_size)?;
+    let id = FiberId::next();
+    let mut packet = Packet::new();
+    let on_exit = scope.map(|(on_exit, data)| {
+        packet.scope = Some(data);
+        on_exit
+    });
+    let packet = Arc::new(packet);
+    let start = Start {
+        f,
+        packet: packet.clone(),
+        on_exit,
+    };
+
+    let below = stack.below_header() as usize;
+    let size = size_of::<Start<F, T>>();
+    let align = align_of::<Start<F, T>>().max(16);
+    let (frame_top, data, entry): (usize, *mut u8, arch::EntryFn) = if size <= stack.usable() / 4
+    {
+        let at = (below - size) & !(align - 1);
+        // SAFETY: `at..at + size` lies in the usable stack below the header
+        // (size is at most a quarter of it), aligned for Start.
+        unsafe { ptr::write(at as *mut Start<F, T>, start) };
+        (at, at as *mut u8, fiber_main::<F, T, false>)
+    } else {
+        let boxed = Box::into_raw(Box::new(start));
+        (below, boxed.cast(), fiber_main::<F, T, true>)
+    };
+
+    let (guard_lo, guard_hi) = stack.guard();
+    let (name_ptr, name_len) = name.as_deref().map_or((ptr::null(), 0), |n| (n.as_ptr(), n.len()));
+    // SAFETY: the header slot at the top of our own stack is ours to write;
+    // the name is kept alive by the record (which owns an `Arc` of it).
+    unsafe {
+        stack.header().write(StackHeader {
+            guard_lo,
+            guard_hi,
+            usable: stack.usable(),
+            fiber_id: id.as_u64(),
+            name_ptr,
+            name_len,
+        })
+    };
+    // SAFETY: `frame_top` is 16-byte aligned (header slots and Start are
+    // aligned to 16) with the rest of the usable stack below it; `data` stays
+    // valid until the entry reads it.
+    let sp = unsafe { arch::init_stack(frame_top as *mut u8, entry, data) };
+    let fiber = Fiber { id, name: name.clone() };
+    let key = core.add_fiber(stack, sp, id, name);
+    Ok(JoinHandle::new(
+        packet,
+        FiberRef {
+            shared: core.shared.clone(),
+            key,
+        },
+        fiber,
+    ))
+}
+
+/// Spawns a `'static` fiber: the safe face of [`spawn_unchecked`].
+pub(crate) fn spawn_on<F, T>(
+    core: &Core,
+    f: F,
+    name: Option<Arc<str>>,
+    stack_size: usize,
+) -> io::Result<JoinHandle<T>>
+where
+    F: FnOnce() -> T + 'static,
+    T: 'static,
+{
+    // SAFETY: everything is 'static.
+    unsafe { spawn_unchecked(core, f, name, stack_size, None) }
+}
+
+/// The first function of every fiber, called by the trampoline.
+///
+/// # Safety
+///
+/// Called only through `init_stack`'s frame, with `data` pointing at the
+/// `Start<F, T>` written (or boxed, if `BOXED`) by `spawn_unchecked`.
+unsafe extern "C" fn fiber_main<F, T, const BOXED: bool>(arg: usize, data: *mut u8) -> !
+where
+    F: FnOnce() -> T,
+{
+    let Some(core) = context::current() else {
+        // Unreachable: fibers run only inside their runtime. Not a panic:
+        // nothing may unwind out of this function.
+        std::process::abort();
+    };
+    core.after_switch(arg);
+    // SAFETY: `data` holds the Start written for us, read exactly once.
+    let start = unsafe {
+        if BOXED {
+            *Box::from_raw(data.cast::<Start<F, T>>())
+        } else {
+            ptr::read(data.cast::<Start<F, T>>())
+        }
+    };
+    run(core, start);
+    core.exit_current()
+}
+
+/// Runs the fiber's closure and hands its outcome to the packet. Every local
+/// is dropped when this returns, before the fiber's final switch.
+#[inline(never)]
+fn run<F, T>(core: &Core, start: Start<F, T>)
+where
+    F: FnOnce() -> T,
+{
+    let Start { f, packet, on_exit } = start;
+    let (id, cancelled) = core.begin_current();
+    let result = if cancelled {
+        // Cancelled before it ever ran: drop the closure unrun.
+        let _ = panic::catch_unwind(AssertUnwindSafe(move || drop(f)));
+        Err(JoinError::cancelled(id))
+    } else {
+        panic::catch_unwind(AssertUnwindSafe(f)).map_err(|payload| {
+            if payload.is::<CancelUnwind>() {
+                JoinError::cancelled(id)
+            } else {
+                JoinError::panic(id, payload)
+            }
+        })
+    };
+    packet.complete(result);
+    drop(packet);
+    if let Some(on_exit) = on_exit {
+        // SAFETY: the scope that set the callback waits for it.
+        unsafe { (on_exit.call)(on_exit.data) };
+    }
+}

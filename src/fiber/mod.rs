@@ -1,0 +1,157 @@
+//! Fibers: spawning, identity, yielding.
+//!
+//! A fiber is a function running on a stack of its own, switched by
+//! `asm/x86_64.S`. It runs until it blocks (sleep, join, a socket that would
+//! block, a lock...), when its runtime switches to another ready fiber. A
+//! fiber stays on the thread of the runtime that spawned it for its whole
+//! life, so it may hold `Rc`s, `RefCell`s and thread-locals across blocking
+//! calls.
+//!
+//! ```
+//! use std::rc::Rc;
+//! use std::cell::RefCell;
+//!
+//! fibra::run(|| {
+//!     // No `Send` needed: fibers never leave this thread.
+//!     let log = Rc::new(RefCell::new(Vec::new()));
+//!     let handles: Vec<_> = (0..3)
+//!         .map(|i| {
+//!             let log = log.clone();
+//!             fibra::spawn(move || {
+//!                 log.borrow_mut().push(i);
+//!                 fibra::yield_now();
+//!                 log.borrow_mut().push(i + 10);
+//!             })
+//!         })
+//!         .collect();
+//!     handles.into_iter().for_each(|h| h.join().unwrap());
+//!     assert_eq!(*log.borrow(), [0, 1, 2, 10, 11, 12]);
+//! });
+//! ```
+
+mod builder;
+pub(crate) mod entry;
+pub(crate) mod join;
+pub(crate) mod scope;
+
+pub use builder::Builder;
+pub use join::{JoinError, JoinHandle};
+pub use scope::{Scope, ScopedJoinHandle, scope};
+
+pub(crate) use entry::spawn_on;
+
+use std::sync::Arc;
+
+pub use crate::runtime::core::FiberId;
+use crate::runtime::{context, park};
+
+/// A handle to a fiber: its id and name. See [`current`].
+#[derive(Clone, Debug)]
+pub struct Fiber {
+    pub(crate) id: FiberId,
+    pub(crate) name: Option<Arc<str>>,
+}
+
+impl Fiber {
+    /// The fiber's id, unique in the process.
+    ///
+    /// ```
+    /// fibra::run(|| {
+    ///     let a = fibra::spawn(|| fibra::current().id());
+    ///     let b = fibra::spawn(|| fibra::current().id());
+    ///     assert_ne!(a.join().unwrap(), b.join().unwrap());
+    /// });
+    /// ```
+    pub fn id(&self) -> FiberId {
+        self.id
+    }
+
+    /// The fiber's name, if it was given one with [`Builder::name`].
+    ///
+    /// ```
+    /// fibra::run(|| {
+    ///     let h = fibra::Builder::new()
+    ///         .name("reader".to_string())
+    ///         .spawn(|| fibra::current().name().map(str::to_owned))
+    ///         .unwrap();
+    ///     assert_eq!(h.join().unwrap().as_deref(), Some("reader"));
+    /// });
+    /// ```
+    pub fn name(&self) -> Option<&str> {
+        self.name.as_deref()
+    }
+}
+
+/// The fiber calling this. Inside `block_on`'s closure, the runtime's root
+/// context (which has an id but no name).
+///
+/// # Panics
+///
+/// Outside a fibra runtime.
+///
+/// ```
+/// fibra::run(|| {
+///     let me = fibra::current();
+///     assert!(me.name().is_none());
+/// });
+/// ```
+#[track_caller]
+pub fn current() -> Fiber {
+    let (id, name) = context::expect("fibra::current").current_fiber();
+    Fiber { id, name }
+}
+
+/// Spawns a fiber on the current runtime and returns its [`JoinHandle`].
+///
+/// The fiber starts running when the caller next blocks or yields, behind
+/// the fibers already ready. It stays on this thread, so `f` need not be
+/// `Send`. Its stack has the runtime's default size; use [`Builder`] for
+/// another size, a name, or to handle a failure to map the stack.
+///
+/// # Panics
+///
+/// Outside a fibra runtime, or if the stack cannot be mapped.
+///
+/// ```
+/// fibra::run(|| {
+///     let h = fibra::spawn(|| 40 + 2);
+///     assert_eq!(h.join().unwrap(), 42);
+/// });
+/// ```
+#[track_caller]
+pub fn spawn<F, T>(f: F) -> JoinHandle<T>
+where
+    F: FnOnce() -> T + 'static,
+    T: 'static,
+{
+    let core = context::expect("fibra::spawn");
+    spawn_on(core, f, None, core.default_stack).expect("fibra::spawn: cannot create a fiber")
+}
+
+/// Lets every other ready fiber run, then continues: the caller goes behind
+/// all of them (FIFO). Outside a runtime, yields the thread.
+///
+/// A yield is a park point: a cancelled fiber, or one whose
+/// [`timeout`](crate::timeout) has expired, unwinds here.
+///
+/// ```
+/// use std::{cell::Cell, rc::Rc};
+///
+/// fibra::run(|| {
+///     let turns = Rc::new(Cell::new(0));
+///     let t = turns.clone();
+///     fibra::spawn(move || t.set(t.get() + 1));
+///     assert_eq!(turns.get(), 0);
+///     fibra::yield_now();
+///     assert_eq!(turns.get(), 1);
+/// });
+/// ```
+pub fn yield_now() {
+    match context::current() {
+        Some(core) => {
+            park::check_unwind(core);
+            core.yield_now();
+        }
+        None => std::thread::yield_now(),
+    }
+}

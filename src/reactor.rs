@@ -1,0 +1,296 @@
+//! The reactor: one mio `Poll` per runtime, and who waits on which fd.
+//!
+//! A fiber that awaits an fd registers a *waiter* (its wake token and the
+//! readiness it wants) on the fd's *source*, parks, and removes the waiter
+//! when it wakes. The first waiter of an fd adds it to the epoll set
+//! (edge-triggered); a later waiter re-arms it with `EPOLL_CTL_MOD`, which
+//! makes the kernel report the fd's current readiness again, so nobody waits
+//! for an edge that has already passed. When the last waiter leaves, the fd
+//! leaves the epoll set: [`crate::io::wait`] does not own the fd and cannot
+//! know when its owner closes it.
+//!
+//! Besides the sources, the epoll set holds two fds of the runtime's own:
+//!
+//! - the `mio::Waker` (an eventfd), written by other threads that queued a
+//!   message for this runtime (see `runtime::shared`);
+//! - a timerfd set to the timer wheel's next expiration, so the epoll fd is
+//!   readable when a timer is due. That is what lets an outer event loop
+//!   nest a runtime by polling its fd alone, and it gives sleeps nanosecond
+//!   precision where `epoll_wait`'s timeout has only milliseconds.
+//!
+//! ## Ground rules
+//!
+//! The reactor belongs to its runtime's thread: only that thread touches it,
+//! through the scheduler's local state, never while a fiber is switched in
+//! the middle of a reactor call.
+
+use std::collections::HashMap;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::time::Duration;
+
+use mio::unix::SourceFd;
+use mio::{Events, Poll, Token};
+use slab::Slab;
+
+use crate::io::Interest;
+use crate::runtime::core::WakeToken;
+
+/// The mio token of the runtime's `Waker`.
+pub(crate) const WAKER: Token = Token(usize::MAX);
+/// The mio token of the runtime's timerfd.
+const TIMER: Token = Token(usize::MAX - 1);
+
+/// What a poll found.
+#[derive(Default)]
+pub(crate) struct Polled {
+    /// Another thread woke the runtime: drain its remote queue.
+    pub(crate) remote: bool,
+}
+
+pub(crate) struct Reactor {
+    poll: Poll,
+    events: Events,
+    sources: Slab<Source>,
+    by_fd: HashMap<RawFd, usize>,
+    timerfd: OwnedFd,
+    /// The absolute CLOCK_MONOTONIC time the timerfd is set to, if any.
+    armed: Option<u64>,
+}
+
+struct Source {
+    fd: RawFd,
+    /// What the fd is registered for (the union of its waiters' interests).
+    interest: Interest,
+    waiters: Vec<Waiter>,
+}
+
+struct Waiter {
+    token: WakeToken,
+    interest: Interest,
+    /// Readiness seen since the waiter registered.
+    ready: Interest,
+}
+
+/// A waiter's registration: which source, and the token it registered with.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct Registration {
+    source: usize,
+    token: WakeToken,
+}
+
+impl Reactor {
+    pub(crate) fn new() -> io::Result<Reactor> {
+        let poll = Poll::new()?;
+        // SAFETY: timerfd_create returns a new fd we own, or -1 (checked).
+        let timerfd = unsafe {
+            let fd = libc::timerfd_create(
+                libc::CLOCK_MONOTONIC,
+                libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
+            );
+            if fd < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            OwnedFd::from_raw_fd(fd)
+        };
+        poll.registry().register(
+            &mut SourceFd(&timerfd.as_raw_fd()),
+            TIMER,
+            mio::Interest::READABLE,
+        )?;
+        Ok(Reactor {
+            poll,
+            events: Events::with_capacity(1024),
+            sources: Slab::new(),
+            by_fd: HashMap::new(),
+            timerfd,
+            armed: None,
+        })
+    }
+
+    /// The mio registry, to create the runtime's `Waker` on.
+    pub(crate) fn registry(&self) -> &mio::Registry {
+        self.poll.registry()
+    }
+
+    /// The epoll fd.
+    pub(crate) fn fd(&self) -> RawFd {
+        self.poll.as_raw_fd()
+    }
+
+    /// Whether any fd is being waited on (if not, a zero-timeout poll can
+    /// only find the waker or the timerfd, which are checked otherwise).
+    pub(crate) fn has_waiters(&self) -> bool {
+        !self.sources.is_empty()
+    }
+
+    /// Registers `token` to be woken when `fd` is ready for `interest`.
+    ///
+    /// Returns `Ok(None)` for fds epoll cannot watch because they are always
+    /// ready (regular files, as `poll(2)` reports them).
+    pub(crate) fn add_waiter(
+        &mut self,
+        fd: RawFd,
+        interest: Interest,
+        token: WakeToken,
+    ) -> io::Result<Option<Registration>> {
+        let registry = self.poll.registry();
+        let source = match self.by_fd.get(&fd) {
+            Some(&key) => {
+                let src = &mut self.sources[key];
+                src.interest = src.interest | interest;
+                let mio_interest = to_mio(src.interest);
+                // MOD re-arms the edge: the kernel reports current readiness.
+                match registry.reregister(&mut SourceFd(&fd), Token(key), mio_interest) {
+                    Ok(()) => {}
+                    // The fd was closed and its number reused since: start over.
+                    Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+                        registry.register(&mut SourceFd(&fd), Token(key), mio_interest)?
+                    }
+                    Err(e) => return Err(e),
+                }
+                key
+            }
+            None => {
+                let entry = self.sources.vacant_entry();
+                let key = entry.key();
+                match registry.register(&mut SourceFd(&fd), Token(key), to_mio(interest)) {
+                    Ok(()) => {}
+                    Err(e) if e.raw_os_error() == Some(libc::EPERM) => return Ok(None),
+                    Err(e) if e.raw_os_error() == Some(libc::EBADF) => {
+                        return Err(io::Error::new(
+                            io::ErrorKind::InvalidInput,
+                            format!("fd {fd} is not open"),
+                        ));
+                    }
+                    Err(e) => return Err(e),
+                }
+                entry.insert(Source {
+                    fd,
+                    interest,
+                    waiters: Vec::with_capacity(1),
+                });
+                self.by_fd.insert(fd, key);
+                key
+            }
+        };
+        self.sources[source].waiters.push(Waiter {
+            token,
+            interest,
+            ready: Interest::EMPTY,
+        });
+        Ok(Some(Registration { source, token }))
+    }
+
+    /// The readiness the waiter has seen so far.
+    pub(crate) fn ready(&self, reg: Registration) -> Interest {
+        self.sources
+            .get(reg.source)
+            .and_then(|s| s.waiters.iter().find(|w| w.token == reg.token))
+            .map_or(Interest::EMPTY, |w| w.ready)
+    }
+
+    /// Moves a waiter to a new token (its fiber parks again).
+    pub(crate) fn retoken(&mut self, reg: &mut Registration, token: WakeToken) {
+        if let Some(w) = self.sources[reg.source]
+            .waiters
+            .iter_mut()
+            .find(|w| w.token == reg.token)
+        {
+            w.token = token;
+        }
+        reg.token = token;
+    }
+
+    /// Removes a waiter, and its fd from the epoll set if it was the last.
+    pub(crate) fn remove_waiter(&mut self, reg: Registration) {
+        let Some(src) = self.sources.get_mut(reg.source) else {
+            return;
+        };
+        if let Some(i) = src.waiters.iter().position(|w| w.token == reg.token) {
+            src.waiters.swap_remove(i);
+        }
+        if src.waiters.is_empty() {
+            let src = self.sources.remove(reg.source);
+            self.by_fd.remove(&src.fd);
+            // The fd may have been closed meanwhile (EBADF/ENOENT): nothing to undo.
+            let _ = self.poll.registry().deregister(&mut SourceFd(&src.fd));
+        }
+    }
+
+    /// Sets the timerfd to fire at `at` (absolute CLOCK_MONOTONIC ns), unless
+    /// it already is.
+    pub(crate) fn arm_timer(&mut self, at: u64) {
+        if self.armed == Some(at) {
+            return;
+        }
+        let spec = libc::itimerspec {
+            it_interval: libc::timespec { tv_sec: 0, tv_nsec: 0 },
+            it_value: libc::timespec {
+                tv_sec: (at / 1_000_000_000) as libc::time_t,
+                // A zero it_value disarms; time 0 never occurs on a real clock.
+                tv_nsec: (at % 1_000_000_000).max(u64::from(at == 0)) as libc::c_long,
+            },
+        };
+        // SAFETY: a valid timerfd we own and a valid itimerspec.
+        let rc = unsafe {
+            libc::timerfd_settime(
+                self.timerfd.as_raw_fd(),
+                libc::TFD_TIMER_ABSTIME,
+                &spec,
+                std::ptr::null_mut(),
+            )
+        };
+        debug_assert_eq!(rc, 0, "timerfd_settime failed");
+        self.armed = Some(at);
+    }
+
+    /// Waits for events (at most `timeout`; `None`: until one comes) and
+    /// pushes the tokens of the waiters they make ready onto `wake`.
+    pub(crate) fn poll(
+        &mut self,
+        timeout: Option<Duration>,
+        wake: &mut Vec<WakeToken>,
+    ) -> io::Result<Polled> {
+        let mut polled = Polled::default();
+        match self.poll.poll(&mut self.events, timeout) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(polled),
+            Err(e) => return Err(e),
+        }
+        for event in self.events.iter() {
+            match event.token() {
+                WAKER => polled.remote = true,
+                TIMER => self.armed = None, // expired; the caller advances the wheel
+                Token(key) => {
+                    let Some(src) = self.sources.get_mut(key) else {
+                        continue;
+                    };
+                    let mut ready = Interest::EMPTY;
+                    if event.is_readable() || event.is_read_closed() || event.is_error() {
+                        ready = ready | Interest::READABLE;
+                    }
+                    if event.is_writable() || event.is_write_closed() || event.is_error() {
+                        ready = ready | Interest::WRITABLE;
+                    }
+                    for w in &mut src.waiters {
+                        let hit = w.interest & ready;
+                        if !hit.is_empty() {
+                            w.ready = w.ready | hit;
+                            wake.push(w.token);
+                        }
+                    }
+                }
+            }
+        }
+        Ok(polled)
+    }
+}
+
+fn to_mio(interest: Interest) -> mio::Interest {
+    match (interest.is_readable(), interest.is_writable()) {
+        (true, true) => mio::Interest::READABLE | mio::Interest::WRITABLE,
+        (false, true) => mio::Interest::WRITABLE,
+        _ => mio::Interest::READABLE,
+    }
+}

@@ -1,0 +1,91 @@
+//! Which runtime, if any, this thread is running right now.
+//!
+//! `CONTEXT` points at the `Core` of the runtime entered on this thread
+//! (inside `block_on`, `run`, `turn` or its drop); null otherwise. Every
+//! fiber runs while its runtime is entered, so inside a fiber, and inside
+//! `block_on`'s closure, it names the fiber's own runtime.
+
+use std::cell::Cell;
+use std::ptr;
+
+use crate::runtime::core::{Core, ROOT};
+use crate::stack::overflow;
+
+thread_local! {
+    static CONTEXT: Cell<*const Core> = const { Cell::new(ptr::null()) };
+}
+
+/// The runtime entered on this thread.
+///
+/// The reference is valid for as long as the caller runs inside that
+/// runtime: the `Core` is boxed in its `Runtime`, which can only be dropped
+/// after leaving it, and whose drop finishes every fiber first.
+#[inline]
+pub(crate) fn current<'a>() -> Option<&'a Core> {
+    let core = CONTEXT.with(Cell::get);
+    // SAFETY: see above; a non-null CONTEXT points to a live, entered Core.
+    unsafe { core.as_ref() }
+}
+
+/// Like [`current`], for operations that need a runtime.
+#[track_caller]
+pub(crate) fn expect<'a>(what: &str) -> &'a Core {
+    match current() {
+        Some(core) => core,
+        None => panic!(
+            "{what} must be called from a fiber or inside `block_on`/`fibra::run`, \
+             but there is no fibra runtime on this thread"
+        ),
+    }
+}
+
+/// Whether the caller is a fiber or the root of an entered runtime: then a
+/// blocking call parks instead of blocking the thread.
+#[inline]
+pub(crate) fn in_runtime() -> bool {
+    !CONTEXT.with(Cell::get).is_null()
+}
+
+/// Marks a runtime as entered on this thread until dropped.
+pub(crate) struct Enter<'a> {
+    core: &'a Core,
+    previous: *const Core,
+}
+
+impl<'a> Enter<'a> {
+    /// Enters `core` to drive it from the root context; `what` names the
+    /// caller for the panic when another runtime (or this one) is running.
+    #[track_caller]
+    pub(crate) fn new(core: &'a Core, what: &str) -> Enter<'a> {
+        if in_runtime() {
+            panic!(
+                "`{what}` cannot be called from a fiber or from inside `block_on`: \
+                 the runtime running there would stop while it waits. Spawn a \
+                 fiber instead, or call it from a plain thread."
+            );
+        }
+        Enter::nested(core)
+    }
+
+    /// Enters `core` even from inside another runtime: used to drop a
+    /// runtime, which must finish its fibers wherever it is dropped.
+    pub(crate) fn nested(core: &'a Core) -> Enter<'a> {
+        overflow::prepare_thread();
+        let previous = CONTEXT.with(|c| c.replace(core));
+        // SAFETY: on the runtime's thread (a Runtime is !Send); short borrow.
+        unsafe { core.local() }.entered = true;
+        Enter { core, previous }
+    }
+}
+
+impl Drop for Enter<'_> {
+    fn drop(&mut self) {
+        // SAFETY: on the runtime's thread; short borrow. If the root unwound
+        // out of the scheduler, it is running again whatever it was doing.
+        let l = unsafe { self.core.local() };
+        l.entered = false;
+        l.fibers[ROOT as usize].state = crate::runtime::core::State::Running;
+        l.current = ROOT;
+        CONTEXT.with(|c| c.set(self.previous));
+    }
+}

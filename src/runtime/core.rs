@@ -1,0 +1,695 @@
+//! The per-thread scheduler: fiber records, the run queue, park and wake,
+//! and the only place where contexts are switched.
+//!
+//! ## The root context
+//!
+//! Besides its fibers, a runtime has one *root* context: the thread's own
+//! stack, in whatever code called `block_on`, `run`, `turn` or dropped the
+//! runtime. It has a record like a fiber (key [`ROOT`]), so `block_on`'s
+//! closure can park, sleep and join exactly like a fiber while running on the
+//! thread's stack, where it may borrow anything and recurse deeply.
+//!
+//! The root also runs the poll loop ([`Core::run_root`]). Fibers switch to
+//! each other directly: a fiber that parks or yields resumes the next ready
+//! fiber itself, without passing through a scheduler context, so a yield
+//! round trip between two fibers costs two switches. Control returns to the
+//! root only when the run queue is empty (time to wait in epoll) or when
+//! [`BUDGET`] fibers have run since the root last polled, so I/O and timers
+//! are polled regularly even under a busy yield loop.
+//!
+//! ## Park tokens
+//!
+//! Every park has a sequence number, unique within the runtime. A
+//! [`WakeToken`] names a fiber and the park it is meant for; waking with a
+//! token of a park that has ended (or of a fiber that is gone and whose slot
+//! was reused) does nothing, so stale timers, reactor events and unparkers
+//! from other threads can never wake the wrong park. A token taken by a
+//! running fiber is for its *next* park: waking with it before the fiber
+//! parks makes that park return at once (like `std::thread::park`'s token).
+//! Whoever takes a token must park on it before parking on anything else.
+//!
+//! ## Ground rules
+//!
+//! - All state but [`Shared`] is touched only on the runtime's thread,
+//!   through [`Core::local`]. A `&mut Local` is never held across a switch:
+//!   it is re-borrowed after every switch (other fibers run in between).
+//! - A fiber runs only while its runtime is entered on this thread (the
+//!   `CONTEXT` thread-local points at its `Core`), and the `Core` outlives
+//!   every fiber: dropping the runtime cancels and finishes them first.
+//! - A record is removed only by the context that resumes after the fiber's
+//!   final switch ([`Core::after_switch`]): a fiber cannot free the stack it
+//!   is running on.
+
+use std::cell::UnsafeCell;
+use std::collections::VecDeque;
+use std::num::NonZeroU64;
+use std::ptr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use slab::Slab;
+
+use crate::arch;
+use crate::reactor::Reactor;
+use crate::runtime::shared::{Remote, Shared};
+use crate::stack::{self, Stack, overflow};
+use crate::time::clock;
+use crate::time::wheel::{Fired, Wheel};
+
+/// A fiber's slot in its runtime.
+pub(crate) type Key = u32;
+
+/// The slot of the root context (the thread's own stack).
+pub(crate) const ROOT: Key = 0;
+
+/// How many fibers may run, switching directly from one to the next, before
+/// control returns to the root to poll for I/O, timers and remote wake-ups.
+/// Polling costs at least a clock read and often an `epoll_wait`; 128
+/// switches keep it under a few percent of a yield loop while bounding the
+/// I/O latency a busy loop adds.
+pub(crate) const BUDGET: u32 = 128;
+
+/// A fiber's identity, unique in the process for its whole life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FiberId(NonZeroU64);
+
+impl FiberId {
+    pub(crate) fn next() -> FiberId {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        let id = NEXT.fetch_add(1, Ordering::Relaxed);
+        FiberId(NonZeroU64::new(id).expect("fiber ids exhausted"))
+    }
+
+    /// The id as a number (for logs and metrics).
+    ///
+    /// ```
+    /// fibra::run(|| assert!(fibra::current().id().as_u64() > 0));
+    /// ```
+    pub fn as_u64(self) -> u64 {
+        self.0.get()
+    }
+}
+
+impl std::fmt::Display for FiberId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// Names one park of one fiber; see the module docs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct WakeToken {
+    pub(crate) key: Key,
+    pub(crate) park: u64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum State {
+    /// In the run queue.
+    Ready,
+    Running,
+    Parked,
+    /// Finished; its record waits for `after_switch` to remove it.
+    Done,
+}
+
+/// Why a park ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Wake {
+    Unparked,
+    TimedOut,
+    Cancelled,
+}
+
+/// The innermost `fibra::timeout` around the running code of a fiber.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct TimeoutScope {
+    pub(crate) deadline: u64,
+    pub(crate) id: u64,
+}
+
+pub(crate) struct Record {
+    /// The saved stack pointer while the context is not running.
+    sp: *mut u8,
+    /// `None` for the root, which runs on the thread's stack.
+    stack: Option<Stack>,
+    /// The sequence number of the current (or next) park.
+    park: u64,
+    pub(crate) state: State,
+    wake: Wake,
+    /// Woken with the current token before it parked.
+    notified: bool,
+    pub(crate) cancelled: bool,
+    pub(crate) id: FiberId,
+    pub(crate) name: Option<Arc<str>>,
+    pub(crate) timeout: Option<TimeoutScope>,
+    span: tracing::Span,
+}
+
+/// How long [`Core::run_root`] runs.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Until {
+    /// Until the root itself is woken (it parked in `block_on`'s closure).
+    RootWoken,
+    /// Until no fiber is left.
+    NoFibers,
+    /// Until the budget set by the caller is spent or nothing is ready.
+    BatchDone,
+}
+
+pub(crate) struct Local {
+    pub(crate) fibers: Slab<Record>,
+    run_queue: VecDeque<Key>,
+    /// The context running now.
+    pub(crate) current: Key,
+    /// Fibers that may still run before control returns to the root.
+    budget: u32,
+    /// Spawned fibers that have not finished.
+    pub(crate) live: usize,
+    park_seq: u64,
+    pub(crate) timers: Wheel<WakeToken>,
+    pub(crate) reactor: Reactor,
+    /// Inside `block_on`, `run`, `turn` or drop.
+    pub(crate) entered: bool,
+    /// Being dropped: new fibers start cancelled.
+    pub(crate) closing: bool,
+    /// Switches into fibers, for `turn`'s count.
+    pub(crate) resumed: u64,
+    fired: Vec<Fired<WakeToken>>,
+    io_ready: Vec<WakeToken>,
+    remote: Vec<Remote>,
+}
+
+/// One runtime's scheduler.
+pub(crate) struct Core {
+    local: UnsafeCell<Local>,
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) default_stack: usize,
+}
+
+impl Core {
+    pub(crate) fn new(default_stack: usize) -> std::io::Result<Core> {
+        let reactor = Reactor::new()?;
+        let shared = Arc::new(Shared::new(reactor.registry())?);
+        let mut fibers = Slab::with_capacity(64);
+        let root = fibers.insert(Record {
+            sp: ptr::null_mut(),
+            stack: None,
+            park: 0,
+            state: State::Running,
+            wake: Wake::Unparked,
+            notified: false,
+            cancelled: false,
+            id: FiberId::next(),
+            name: None,
+            timeout: None,
+            span: tracing::Span::none(),
+        });
+        debug_assert_eq!(root, ROOT as usize);
+        Ok(Core {
+            local: UnsafeCell::new(Local {
+                fibers,
+                run_queue: VecDeque::with_capacity(64),
+                current: ROOT,
+                budget: 0,
+                live: 0,
+                park_seq: 1,
+                timers: Wheel::new(),
+                reactor,
+                entered: false,
+                closing: false,
+                resumed: 0,
+                fired: Vec::new(),
+                io_ready: Vec::new(),
+                remote: Vec::new(),
+            }),
+            shared,
+            default_stack,
+        })
+    }
+
+    /// The thread-local state.
+    ///
+    /// # Safety
+    ///
+    /// Call only on the runtime's thread, and do not keep the reference
+    /// across a switch or while another one obtained here is in use (see the
+    /// ground rules).
+    #[allow(clippy::mut_from_ref)]
+    #[inline(always)]
+    pub(crate) unsafe fn local(&self) -> &mut Local {
+        // SAFETY: forwarded from the caller.
+        unsafe { &mut *self.local.get() }
+    }
+
+    // ----- spawning -----------------------------------------------------
+
+    /// Adds a fiber whose first switch-in calls `entry(arg, data)` on `stack`
+    /// (prepared by `fiber::spawn`), queues it, and returns its key.
+    pub(crate) fn add_fiber(
+        &self,
+        stack: Stack,
+        sp: *mut u8,
+        id: FiberId,
+        name: Option<Arc<str>>,
+    ) -> Key {
+        let span = tracing::trace_span!("fiber", id = id.as_u64(), name = name.as_deref());
+        // SAFETY: on the runtime's thread (spawning needs the runtime entered
+        // or owned by this thread); no other borrow is live.
+        let l = unsafe { self.local() };
+        let park = l.next_park();
+        let cancelled = l.closing;
+        let key = l.fibers.insert(Record {
+            sp,
+            stack: Some(stack),
+            park,
+            state: State::Ready,
+            wake: Wake::Unparked,
+            notified: false,
+            cancelled,
+            id,
+            name,
+            timeout: None,
+            span,
+        }) as Key;
+        l.live += 1;
+        l.push_ready(key, &self.shared);
+        tracing::trace!(fiber = id.as_u64(), "spawn");
+        key
+    }
+
+    /// Called first thing by a new fiber: enters its tracing span and tells
+    /// its id and whether it was cancelled before it started.
+    pub(crate) fn begin_current(&self) -> (FiberId, bool) {
+        // SAFETY: on the runtime's thread; short borrow.
+        let l = unsafe { self.local() };
+        let rec = &l.fibers[l.current as usize];
+        span_enter(&rec.span);
+        (rec.id, rec.cancelled)
+    }
+
+    /// The running context's id and name, for `fibra::current`.
+    pub(crate) fn current_fiber(&self) -> (FiberId, Option<Arc<str>>) {
+        // SAFETY: on the runtime's thread; short borrow.
+        let l = unsafe { self.local() };
+        let rec = &l.fibers[l.current as usize];
+        (rec.id, rec.name.clone())
+    }
+
+    /// Narrows the current context's `fibra::timeout` deadline; returns the
+    /// previous scope for [`Core::restore_timeout`]. An outer deadline that
+    /// comes first stays in force.
+    pub(crate) fn set_timeout(&self, deadline: u64, id: u64) -> Option<TimeoutScope> {
+        // SAFETY: on the runtime's thread; short borrow.
+        let l = unsafe { self.local() };
+        let rec = &mut l.fibers[l.current as usize];
+        let previous = rec.timeout;
+        if previous.is_none_or(|p| deadline < p.deadline) {
+            rec.timeout = Some(TimeoutScope { deadline, id });
+        }
+        previous
+    }
+
+    pub(crate) fn restore_timeout(&self, previous: Option<TimeoutScope>) {
+        // SAFETY: on the runtime's thread; short borrow.
+        let l = unsafe { self.local() };
+        l.fibers[l.current as usize].timeout = previous;
+    }
+
+    // ----- switching ----------------------------------------------------
+
+    /// Suspends `from` and resumes `to`. `arg` is non-zero only for a fiber's
+    /// final switch (`key + 1` of the finished fiber).
+    ///
+    /// Never inlined: every switch in fibra happens at this one call site, so
+    /// every suspended context resumes at the same return address and the
+    /// CPU's return-stack predictor is right (see `asm/x86_64.S`).
+    #[inline(never)]
+    fn switch_to(&self, from: Key, to: Key, arg: usize) {
+        // SAFETY: on the runtime's thread; the borrow ends before the switch.
+        let l = unsafe { self.local() };
+        let save: *mut *mut u8 = &mut l.fibers[from as usize].sp;
+        let target = &l.fibers[to as usize];
+        let load = target.sp;
+        let header = target.stack.as_ref().map_or(ptr::null(), |s| s.header());
+        span_exit(&l.fibers[from as usize].span);
+        l.current = to;
+        if to != ROOT {
+            l.resumed += 1;
+        }
+        overflow::set_running(header);
+        // SAFETY: `load` was saved by this function when `to` switched out
+        // (or built by `init_stack` for a new fiber) and `to` has not run
+        // since; its stack is mapped (records own their stacks until removed).
+        // `save` points into the record of `from`, which stays in the slab
+        // while `from` is suspended. Nothing unwinds across the switch.
+        let arg = unsafe { arch::switch(save, load, arg) };
+        // Resumed: some context switched back to `from`.
+        self.after_switch(arg);
+        // SAFETY: re-borrowed after the switch.
+        let l = unsafe { self.local() };
+        span_enter(&l.fibers[from as usize].span);
+    }
+
+    /// Runs in the resumed context right after every switch: frees the
+    /// fiber that just finished, if that switch was its last.
+    #[inline(always)]
+    pub(crate) fn after_switch(&self, arg: usize) {
+        if arg != 0 {
+            self.reap((arg - 1) as Key);
+        }
+    }
+
+    #[cold]
+    fn reap(&self, key: Key) {
+        // SAFETY: on the runtime's thread; the finished fiber no longer runs.
+        let record = unsafe { self.local() }.fibers.remove(key as usize);
+        debug_assert_eq!(record.state, State::Done);
+        let Record { stack, .. } = record;
+        if let Some(stack) = stack {
+            stack::give_back(stack);
+        }
+    }
+
+    /// The next context a fiber hands control to: the head of the run queue,
+    /// or the root when the queue is empty or the budget spent.
+    fn next_from_fiber(l: &mut Local) -> Key {
+        if l.budget > 0 {
+            while let Some(key) = l.run_queue.pop_front() {
+                let rec = &mut l.fibers[key as usize];
+                if rec.state != State::Ready {
+                    continue; // a root entry made stale by `run_root`
+                }
+                rec.state = State::Running;
+                l.budget -= 1;
+                return key;
+            }
+        }
+        ROOT
+    }
+
+    /// Ends the running fiber for good: the next context frees its stack.
+    pub(crate) fn exit_current(&self) -> ! {
+        // SAFETY: on the runtime's thread; the borrow ends before the switch.
+        let l = unsafe { self.local() };
+        let me = l.current;
+        let rec = &mut l.fibers[me as usize];
+        rec.state = State::Done;
+        tracing::trace!(fiber = rec.id.as_u64(), "exit");
+        l.live -= 1;
+        let next = Core::next_from_fiber(l);
+        self.switch_to(me, next, me as usize + 1);
+        unreachable!("a finished fiber was resumed");
+    }
+
+    // ----- parking and waking -------------------------------------------
+
+    /// The token the current context's next park will have.
+    pub(crate) fn current_token(&self) -> WakeToken {
+        // SAFETY: on the runtime's thread; short borrow.
+        let l = unsafe { self.local() };
+        WakeToken {
+            key: l.current,
+            park: l.fibers[l.current as usize].park,
+        }
+    }
+
+    /// Parks the current context until it is woken with its token, or until
+    /// `deadline` (ns). Neither unwinds nor looks at cancellation: see
+    /// `runtime::park` for the layer that does.
+    pub(crate) fn park_raw(&self, deadline: Option<u64>) -> Wake {
+        // SAFETY: on the runtime's thread; the borrow ends before the switch.
+        let l = unsafe { self.local() };
+        let me = l.current;
+        let next_park = l.next_park();
+        let rec = &mut l.fibers[me as usize];
+        if rec.notified {
+            rec.notified = false;
+            rec.park = next_park;
+            return Wake::Unparked;
+        }
+        let token = WakeToken { key: me, park: rec.park };
+        rec.state = State::Parked;
+        tracing::trace!(fiber = rec.id.as_u64(), "park");
+        let timer = deadline.map(|d| l.timers.insert(d, token));
+        if me == ROOT {
+            self.run_root(Until::RootWoken);
+        } else {
+            let next = Core::next_from_fiber(l);
+            self.switch_to(me, next, 0);
+        }
+        // SAFETY: re-borrowed after the switch.
+        let l = unsafe { self.local() };
+        let wake = l.fibers[me as usize].wake;
+        if let Some(timer) = timer
+            && wake != Wake::TimedOut
+        {
+            l.timers.cancel(timer);
+        }
+        wake
+    }
+
+    /// Puts the current context behind every ready fiber and runs them.
+    pub(crate) fn yield_now(&self) {
+        // SAFETY: on the runtime's thread; the borrow ends before the switch.
+        let l = unsafe { self.local() };
+        let me = l.current;
+        l.fibers[me as usize].state = State::Ready;
+        l.run_queue.push_back(me);
+        if me == ROOT {
+            self.run_root(Until::RootWoken);
+            return;
+        }
+        let next = Core::next_from_fiber(l);
+        if next != me {
+            self.switch_to(me, next, 0);
+        }
+    }
+
+    /// Requests cancellation of a fiber of this runtime; a parked fiber is
+    /// woken so it can unwind.
+    pub(crate) fn cancel(&self, key: Key, id: FiberId) {
+        // SAFETY: on the runtime's thread; short borrow.
+        unsafe { self.local() }.cancel(key, id, &self.shared);
+    }
+
+    // ----- the root loop ------------------------------------------------
+
+    /// Runs fibers on behalf of the root context until `until` holds.
+    ///
+    /// The root's own state tells why control came back: not `Parked` means
+    /// the root was woken (which ends `RootWoken`); otherwise a fiber found
+    /// nothing to run, or spent the budget, and the root polls.
+    pub(crate) fn run_root(&self, until: Until) {
+        loop {
+            // SAFETY: on the runtime's thread; re-borrowed every iteration,
+            // never held across the switch below.
+            let l = unsafe { self.local() };
+            let root = &mut l.fibers[ROOT as usize];
+            match until {
+                // Woken: a fiber resumed the root from the run queue
+                // (Running), or the root found itself woken when control
+                // came back for another reason (Ready; its queue entry is
+                // then stale and will be skipped).
+                Until::RootWoken if root.state != State::Parked => {
+                    root.state = State::Running;
+                    return;
+                }
+                Until::NoFibers if l.live == 0 => return,
+                Until::BatchDone if l.budget == 0 || l.run_queue.is_empty() => return,
+                _ => {}
+            }
+            if l.run_queue.is_empty() {
+                self.poll(None);
+                continue;
+            }
+            if until != Until::BatchDone {
+                // Back from a budget's worth of fibers: look for I/O first.
+                self.poll(Some(std::time::Duration::ZERO));
+                // SAFETY: re-borrowed after polling.
+                let l = unsafe { self.local() };
+                l.budget = BUDGET;
+            }
+            // SAFETY: re-borrowed after polling.
+            let l = unsafe { self.local() };
+            let Some(next) = l.run_queue.pop_front() else {
+                continue;
+            };
+            let rec = &mut l.fibers[next as usize];
+            if rec.state != State::Ready {
+                continue;
+            }
+            if next == ROOT {
+                rec.state = State::Ready; // seen at the top of the loop
+                continue;
+            }
+            rec.state = State::Running;
+            l.budget = l.budget.saturating_sub(1);
+            self.switch_to(ROOT, next, 0);
+        }
+    }
+
+    /// Sets the budget of a `turn` batch: the fibers ready now.
+    pub(crate) fn start_batch(&self) {
+        // SAFETY: on the runtime's thread; short borrow.
+        let l = unsafe { self.local() };
+        l.budget = u32::try_from(l.run_queue.len()).unwrap_or(u32::MAX);
+    }
+
+    pub(crate) fn has_ready(&self) -> bool {
+        // SAFETY: on the runtime's thread; short borrow.
+        !unsafe { self.local() }.run_queue.is_empty()
+    }
+
+    /// One poll of the reactor (at most `timeout`; `None`: until something
+    /// happens), then due timers and messages from other threads.
+    pub(crate) fn poll(&self, timeout: Option<std::time::Duration>) {
+        // SAFETY: on the runtime's thread; no switch happens in here.
+        let l = unsafe { self.local() };
+        let zero = timeout == Some(std::time::Duration::ZERO);
+        let mut remote = self.shared.take_woken();
+        // A zero-timeout poll can skip epoll_wait when no fd is awaited: the
+        // waker's news is in `take_woken` and the timers are checked below.
+        if !zero || l.reactor.has_waiters() {
+            let mut timeout = timeout;
+            if !zero && let Some(next) = l.timers.next_expiration() {
+                if next <= clock::now_ns() {
+                    timeout = Some(std::time::Duration::ZERO);
+                } else {
+                    l.reactor.arm_timer(next);
+                }
+            }
+            if remote {
+                timeout = Some(std::time::Duration::ZERO);
+            }
+            let mut ready = std::mem::take(&mut l.io_ready);
+            match l.reactor.poll(timeout, &mut ready) {
+                Ok(polled) => remote |= polled.remote && self.shared.take_woken(),
+                Err(e) => tracing::error!(error = %e, "epoll_wait failed"),
+            }
+            for token in ready.drain(..) {
+                l.wake(token, Wake::Unparked, &self.shared);
+            }
+            l.io_ready = ready;
+        }
+        if remote {
+            let mut msgs = std::mem::take(&mut l.remote);
+            self.shared.drain(&mut msgs);
+            for msg in msgs.drain(..) {
+                match msg {
+                    Remote::Unpark(token) => {
+                        l.wake(token, Wake::Unparked, &self.shared);
+                    }
+                    Remote::Cancel(key, id) => l.cancel(key, id, &self.shared),
+                }
+            }
+            l.remote = msgs;
+        }
+        if !l.timers.is_empty() {
+            let mut fired = std::mem::take(&mut l.fired);
+            l.timers.advance(clock::now_ns(), &mut fired);
+            for f in fired.drain(..) {
+                l.wake(f.value, Wake::TimedOut, &self.shared);
+            }
+            l.fired = fired;
+        }
+    }
+
+    /// Leaves the runtime to an outer loop: its fd must be readable when it
+    /// has work, so arm the timerfd for the next timer and, if fibers are
+    /// ready, wake the waker.
+    pub(crate) fn prepare_outer_wait(&self) {
+        // SAFETY: on the runtime's thread; short borrow.
+        let l = unsafe { self.local() };
+        if let Some(next) = l.timers.next_expiration() {
+            l.reactor.arm_timer(next);
+        }
+        if !l.run_queue.is_empty() {
+            self.shared.wake_fd();
+        }
+    }
+
+    /// Cancels every fiber and runs them until all have finished.
+    pub(crate) fn shutdown(&self) {
+        // SAFETY: on the runtime's thread; short borrow.
+        let l = unsafe { self.local() };
+        l.closing = true;
+        let all: Vec<(Key, FiberId)> = l
+            .fibers
+            .iter()
+            .filter(|(key, _)| *key != ROOT as usize)
+            .map(|(key, rec)| (key as Key, rec.id))
+            .collect();
+        for (key, id) in all {
+            l.cancel(key, id, &self.shared);
+        }
+        self.run_root(Until::NoFibers);
+    }
+}
+
+impl Local {
+    fn next_park(&mut self) -> u64 {
+        self.park_seq += 1;
+        self.park_seq
+    }
+
+    /// Queues a fiber that became ready. When the runtime is not being
+    /// driven, its fd must turn readable for an outer loop to notice.
+    fn push_ready(&mut self, key: Key, shared: &Shared) {
+        if !self.entered && self.run_queue.is_empty() {
+            shared.wake_fd();
+        }
+        self.run_queue.push_back(key);
+    }
+
+    /// Wakes the park named by `token` with `reason`; returns whether it did.
+    pub(crate) fn wake(&mut self, token: WakeToken, reason: Wake, shared: &Shared) -> bool {
+        let next_park = self.park_seq + 1;
+        let Some(rec) = self.fibers.get_mut(token.key as usize) else {
+            return false;
+        };
+        if rec.park != token.park {
+            return false; // that park has ended
+        }
+        match rec.state {
+            State::Parked => {
+                rec.state = State::Ready;
+                rec.wake = reason;
+                tracing::trace!(fiber = rec.id.as_u64(), ?reason, "unpark");
+                rec.park = next_park;
+                self.park_seq = next_park;
+                self.push_ready(token.key, shared);
+                true
+            }
+            State::Ready | State::Running => {
+                if reason == Wake::Unparked {
+                    rec.notified = true;
+                }
+                false
+            }
+            State::Done => false,
+        }
+    }
+
+    fn cancel(&mut self, key: Key, id: FiberId, shared: &Shared) {
+        let Some(rec) = self.fibers.get_mut(key as usize) else {
+            return;
+        };
+        if rec.id != id || rec.state == State::Done {
+            return;
+        }
+        rec.cancelled = true;
+        if rec.state == State::Parked {
+            let token = WakeToken { key, park: rec.park };
+            self.wake(token, Wake::Cancelled, shared);
+        }
+    }
+}
+
+fn span_enter(span: &tracing::Span) {
+    span.with_subscriber(|(id, dispatch)| dispatch.enter(id));
+}
+
+fn span_exit(span: &tracing::Span) {
+    span.with_subscriber(|(id, dispatch)| dispatch.exit(id));
+}

@@ -1,0 +1,305 @@
+//! Runtimes: a scheduler, a reactor and a timer wheel on one thread.
+//!
+//! A [`Runtime`] runs fibers on the thread that drives it. Drive it in one of
+//! three ways:
+//!
+//! - [`Runtime::block_on`] runs a closure on the thread's own stack as the
+//!   runtime's *root*; while the closure is blocked (it sleeps, joins, reads
+//!   a socket), the runtime's fibers run. [`fibra::run`](crate::run) is the
+//!   one-line form.
+//! - [`Runtime::run`] runs fibers until none is left: the `async_run` loop.
+//! - [`Runtime::turn`] runs one step and returns, for an outer event loop; the
+//!   runtime's fd ([`AsRawFd`]) is readable whenever it has work.
+//!
+//! ```
+//! use std::time::Duration;
+//!
+//! let rt = fibra::Runtime::new()?;
+//! let h = rt.spawn(|| {
+//!     fibra::sleep(Duration::from_millis(5));
+//!     6 * 7
+//! });
+//! rt.run();
+//! assert_eq!(h.join().unwrap(), 42);
+//! # Ok::<(), std::io::Error>(())
+//! ```
+//!
+//! A runtime and its fibers belong to the thread that created it: `Runtime`
+//! is neither `Send` nor `Sync`, and a fiber never moves to another thread.
+
+mod builder;
+pub(crate) mod context;
+pub(crate) mod core;
+pub(crate) mod park;
+pub(crate) mod shared;
+
+pub use builder::Builder;
+
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+use std::panic::{self, AssertUnwindSafe};
+use std::time::Duration;
+
+use crate::fiber::{self, JoinHandle};
+use crate::runtime::context::Enter;
+use crate::runtime::core::{Core, Until};
+
+/// A fiber runtime on the current thread. See the [module docs](self).
+///
+/// A `Runtime` cannot leave its thread:
+///
+/// ```compile_fail
+/// let rt = fibra::Runtime::new().unwrap();
+/// std::thread::spawn(move || drop(rt));
+/// ```
+pub struct Runtime {
+    core: Box<Core>,
+}
+
+impl Runtime {
+    /// A runtime with the default configuration.
+    ///
+    /// # Errors
+    ///
+    /// When the kernel refuses the epoll fd, eventfd or timerfd (for example
+    /// at the open-file limit).
+    ///
+    /// ```
+    /// let rt = fibra::Runtime::new()?;
+    /// assert_eq!(rt.block_on(|| 1 + 1), 2);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn new() -> io::Result<Runtime> {
+        Builder::new().build()
+    }
+
+    /// A [`Builder`] to configure a runtime.
+    ///
+    /// ```
+    /// let rt = fibra::Runtime::builder().stack_size(64 * 1024).build()?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn builder() -> Builder {
+        Builder::new()
+    }
+
+    fn from_core(core: Core) -> Runtime {
+        raise_fd_limit();
+        Runtime {
+            core: Box::new(core),
+        }
+    }
+
+    /// Runs `f` on this thread as the runtime's root, running the runtime's
+    /// fibers whenever `f` blocks, and returns what `f` returns.
+    ///
+    /// `f` may borrow from the caller. Fibers still alive when `f` returns
+    /// stay in the runtime (they run in its next `block_on`, `run` or `turn`,
+    /// or are cancelled when it is dropped). If `f` panics, the panic is
+    /// re-raised here and the runtime stays usable.
+    ///
+    /// # Panics
+    ///
+    /// When called from a fiber or from inside another `block_on`: that
+    /// would stop the runtime already running on this thread.
+    ///
+    /// ```
+    /// let rt = fibra::Runtime::new()?;
+    /// let mut log = Vec::new();
+    /// rt.block_on(|| {
+    ///     let h = fibra::spawn(|| "from a fiber");
+    ///     log.push(h.join().unwrap());
+    /// });
+    /// assert_eq!(log, ["from a fiber"]);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn block_on<T>(&self, f: impl FnOnce() -> T) -> T {
+        let enter = Enter::new(&self.core, "Runtime::block_on");
+        let result = panic::catch_unwind(AssertUnwindSafe(f));
+        drop(enter);
+        match result {
+            Ok(value) => value,
+            Err(payload) => panic::resume_unwind(payload),
+        }
+    }
+
+    /// Runs fibers until none is left (fibers parked forever keep it
+    /// running, like threads keep a process alive).
+    ///
+    /// # Panics
+    ///
+    /// When called from a fiber or from inside `block_on`.
+    ///
+    /// ```
+    /// let rt = fibra::Runtime::new()?;
+    /// for i in 0..3 {
+    ///     rt.spawn(move || fibra::sleep(std::time::Duration::from_millis(i)));
+    /// }
+    /// rt.run();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn run(&self) {
+        let _enter = Enter::new(&self.core, "Runtime::run");
+        self.core.run_root(Until::NoFibers);
+    }
+
+    /// One step for an outer loop: runs the fibers that are ready; if none
+    /// was, waits at most `timeout` (`None`: until something happens) for
+    /// I/O, a timer or a wake-up from another thread and runs the fibers it
+    /// readied. Returns how many times it resumed a fiber.
+    ///
+    /// Between turns the runtime's fd ([`AsRawFd`]) is readable exactly when
+    /// the runtime has work, so an outer `poll`/`epoll` can wait on it.
+    ///
+    /// # Panics
+    ///
+    /// When called from a fiber or from inside `block_on`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// let rt = fibra::Runtime::new()?;
+    /// rt.spawn(|| fibra::sleep(Duration::from_millis(2)));
+    /// let mut resumed = 0;
+    /// while rt.fibers() > 0 {
+    ///     // ... the rest of a frame of a game or GUI loop ...
+    ///     resumed += rt.turn(Some(Duration::from_millis(16)));
+    /// }
+    /// assert_eq!(resumed, 2); // its start, and its wake-up
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn turn(&self, timeout: Option<Duration>) -> usize {
+        let _enter = Enter::new(&self.core, "Runtime::turn");
+        let core = &self.core;
+        // SAFETY: on the runtime's thread (Runtime is !Send); short borrow.
+        let before = unsafe { core.local() }.resumed;
+        core.poll(Some(Duration::ZERO));
+        core.start_batch();
+        core.run_root(Until::BatchDone);
+        // SAFETY: as above.
+        if unsafe { core.local() }.resumed == before && !core.has_ready() {
+            core.poll(timeout);
+            core.start_batch();
+            core.run_root(Until::BatchDone);
+        }
+        core.prepare_outer_wait();
+        // SAFETY: as above.
+        (unsafe { core.local() }.resumed - before) as usize
+    }
+
+    /// Spawns a fiber on this runtime from outside it (from the thread that
+    /// owns it, before or between `block_on`, `run` and `turn`, or from one
+    /// of its fibers). The fiber starts when the runtime next runs.
+    ///
+    /// `F: Send` keeps the door open for runtimes of several workers, where
+    /// the fiber may start on another thread than the caller's.
+    ///
+    /// # Panics
+    ///
+    /// When the fiber's stack cannot be mapped; use
+    /// [`fibra::Builder`](crate::Builder) to handle that error.
+    ///
+    /// ```
+    /// let rt = fibra::Runtime::new()?;
+    /// let h = rt.spawn(|| "hello");
+    /// assert_eq!(rt.block_on(|| h.join().unwrap()), "hello");
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn spawn<F, T>(&self, f: F) -> JoinHandle<T>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let stack = self.core.default_stack;
+        fiber::spawn_on(&self.core, f, None, stack).expect("fibra: cannot spawn a fiber")
+    }
+
+    /// How many fibers this runtime has that have not finished.
+    ///
+    /// ```
+    /// let rt = fibra::Runtime::new()?;
+    /// rt.spawn(|| ());
+    /// assert_eq!(rt.fibers(), 1);
+    /// rt.run();
+    /// assert_eq!(rt.fibers(), 0);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn fibers(&self) -> usize {
+        // SAFETY: on the runtime's thread (Runtime is !Send); short borrow.
+        unsafe { self.core.local() }.live
+    }
+}
+
+impl AsRawFd for Runtime {
+    /// The runtime's epoll fd: readable when the runtime has work (a ready
+    /// fiber, an I/O event, an expired timer, a wake-up from another thread).
+    /// Call [`Runtime::turn`] when it is.
+    fn as_raw_fd(&self) -> RawFd {
+        // SAFETY: on the runtime's thread (Runtime is !Send); short borrow.
+        unsafe { self.core.local() }.reactor.fd()
+    }
+}
+
+impl Drop for Runtime {
+    /// Cancels every fiber left, unwinding each from where it is parked so
+    /// its destructors run, and waits until all have finished.
+    fn drop(&mut self) {
+        let enter = Enter::nested(&self.core);
+        self.core.shutdown();
+        drop(enter);
+        self.core.shared.close();
+    }
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("fd", &self.as_raw_fd())
+            .field("fibers", &self.fibers())
+            .finish()
+    }
+}
+
+/// Raises the soft open-file limit to the hard limit, once per process, as Go
+/// does: a server of many connections should not die of a default of 1024.
+fn raise_fd_limit() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let mut lim = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: valid out-pointer / in-pointer to an rlimit.
+        unsafe {
+            if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+                lim.rlim_cur = lim.rlim_max;
+                libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+            }
+        }
+    });
+}
+
+/// Runs `f` in a new runtime on this thread and returns what it returns;
+/// fibers still alive then are cancelled. See [`Runtime::block_on`].
+///
+/// # Panics
+///
+/// When the runtime cannot be created, or when called from a fiber or from
+/// inside `block_on`. A panic of `f` is re-raised.
+///
+/// ```
+/// let sum = fibra::run(|| {
+///     let handles: Vec<_> = (1..=10).map(|i| fibra::spawn(move || i)).collect();
+///     handles.into_iter().map(|h| h.join().unwrap()).sum::<i32>()
+/// });
+/// assert_eq!(sum, 55);
+/// ```
+#[track_caller]
+pub fn run<T>(f: impl FnOnce() -> T) -> T {
+    Runtime::new()
+        .expect("fibra::run: cannot create a runtime")
+        .block_on(f)
+}

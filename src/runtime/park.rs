@@ -1,0 +1,156 @@
+//! The one primitive everything blocking stands on: park the current
+//! context, and an [`Unparker`] that wakes it from anywhere.
+//!
+//! In a fiber (or `block_on`'s closure) parking switches to other fibers; on
+//! a plain thread it blocks the thread. Callers never rely on a wake-up
+//! meaning anything: they re-check their condition and park again, exactly as
+//! with `std::thread::park`.
+//!
+//! Parks in a fiber are where cancellation and `fibra::timeout` take effect:
+//! [`park`] unwinds the fiber (with a private payload, caught at the fiber's
+//! root or by `timeout`) when it has been cancelled or its timeout expired.
+//! While a fiber is already unwinding, its parks are ordinary parks, so a
+//! destructor that blocks does block instead of aborting the process with a
+//! panic inside a panic.
+
+use std::sync::Arc;
+use std::thread::Thread;
+
+use crate::runtime::context;
+use crate::runtime::core::{Core, TimeoutScope, Wake, WakeToken};
+use crate::runtime::shared::{Remote, Shared};
+use crate::time::clock;
+
+/// The unwind payload of a cancelled fiber.
+pub(crate) struct CancelUnwind;
+
+/// The unwind payload of an expired `fibra::timeout`.
+pub(crate) struct TimeoutUnwind {
+    pub(crate) id: u64,
+}
+
+/// How a park in a fiber ended, when it did not unwind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Parked {
+    /// Woken (possibly spuriously): re-check and park again if needed.
+    Woken,
+    /// The park's own deadline passed.
+    TimedOut,
+}
+
+/// Unwinds the current fiber if it has been cancelled or its innermost
+/// `fibra::timeout` has expired (unless it is unwinding already). Returns
+/// the innermost timeout, which has not expired.
+pub(crate) fn check_unwind(core: &Core) -> Option<TimeoutScope> {
+    if std::thread::panicking() {
+        return None;
+    }
+    // SAFETY: on the runtime's thread; short borrow.
+    let (cancelled, scope) = {
+        let l = unsafe { core.local() };
+        let rec = &l.fibers[l.current as usize];
+        (rec.cancelled, rec.timeout)
+    };
+    if cancelled {
+        std::panic::resume_unwind(Box::new(CancelUnwind));
+    }
+    if let Some(scope) = scope
+        && scope.deadline <= clock::now_ns()
+    {
+        std::panic::resume_unwind(Box::new(TimeoutUnwind { id: scope.id }));
+    }
+    scope
+}
+
+/// Parks the current fiber until it is unparked or `deadline` (ns) passes,
+/// unwinding if it is cancelled or its `fibra::timeout` expires.
+pub(crate) fn park(core: &Core, deadline: Option<u64>) -> Parked {
+    if std::thread::panicking() {
+        return match core.park_raw(deadline) {
+            Wake::TimedOut => Parked::TimedOut,
+            _ => Parked::Woken,
+        };
+    }
+    let scope = check_unwind(core);
+    let effective = match (deadline, scope) {
+        (Some(d), Some(s)) => Some(d.min(s.deadline)),
+        (d, s) => d.or(s.map(|s| s.deadline)),
+    };
+    match core.park_raw(effective) {
+        Wake::Unparked => Parked::Woken,
+        Wake::Cancelled => std::panic::resume_unwind(Box::new(CancelUnwind)),
+        Wake::TimedOut => match scope {
+            Some(scope) if deadline.is_none_or(|d| scope.deadline <= d) => {
+                std::panic::resume_unwind(Box::new(TimeoutUnwind { id: scope.id }))
+            }
+            _ => Parked::TimedOut,
+        },
+    }
+}
+
+/// Wakes one parked context: a fiber (of any runtime, from any thread) or a
+/// thread. `Send + Sync`; waking a park that has already ended does nothing.
+#[derive(Clone)]
+pub(crate) enum Unparker {
+    Fiber(FiberUnparker),
+    Thread(Thread),
+}
+
+#[derive(Clone)]
+pub(crate) struct FiberUnparker {
+    shared: Arc<Shared>,
+    token: WakeToken,
+}
+
+impl Unparker {
+    /// The unparker of the calling context's next park.
+    pub(crate) fn current() -> Unparker {
+        match context::current() {
+            Some(core) => Unparker::Fiber(FiberUnparker {
+                shared: core.shared.clone(),
+                token: core.current_token(),
+            }),
+            None => Unparker::Thread(std::thread::current()),
+        }
+    }
+
+    pub(crate) fn unpark(&self) {
+        match self {
+            Unparker::Thread(thread) => thread.unpark(),
+            Unparker::Fiber(f) => match context::current() {
+                // On the fiber's own thread, inside its runtime: no lock, no syscall.
+                Some(core) if Arc::ptr_eq(&core.shared, &f.shared) => {
+                    // SAFETY: on the runtime's thread; short borrow.
+                    unsafe { core.local() }.wake(f.token, Wake::Unparked, &core.shared);
+                }
+                _ => f.shared.send(Remote::Unpark(f.token)),
+            },
+        }
+    }
+}
+
+/// Parks the calling context: the fiber (see [`park`]) or the thread.
+/// `deadline` in ns of the monotonic clock.
+pub(crate) fn park_current(deadline: Option<u64>) -> Parked {
+    match context::current() {
+        Some(core) => park(core, deadline),
+        None => match deadline {
+            None => {
+                std::thread::park();
+                Parked::Woken
+            }
+            Some(deadline) => {
+                let now = clock::now_ns();
+                if now >= deadline {
+                    return Parked::TimedOut;
+                }
+                std::thread::park_timeout(std::time::Duration::from_nanos(deadline - now));
+                if clock::now_ns() >= deadline {
+                    Parked::TimedOut
+                } else {
+                    Parked::Woken
+                }
+            }
+        },
+    }
+}

@@ -1,0 +1,94 @@
+//! The part of a runtime other threads may touch: a queue of messages and
+//! the `mio::Waker` that interrupts the runtime's `epoll_wait`.
+//!
+//! An unpark from another thread cannot touch the run queue (it belongs to
+//! the runtime's thread), so it queues a message here; the runtime drains the
+//! queue when it next polls. The `woken` flag coalesces wake-ups: only the
+//! first message after a drain writes the eventfd.
+//!
+//! Memory ordering: a message pushed before `unpark` returns is seen by the
+//! runtime's drain (the mutex orders them), so whatever the sender wrote
+//! before unparking (Release) is visible to the fiber after its park returns
+//! (Acquire), as with `std::thread::park`.
+
+use std::io;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::ThreadId;
+
+use crate::reactor::WAKER;
+use crate::runtime::core::{FiberId, Key, WakeToken};
+
+pub(crate) enum Remote {
+    Unpark(WakeToken),
+    Cancel(Key, FiberId),
+}
+
+pub(crate) struct Shared {
+    queue: Mutex<Queue>,
+    /// Set by the first message after a drain; the runtime clears it.
+    woken: AtomicBool,
+    waker: mio::Waker,
+    /// The thread the runtime runs on.
+    pub(crate) owner: ThreadId,
+}
+
+struct Queue {
+    messages: Vec<Remote>,
+    /// The runtime has been dropped: messages go nowhere.
+    closed: bool,
+}
+
+impl Shared {
+    pub(crate) fn new(registry: &mio::Registry) -> io::Result<Shared> {
+        Ok(Shared {
+            queue: Mutex::new(Queue {
+                messages: Vec::new(),
+                closed: false,
+            }),
+            woken: AtomicBool::new(false),
+            waker: mio::Waker::new(registry, WAKER)?,
+            owner: std::thread::current().id(),
+        })
+    }
+
+    /// Queues a message for the runtime and wakes it. Does nothing once the
+    /// runtime is gone (its fibers have all finished by then).
+    pub(crate) fn send(&self, msg: Remote) {
+        {
+            let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+            if q.closed {
+                return;
+            }
+            q.messages.push(msg);
+        }
+        if !self.woken.swap(true, Ordering::AcqRel) {
+            self.wake_fd();
+        }
+    }
+
+    /// Makes the runtime's epoll fd readable (and its `epoll_wait` return).
+    pub(crate) fn wake_fd(&self) {
+        if let Err(e) = self.waker.wake() {
+            tracing::error!(error = %e, "cannot wake a fibra runtime");
+        }
+    }
+
+    /// Whether messages may be waiting; clears the flag (the caller drains).
+    pub(crate) fn take_woken(&self) -> bool {
+        self.woken.load(Ordering::Relaxed) && self.woken.swap(false, Ordering::AcqRel)
+    }
+
+    /// Moves the queued messages into `into`.
+    pub(crate) fn drain(&self, into: &mut Vec<Remote>) {
+        let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        into.append(&mut q.messages);
+    }
+
+    /// The runtime is gone: drop what is queued and refuse what comes.
+    pub(crate) fn close(&self) {
+        let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        q.closed = true;
+        q.messages.clear();
+    }
+}

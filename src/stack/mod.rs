@@ -1,0 +1,324 @@
+//! Fiber stacks: mmap'd, lazily committed, a guard page below each, pooled.
+//!
+//! A stack is one anonymous private mapping: a guard page at the bottom and
+//! the usable stack above it. Nothing is committed until touched, so a fiber
+//! that parks after a shallow call chain costs one or two resident pages.
+//!
+//! ## Guard pages without extra mappings
+//!
+//! An mprotect'd guard page splits the mapping in two, and the default
+//! `vm.max_map_count` (65530) then caps a process near 32 000 stacks. Linux
+//! 6.13 added `madvise(MADV_GUARD_INSTALL)`, which marks the page as a guard in
+//! the page tables without touching the mapping; adjacent stacks then merge
+//! into a single VMA (100 000 stacks showed up as one line of
+//! `/proc/self/maps` on this project's machines). We use it when the kernel
+//! has it and fall back to mprotect otherwise.
+//!
+//! ## Transparent huge pages
+//!
+//! A 2 MiB huge page behind a fiber stack would multiply its footprint by a
+//! few hundred. `MAP_STACK` keeps THP off on Linux ≥ 6.7; on the fallback path
+//! (older kernels) we also say `MADV_NOHUGEPAGE`.
+//!
+//! ## The pool
+//!
+//! Spawning must not cost a syscall, so stacks of the runtime's default size
+//! go back to a per-thread pool when their fiber ends and are reused
+//! last-in-first-out (the most recently used stack is the one still in cache).
+//! The pool keeps at most [`POOL_CAPACITY`] stacks; the rest are unmapped, so
+//! a pool never pins more than `POOL_CAPACITY × stack size` of memory however
+//! many fibers came and went.
+
+pub(crate) mod overflow;
+
+use std::cell::RefCell;
+use std::io;
+use std::ptr::{self, NonNull};
+use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+
+/// The stack size a fiber gets unless told otherwise: 256 KiB.
+///
+/// Only the pages a fiber touches are committed, so this is address space,
+/// not memory. Ordinary Rust code wants more than Go's starting 8 KiB: a
+/// `format!` chain is a few KiB deep, a `tracing` subscriber adds a few more,
+/// a 16 KiB buffer on the stack is common in I/O code, and debug builds use
+/// several times the stack of release builds. 256 KiB leaves more than ten
+/// times that headroom in debug builds while a million fibers still fit in
+/// 256 GiB of the 128 TiB user address space.
+pub const DEFAULT_STACK_SIZE: usize = 256 * 1024;
+
+/// The largest stack a fiber may ask for. Anything bigger is almost certainly
+/// a unit mistake; a thread is the right tool for such depths.
+pub const MAX_STACK_SIZE: usize = 1 << 30;
+
+/// The smallest usable stack: the fiber's start data, the first switch frame
+/// and a few frames of its own.
+pub const MIN_STACK_SIZE: usize = 16 * 1024;
+
+/// How many free stacks a thread keeps for reuse.
+pub(crate) const POOL_CAPACITY: usize = 64;
+
+/// What a stack knows about its fiber, for the overflow report. It lives at
+/// the top of the stack's own mapping, so its address is stable for as long
+/// as the fiber runs, and the signal handler can read it without a lock.
+#[repr(C)]
+pub(crate) struct StackHeader {
+    pub(crate) guard_lo: usize,
+    pub(crate) guard_hi: usize,
+    pub(crate) usable: usize,
+    pub(crate) fiber_id: u64,
+    /// A `str` owned by the fiber's record, which outlives the fiber's run.
+    pub(crate) name_ptr: *const u8,
+    pub(crate) name_len: usize,
+}
+
+/// One mapped fiber stack: a guard page at `base`, the usable stack above it.
+///
+/// # Invariant
+///
+/// `base..base + len` is a mapping owned by this value and unmapped on drop;
+/// the first `page_size()` bytes are the guard.
+pub(crate) struct Stack {
+    base: NonNull<u8>,
+    len: usize,
+}
+
+impl Stack {
+    /// Maps a stack with `usable` bytes (already validated and page-rounded)
+    /// above a guard page.
+    fn map(usable: usize) -> io::Result<Stack> {
+        let guard = page_size();
+        let len = usable + guard;
+        // SAFETY: an anonymous private mapping at an address of the kernel's
+        // choosing aliases nothing; the result is checked below.
+        let base = unsafe {
+            libc::mmap(
+                ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_STACK,
+                -1,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            let err = io::Error::last_os_error();
+            return Err(io::Error::new(
+                err.kind(),
+                format!(
+                    "cannot map a fiber stack of {} KiB: {err} (the process may have reached \
+                     vm.max_map_count = {} mappings, or its address-space limit)",
+                    usable / 1024,
+                    max_map_count().map_or_else(|| "?".to_string(), |n| n.to_string()),
+                ),
+            ));
+        }
+        let stack = Stack {
+            base: NonNull::new(base.cast()).expect("mmap returned null"),
+            len,
+        };
+        stack.install_guard()?;
+        Ok(stack)
+    }
+
+    fn install_guard(&self) -> io::Result<()> {
+        const MADV_GUARD_INSTALL: libc::c_int = 102;
+        const UNKNOWN: u8 = 0;
+        const MADVISE: u8 = 1;
+        const MPROTECT: u8 = 2;
+        static METHOD: AtomicU8 = AtomicU8::new(UNKNOWN);
+
+        let base = self.base.as_ptr().cast();
+        if METHOD.load(Ordering::Relaxed) != MPROTECT {
+            // SAFETY: the first page of our own mapping becomes a guard
+            // region; nothing lives there.
+            if unsafe { libc::madvise(base, page_size(), MADV_GUARD_INSTALL) } == 0 {
+                METHOD.store(MADVISE, Ordering::Relaxed);
+                return Ok(());
+            }
+            let err = io::Error::last_os_error();
+            if err.raw_os_error() != Some(libc::EINVAL) {
+                return Err(err);
+            }
+            // Older kernel: remember, and use mprotect from now on.
+            METHOD.store(MPROTECT, Ordering::Relaxed);
+        }
+        // SAFETY: as above, on our own mapping; without MADV_GUARD_INSTALL we
+        // are on a kernel older than 6.13, where MAP_STACK may not keep THP
+        // away, so say it explicitly.
+        unsafe {
+            libc::madvise(self.base.as_ptr().cast(), self.len, libc::MADV_NOHUGEPAGE);
+            if libc::mprotect(base, page_size(), libc::PROT_NONE) != 0 {
+                let err = io::Error::last_os_error();
+                return Err(io::Error::new(
+                    err.kind(),
+                    format!(
+                        "cannot protect a fiber stack's guard page: {err} (without \
+                         MADV_GUARD_INSTALL, Linux < 6.13, each guard costs a mapping \
+                         and vm.max_map_count caps the number of stacks)"
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The usable size in bytes (the guard page excluded).
+    pub(crate) fn usable(&self) -> usize {
+        self.len - page_size()
+    }
+
+    /// One past the highest usable byte; page-aligned.
+    pub(crate) fn top(&self) -> *mut u8 {
+        self.base.as_ptr().wrapping_add(self.len)
+    }
+
+    /// The address range of the guard page.
+    pub(crate) fn guard(&self) -> (usize, usize) {
+        let lo = self.base.as_ptr() as usize;
+        (lo, lo + page_size())
+    }
+
+    /// The header slot at the top of the stack.
+    pub(crate) fn header(&self) -> *mut StackHeader {
+        self.top().wrapping_sub(size_of::<StackHeader>().next_multiple_of(16)).cast()
+    }
+
+    /// The 16-byte aligned address below the header where a fiber's own data
+    /// may start.
+    pub(crate) fn below_header(&self) -> *mut u8 {
+        self.header().cast()
+    }
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        // SAFETY: the invariant says we own this mapping, and no fiber runs
+        // on it any more (a stack is dropped only after its fiber has ended
+        // and switched away for good).
+        unsafe { libc::munmap(self.base.as_ptr().cast(), self.len) };
+    }
+}
+
+/// Checks a requested stack size and rounds it up to whole pages.
+pub(crate) fn validate_size(size: usize) -> io::Result<usize> {
+    if size == 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "a fiber's stack size must be greater than zero",
+        ));
+    }
+    if size > MAX_STACK_SIZE {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!(
+                "a fiber stack of {size} bytes is larger than the limit of {} MiB",
+                MAX_STACK_SIZE >> 20
+            ),
+        ));
+    }
+    Ok(size.max(MIN_STACK_SIZE).next_multiple_of(page_size()))
+}
+
+thread_local! {
+    /// Free stacks of this thread, most recently used last.
+    static POOL: RefCell<Vec<Stack>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A stack with `usable` bytes (validated by [`validate_size`]), from this
+/// thread's pool when one of that size is free.
+pub(crate) fn take(usable: usize) -> io::Result<Stack> {
+    let pooled = POOL
+        .try_with(|pool| {
+            let mut pool = pool.borrow_mut();
+            let i = pool.iter().rposition(|s| s.usable() == usable)?;
+            Some(pool.swap_remove(i))
+        })
+        .ok()
+        .flatten();
+    match pooled {
+        Some(stack) => Ok(stack),
+        None => Stack::map(usable),
+    }
+}
+
+/// Returns a stack whose fiber has ended to this thread's pool, or unmaps it
+/// when the pool is full (or the thread is shutting down).
+pub(crate) fn give_back(stack: Stack) {
+    let rest = POOL.try_with(|pool| {
+        let mut pool = pool.borrow_mut();
+        if pool.len() < POOL_CAPACITY {
+            pool.push(stack);
+            None
+        } else {
+            Some(stack)
+        }
+    });
+    // Outside the closure, so that munmap runs with the pool unborrowed.
+    drop(rest);
+}
+
+/// The system page size.
+pub(crate) fn page_size() -> usize {
+    static PAGE: AtomicUsize = AtomicUsize::new(0);
+    match PAGE.load(Ordering::Relaxed) {
+        0 => {
+            // SAFETY: sysconf has no preconditions.
+            let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
+                .ok()
+                .filter(|&p| p > 0)
+                .unwrap_or(4096);
+            PAGE.store(page, Ordering::Relaxed);
+            page
+        }
+        page => page,
+    }
+}
+
+fn max_map_count() -> Option<u64> {
+    std::fs::read_to_string("/proc/sys/vm/max_map_count")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_are_validated_and_rounded() {
+        assert_eq!(
+            validate_size(0).unwrap_err().kind(),
+            io::ErrorKind::InvalidInput
+        );
+        assert!(validate_size(MAX_STACK_SIZE + 1).is_err());
+        assert_eq!(validate_size(1).unwrap(), MIN_STACK_SIZE);
+        assert_eq!(validate_size(MIN_STACK_SIZE + 1).unwrap() % page_size(), 0);
+    }
+
+    #[test]
+    fn pool_reuses_and_is_bounded() {
+        let size = validate_size(DEFAULT_STACK_SIZE).unwrap();
+        let a = take(size).unwrap();
+        let top = a.top();
+        give_back(a);
+        let b = take(size).unwrap();
+        assert_eq!(b.top(), top, "the pool hands back the stack it was given");
+        let many: Vec<Stack> = (0..POOL_CAPACITY + 10).map(|_| take(size).unwrap()).collect();
+        many.into_iter().for_each(give_back);
+        assert_eq!(POOL.with(|p| p.borrow().len()), POOL_CAPACITY);
+        drop(b);
+    }
+
+    #[test]
+    fn usable_memory_is_writable_and_guard_is_below() {
+        let stack = take(validate_size(64 * 1024).unwrap()).unwrap();
+        let (lo, hi) = stack.guard();
+        assert_eq!(hi - lo, page_size());
+        assert_eq!(stack.top() as usize - hi, stack.usable());
+        // SAFETY: the usable range is ours to write.
+        unsafe { ptr::write_bytes(hi as *mut u8, 0xA5, stack.usable()) };
+    }
+}

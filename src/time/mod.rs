@@ -1,0 +1,134 @@
+//! Time: sleeping and deadlines for fibers.
+//!
+//! Timers live in a hierarchical wheel per runtime ([`wheel`]): arming and
+//! cancelling cost O(1), a timer never fires before its deadline, and timers
+//! due together fire in deadline order. When nothing is ready the runtime
+//! sleeps in `epoll_wait` until the next deadline (a timerfd), so idle
+//! runtimes cost nothing.
+
+pub(crate) mod clock;
+pub(crate) mod wheel;
+
+use std::fmt;
+use std::panic::{self, AssertUnwindSafe};
+use std::time::{Duration, Instant};
+
+use crate::runtime::context;
+use crate::runtime::park::{Parked, TimeoutUnwind, park};
+
+/// Blocks the current fiber for at least `d` while other fibers run. Outside
+/// a runtime, sleeps the thread.
+///
+/// ```
+/// use std::time::{Duration, Instant};
+///
+/// fibra::run(|| {
+///     let start = Instant::now();
+///     fibra::sleep(Duration::from_millis(10));
+///     assert!(start.elapsed() >= Duration::from_millis(10));
+/// });
+/// ```
+pub fn sleep(d: Duration) {
+    match context::current() {
+        Some(core) => sleep_ns(core, clock::after_ns(d)),
+        None => std::thread::sleep(d),
+    }
+}
+
+/// Blocks the current fiber until `deadline` while other fibers run. Outside
+/// a runtime, sleeps the thread.
+///
+/// ```
+/// use std::time::{Duration, Instant};
+///
+/// fibra::run(|| {
+///     let deadline = Instant::now() + Duration::from_millis(5);
+///     fibra::sleep_until(deadline);
+///     assert!(Instant::now() >= deadline);
+/// });
+/// ```
+pub fn sleep_until(deadline: Instant) {
+    match context::current() {
+        Some(core) => sleep_ns(core, clock::instant_ns(deadline)),
+        None => {
+            let now = Instant::now();
+            if deadline > now {
+                std::thread::sleep(deadline - now);
+            }
+        }
+    }
+}
+
+fn sleep_ns(core: &crate::runtime::core::Core, deadline: u64) {
+    loop {
+        if park(core, Some(deadline)) == Parked::TimedOut || clock::now_ns() >= deadline {
+            return;
+        }
+    }
+}
+
+/// The error of [`timeout`]: the deadline passed first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Elapsed(());
+
+impl fmt::Display for Elapsed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("deadline has elapsed")
+    }
+}
+
+impl std::error::Error for Elapsed {}
+
+impl From<Elapsed> for std::io::Error {
+    fn from(_: Elapsed) -> std::io::Error {
+        std::io::ErrorKind::TimedOut.into()
+    }
+}
+
+/// Runs `f` on the current fiber, but gives up at the deadline `d` from now:
+/// if `f` is still blocked then (sleeping, joining, waiting on I/O, ...),
+/// it is unwound from that park point, its destructors run, and `timeout`
+/// returns `Err(Elapsed)`.
+///
+/// The deadline takes effect only where `f` blocks or yields: a computation
+/// that never parks runs to its end. Timeouts nest; the earliest deadline
+/// wins. A panic in `f` passes through unchanged.
+///
+/// # Panics
+///
+/// Outside a fibra runtime.
+///
+/// ```
+/// use std::time::Duration;
+///
+/// fibra::run(|| {
+///     let slow = fibra::timeout(Duration::from_millis(10), || {
+///         fibra::sleep(Duration::from_secs(60));
+///     });
+///     assert!(slow.is_err());
+///     let fast = fibra::timeout(Duration::from_secs(60), || 7);
+///     assert_eq!(fast, Ok(7));
+/// });
+/// ```
+#[track_caller]
+pub fn timeout<T>(d: Duration, f: impl FnOnce() -> T) -> Result<T, Elapsed> {
+    let core = context::expect("fibra::timeout");
+    let deadline = clock::after_ns(d);
+    let id = next_timeout_id();
+    let previous = core.set_timeout(deadline, id);
+    let result = panic::catch_unwind(AssertUnwindSafe(f));
+    core.restore_timeout(previous);
+    match result {
+        Ok(value) => Ok(value),
+        Err(payload) => match payload.downcast_ref::<TimeoutUnwind>() {
+            Some(t) if t.id == id => Err(Elapsed(())),
+            _ => panic::resume_unwind(payload),
+        },
+    }
+}
+
+fn next_timeout_id() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
