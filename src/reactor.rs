@@ -225,7 +225,10 @@ impl Reactor {
             return;
         }
         let spec = libc::itimerspec {
-            it_interval: libc::timespec { tv_sec: 0, tv_nsec: 0 },
+            it_interval: libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            },
             it_value: libc::timespec {
                 tv_sec: (at / 1_000_000_000) as libc::time_t,
                 // A zero it_value disarms; time 0 never occurs on a real clock.

@@ -38,16 +38,20 @@ const FRAME_BYTES: usize = 8 * 8;
 /// least 64 bytes below it that nothing else uses, and `data` must stay valid
 /// for whatever `entry` does with it.
 pub(crate) unsafe fn init_stack(top: *mut u8, entry: EntryFn, data: *mut u8) -> *mut u8 {
-    debug_assert_eq!(top as usize % 16, 0, "fiber stack top must be 16-byte aligned");
+    debug_assert_eq!(
+        top as usize % 16,
+        0,
+        "fiber stack top must be 16-byte aligned"
+    );
     let sp = top.wrapping_sub(FRAME_BYTES).cast::<u64>();
     let frame: [u64; 8] = [
         DEFAULT_FP_WORDS,
-        0,                                    // r15
-        0,                                    // r14
-        0,                                    // r13
-        entry as *const () as u64,            // r12: the entry function
-        data as usize as u64,                 // rbx: its data
-        0,                                    // rbp: the end of the frame-pointer chain
+        0,                                        // r15
+        0,                                        // r14
+        0,                                        // r13
+        entry as *const () as u64,                // r12: the entry function
+        data as usize as u64,                     // rbx: its data
+        0,                                        // rbp: the end of the frame-pointer chain
         fibra_0_1_trampoline as *const () as u64, // where the first `ret` goes
     ];
     // SAFETY: the caller guarantees 64 writable bytes below `top`, and `top`

@@ -68,8 +68,7 @@ where
     let below = stack.below_header() as usize;
     let size = size_of::<Start<F, T>>();
     let align = align_of::<Start<F, T>>().max(16);
-    let (frame_top, data, entry): (usize, *mut u8, arch::EntryFn) = if size <= stack.usable() / 4
-    {
+    let (frame_top, data, entry): (usize, *mut u8, arch::EntryFn) = if size <= stack.usable() / 4 {
         let at = (below - size) & !(align - 1);
         // SAFETY: `at..at + size` lies in the usable stack below the header
         // (size is at most a quarter of it), aligned for Start.
@@ -81,7 +80,9 @@ where
     };
 
     let (guard_lo, guard_hi) = stack.guard();
-    let (name_ptr, name_len) = name.as_deref().map_or((ptr::null(), 0), |n| (n.as_ptr(), n.len()));
+    let (name_ptr, name_len) = name
+        .as_deref()
+        .map_or((ptr::null(), 0), |n| (n.as_ptr(), n.len()));
     // SAFETY: the header slot at the top of our own stack is ours to write;
     // the name is kept alive by the record (which owns an `Arc` of it).
     unsafe {
@@ -98,7 +99,10 @@ where
     // aligned to 16) with the rest of the usable stack below it; `data` stays
     // valid until the entry reads it.
     let sp = unsafe { arch::init_stack(frame_top as *mut u8, entry, data) };
-    let fiber = Fiber { id, name: name.clone() };
+    let fiber = Fiber {
+        id,
+        name: name.clone(),
+    };
     let key = core.add_fiber(stack, sp, id, name);
     Ok(JoinHandle::new(
         packet,
@@ -141,33 +145,54 @@ where
         std::process::abort();
     };
     core.after_switch(arg);
-    // SAFETY: `data` holds the Start written for us, read exactly once.
-    let start = unsafe {
+    // SAFETY: `data` holds the Start written for us; `run` reads each field
+    // exactly once. A boxed Start's allocation is freed afterwards without
+    // dropping its (moved-out) fields.
+    unsafe {
+        run(core, data.cast::<Start<F, T>>());
         if BOXED {
-            *Box::from_raw(data.cast::<Start<F, T>>())
-        } else {
-            ptr::read(data.cast::<Start<F, T>>())
+            drop(Box::from_raw(
+                data.cast::<std::mem::ManuallyDrop<Start<F, T>>>(),
+            ));
         }
-    };
-    run(core, start);
+    }
     core.exit_current()
 }
 
 /// Runs the fiber's closure and hands its outcome to the packet. Every local
 /// is dropped when this returns, before the fiber's final switch.
+///
+/// The closure is moved out of `start` only inside `catch_unwind`, right
+/// before it is called: a closure that captures a large array is then
+/// copied once onto the fiber's stack, not once per wrapper (debug builds
+/// copy on every move).
+///
+/// # Safety
+///
+/// `start` points to an initialised `Start` whose fields are read here once
+/// and must not be used (nor dropped) afterwards.
 #[inline(never)]
-fn run<F, T>(core: &Core, start: Start<F, T>)
+unsafe fn run<F, T>(core: &Core, start: *mut Start<F, T>)
 where
     F: FnOnce() -> T,
 {
-    let Start { f, packet, on_exit } = start;
+    // SAFETY: per the contract, each field is read exactly once.
+    let (packet, on_exit, f) = unsafe {
+        (
+            ptr::read(&raw const (*start).packet),
+            ptr::read(&raw const (*start).on_exit),
+            &raw mut (*start).f,
+        )
+    };
     let (id, cancelled) = core.begin_current();
     let result = if cancelled {
         // Cancelled before it ever ran: drop the closure unrun.
-        let _ = panic::catch_unwind(AssertUnwindSafe(move || drop(f)));
+        // SAFETY: `f` is read (and dropped) here, once.
+        let _ = panic::catch_unwind(AssertUnwindSafe(|| drop(unsafe { ptr::read(f) })));
         Err(JoinError::cancelled(id))
     } else {
-        panic::catch_unwind(AssertUnwindSafe(f)).map_err(|payload| {
+        // SAFETY: `f` is read (and called) here, once.
+        panic::catch_unwind(AssertUnwindSafe(|| unsafe { ptr::read(f) }())).map_err(|payload| {
             if payload.is::<CancelUnwind>() {
                 JoinError::cancelled(id)
             } else {

@@ -13,8 +13,8 @@ use std::marker::PhantomData;
 use std::panic::{self, AssertUnwindSafe};
 
 use crate::fiber::JoinHandle;
-use crate::fiber::join::cancel_fiber;
 use crate::fiber::entry::{OnExit, spawn_unchecked};
+use crate::fiber::join::cancel_fiber;
 use crate::runtime::context;
 use crate::runtime::core::{Core, WakeToken};
 use crate::runtime::park::{CancelUnwind, TimeoutUnwind};
@@ -100,7 +100,7 @@ fn wait_for_all(core: &Core, data: &ScopeData) -> Option<Box<dyn Any + Send>> {
     let mut unwind: Option<Box<dyn Any + Send>> = None;
     while data.running.get() > 0 {
         let mut deadline = None;
-        if unwind.is_none() && !std::thread::panicking() {
+        if unwind.is_none() && !core.current_is_unwinding() {
             // SAFETY: on the runtime's thread; short borrow.
             let (cancelled, timeout) = {
                 let l = unsafe { core.local() };
@@ -173,7 +173,13 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         // SAFETY: the scope waits for `on_exit` of every fiber it spawned
         // before its borrows end (see `wait_for_all`, which cannot unwind).
         let handle = unsafe {
-            spawn_unchecked(self.core, f, None, self.core.default_stack, Some((on_exit, data)))
+            spawn_unchecked(
+                self.core,
+                f,
+                None,
+                self.core.default_stack,
+                Some((on_exit, data)),
+            )
         }
         .expect("fibra::Scope::spawn: cannot create a fiber");
         self.data.running.set(self.data.running.get() + 1);

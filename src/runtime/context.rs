@@ -50,6 +50,10 @@ pub(crate) fn in_runtime() -> bool {
 pub(crate) struct Enter<'a> {
     core: &'a Core,
     previous: *const Core,
+    /// The root entered while unwinding (a runtime used or dropped in a
+    /// destructor during a panic): it counts as a context suspended
+    /// mid-unwind while fibers run.
+    unwinding: bool,
 }
 
 impl<'a> Enter<'a> {
@@ -74,7 +78,15 @@ impl<'a> Enter<'a> {
         let previous = CONTEXT.with(|c| c.replace(core));
         // SAFETY: on the runtime's thread (a Runtime is !Send); short borrow.
         unsafe { core.local() }.entered = true;
-        Enter { core, previous }
+        let unwinding = std::thread::panicking();
+        if unwinding {
+            core.count_unwinding_suspended(1);
+        }
+        Enter {
+            core,
+            previous,
+            unwinding,
+        }
     }
 }
 
@@ -84,6 +96,9 @@ impl Drop for Enter<'_> {
         // out of the scheduler, it is running again whatever it was doing.
         let l = unsafe { self.core.local() };
         l.entered = false;
+        if self.unwinding {
+            l.unwinding_suspended -= 1;
+        }
         l.fibers[ROOT as usize].state = crate::runtime::core::State::Running;
         l.current = ROOT;
         CONTEXT.with(|c| c.set(self.previous));

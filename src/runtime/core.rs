@@ -140,6 +140,9 @@ pub(crate) struct Record {
     /// Woken with the current token before it parked.
     notified: bool,
     pub(crate) cancelled: bool,
+    /// We started unwinding this context (cancellation or a timeout) and
+    /// it has not been seen outside a panic since; see `current_is_unwinding`.
+    unwinding: bool,
     pub(crate) id: FiberId,
     pub(crate) name: Option<Arc<str>>,
     pub(crate) timeout: Option<TimeoutScope>,
@@ -175,6 +178,10 @@ pub(crate) struct Local {
     pub(crate) closing: bool,
     /// Switches into fibers, for `turn`'s count.
     pub(crate) resumed: u64,
+    /// Contexts suspended in the middle of unwinding. Each makes
+    /// `std::thread::panicking()` true for every context of the thread (the
+    /// panic count is per thread, not per fiber).
+    pub(crate) unwinding_suspended: usize,
     fired: Vec<Fired<WakeToken>>,
     io_ready: Vec<WakeToken>,
     remote: Vec<Remote>,
@@ -200,6 +207,7 @@ impl Core {
             wake: Wake::Unparked,
             notified: false,
             cancelled: false,
+            unwinding: false,
             id: FiberId::next(),
             name: None,
             timeout: None,
@@ -219,6 +227,7 @@ impl Core {
                 entered: false,
                 closing: false,
                 resumed: 0,
+                unwinding_suspended: 0,
                 fired: Vec::new(),
                 io_ready: Vec::new(),
                 remote: Vec::new(),
@@ -267,6 +276,7 @@ impl Core {
             wake: Wake::Unparked,
             notified: false,
             cancelled,
+            unwinding: false,
             id,
             name,
             timeout: None,
@@ -378,7 +388,7 @@ impl Core {
             while let Some(key) = l.run_queue.pop_front() {
                 let rec = &mut l.fibers[key as usize];
                 if rec.state != State::Ready {
-                    continue; // a root entry made stale by `run_root`
+                    continue; // stale: the root left the loop by unwinding (`Enter::drop`)
                 }
                 rec.state = State::Running;
                 l.budget -= 1;
@@ -428,7 +438,10 @@ impl Core {
             rec.park = next_park;
             return Wake::Unparked;
         }
-        let token = WakeToken { key: me, park: rec.park };
+        let token = WakeToken {
+            key: me,
+            park: rec.park,
+        };
         rec.state = State::Parked;
         tracing::trace!(fiber = rec.id.as_u64(), "park");
         let timer = deadline.map(|d| l.timers.insert(d, token));
@@ -447,6 +460,45 @@ impl Core {
             l.timers.cancel(timer);
         }
         wake
+    }
+
+    /// Whether the current context is itself unwinding.
+    ///
+    /// `std::thread::panicking()` cannot say: it is true on the whole thread
+    /// while any context is suspended mid-unwind. It is the current context
+    /// when we unwound it ourselves, or when the thread panics and no
+    /// suspended context accounts for it. (Left undecided: a user panic in
+    /// a fiber while another context is suspended mid-unwind; that fiber is
+    /// then taken as not unwinding.)
+    pub(crate) fn current_is_unwinding(&self) -> bool {
+        // SAFETY: on the runtime's thread; short borrow.
+        let l = unsafe { self.local() };
+        let rec = &mut l.fibers[l.current as usize];
+        if !std::thread::panicking() {
+            rec.unwinding = false; // caught since (or never started)
+            return false;
+        }
+        rec.unwinding || l.unwinding_suspended == 0
+    }
+
+    pub(crate) fn mark_unwinding(&self, unwinding: bool) {
+        // SAFETY: on the runtime's thread; short borrow.
+        let l = unsafe { self.local() };
+        l.fibers[l.current as usize].unwinding = unwinding;
+    }
+
+    /// Parks a context that is unwinding, counted as such while suspended.
+    pub(crate) fn park_unwinding(&self, deadline: Option<u64>) -> Wake {
+        self.count_unwinding_suspended(1);
+        let wake = self.park_raw(deadline);
+        self.count_unwinding_suspended(-1);
+        wake
+    }
+
+    pub(crate) fn count_unwinding_suspended(&self, delta: isize) {
+        // SAFETY: on the runtime's thread; short borrow.
+        let l = unsafe { self.local() };
+        l.unwinding_suspended = l.unwinding_suspended.wrapping_add_signed(delta);
     }
 
     /// Puts the current context behind every ready fiber and runs them.
@@ -477,9 +529,9 @@ impl Core {
 
     /// Runs fibers on behalf of the root context until `until` holds.
     ///
-    /// The root's own state tells why control came back: not `Parked` means
-    /// the root was woken (which ends `RootWoken`); otherwise a fiber found
-    /// nothing to run, or spent the budget, and the root polls.
+    /// The root's own state tells why control came back: `Running` means it
+    /// was resumed from the run queue (which ends `RootWoken`); otherwise a
+    /// fiber found nothing to run, or spent the budget, and the root polls.
     pub(crate) fn run_root(&self, until: Until) {
         loop {
             // SAFETY: on the runtime's thread; re-borrowed every iteration,
@@ -487,14 +539,10 @@ impl Core {
             let l = unsafe { self.local() };
             let root = &mut l.fibers[ROOT as usize];
             match until {
-                // Woken: a fiber resumed the root from the run queue
-                // (Running), or the root found itself woken when control
-                // came back for another reason (Ready; its queue entry is
-                // then stale and will be skipped).
-                Until::RootWoken if root.state != State::Parked => {
-                    root.state = State::Running;
-                    return;
-                }
+                // The root's turn came: it was popped from the run queue,
+                // by a fiber or by this loop. Woken but still queued (Ready)
+                // is not enough: it waits for its FIFO turn like any fiber.
+                Until::RootWoken if root.state == State::Running => return,
                 Until::NoFibers if l.live == 0 => return,
                 Until::BatchDone if l.budget == 0 || l.run_queue.is_empty() => return,
                 _ => {}
@@ -519,11 +567,10 @@ impl Core {
             if rec.state != State::Ready {
                 continue;
             }
-            if next == ROOT {
-                rec.state = State::Ready; // seen at the top of the loop
-                continue;
-            }
             rec.state = State::Running;
+            if next == ROOT {
+                continue; // seen at the top of the loop
+            }
             l.budget = l.budget.saturating_sub(1);
             self.switch_to(ROOT, next, 0);
         }
@@ -680,7 +727,10 @@ impl Local {
         }
         rec.cancelled = true;
         if rec.state == State::Parked {
-            let token = WakeToken { key, park: rec.park };
+            let token = WakeToken {
+                key,
+                park: rec.park,
+            };
             self.wake(token, Wake::Cancelled, shared);
         }
     }

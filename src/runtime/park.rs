@@ -42,7 +42,7 @@ pub(crate) enum Parked {
 /// `fibra::timeout` has expired (unless it is unwinding already). Returns
 /// the innermost timeout, which has not expired.
 pub(crate) fn check_unwind(core: &Core) -> Option<TimeoutScope> {
-    if std::thread::panicking() {
+    if core.current_is_unwinding() {
         return None;
     }
     // SAFETY: on the runtime's thread; short borrow.
@@ -52,23 +52,34 @@ pub(crate) fn check_unwind(core: &Core) -> Option<TimeoutScope> {
         (rec.cancelled, rec.timeout)
     };
     if cancelled {
-        std::panic::resume_unwind(Box::new(CancelUnwind));
+        unwind(core, Box::new(CancelUnwind));
     }
     if let Some(scope) = scope
         && scope.deadline <= clock::now_ns()
     {
-        std::panic::resume_unwind(Box::new(TimeoutUnwind { id: scope.id }));
+        unwind(core, Box::new(TimeoutUnwind { id: scope.id }));
     }
     scope
 }
 
+/// Starts unwinding the current fiber with one of our payloads.
+fn unwind(core: &Core, payload: Box<dyn std::any::Any + Send>) -> ! {
+    core.mark_unwinding(true);
+    std::panic::resume_unwind(payload)
+}
+
 /// Parks the current fiber until it is unparked or `deadline` (ns) passes,
 /// unwinding if it is cancelled or its `fibra::timeout` expires.
+///
+/// A context that is unwinding parks plainly (a destructor that blocks does
+/// block): unwinding it again from inside its own cleanup would abort.
 pub(crate) fn park(core: &Core, deadline: Option<u64>) -> Parked {
-    if std::thread::panicking() {
-        return match core.park_raw(deadline) {
-            Wake::TimedOut => Parked::TimedOut,
-            _ => Parked::Woken,
+    if core.current_is_unwinding() {
+        let wake = core.park_unwinding(deadline);
+        return if wake == Wake::TimedOut {
+            Parked::TimedOut
+        } else {
+            Parked::Woken
         };
     }
     let scope = check_unwind(core);
@@ -78,10 +89,10 @@ pub(crate) fn park(core: &Core, deadline: Option<u64>) -> Parked {
     };
     match core.park_raw(effective) {
         Wake::Unparked => Parked::Woken,
-        Wake::Cancelled => std::panic::resume_unwind(Box::new(CancelUnwind)),
+        Wake::Cancelled => unwind(core, Box::new(CancelUnwind)),
         Wake::TimedOut => match scope {
             Some(scope) if deadline.is_none_or(|d| scope.deadline <= d) => {
-                std::panic::resume_unwind(Box::new(TimeoutUnwind { id: scope.id }))
+                unwind(core, Box::new(TimeoutUnwind { id: scope.id }))
             }
             _ => Parked::TimedOut,
         },

@@ -181,7 +181,9 @@ impl Stack {
 
     /// The header slot at the top of the stack.
     pub(crate) fn header(&self) -> *mut StackHeader {
-        self.top().wrapping_sub(size_of::<StackHeader>().next_multiple_of(16)).cast()
+        self.top()
+            .wrapping_sub(size_of::<StackHeader>().next_multiple_of(16))
+            .cast()
     }
 
     /// The 16-byte aligned address below the header where a fiber's own data
@@ -306,7 +308,9 @@ mod tests {
         give_back(a);
         let b = take(size).unwrap();
         assert_eq!(b.top(), top, "the pool hands back the stack it was given");
-        let many: Vec<Stack> = (0..POOL_CAPACITY + 10).map(|_| take(size).unwrap()).collect();
+        let many: Vec<Stack> = (0..POOL_CAPACITY + 10)
+            .map(|_| take(size).unwrap())
+            .collect();
         many.into_iter().for_each(give_back);
         assert_eq!(POOL.with(|p| p.borrow().len()), POOL_CAPACITY);
         drop(b);

@@ -113,7 +113,10 @@ fn ensure_altstack() {
     let page = super::page_size();
     // SAFETY: getauxval has no preconditions; 0 means "not provided".
     let min = unsafe { libc::getauxval(libc::AT_MINSIGSTKSZ) } as usize;
-    let size = min.max(libc::SIGSTKSZ).max(64 * 1024).next_multiple_of(page);
+    let size = min
+        .max(libc::SIGSTKSZ)
+        .max(64 * 1024)
+        .next_multiple_of(page);
     // SAFETY: a fresh anonymous mapping, checked below; its lowest page
     // becomes a guard so an overflow of the handler itself faults cleanly.
     unsafe {
@@ -136,7 +139,12 @@ fn ensure_altstack() {
             ss_size: size,
         };
         libc::sigaltstack(&stack, ptr::null_mut());
-        OWNED_ALTSTACK.with(|o| o.set(Some(OwnedAltStack { base, len: size + page })));
+        OWNED_ALTSTACK.with(|o| {
+            o.set(Some(OwnedAltStack {
+                base,
+                len: size + page,
+            }))
+        });
     }
 }
 
@@ -204,7 +212,10 @@ struct Buf {
 
 impl Buf {
     fn new() -> Self {
-        Buf { bytes: [0; 512], len: 0 }
+        Buf {
+            bytes: [0; 512],
+            len: 0,
+        }
     }
 
     fn push(&mut self, s: &[u8]) {

@@ -118,6 +118,9 @@ pub fn timeout<T>(d: Duration, f: impl FnOnce() -> T) -> Result<T, Elapsed> {
     let previous = core.set_timeout(deadline, id);
     let result = panic::catch_unwind(AssertUnwindSafe(f));
     core.restore_timeout(previous);
+    if result.is_err() {
+        core.mark_unwinding(false); // caught here
+    }
     match result {
         Ok(value) => Ok(value),
         Err(payload) => match payload.downcast_ref::<TimeoutUnwind>() {

@@ -1,0 +1,78 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use std::cell::Cell;
+use std::process::{Command, Output};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Counts how many of its clones have been dropped (single-threaded).
+#[derive(Clone, Default)]
+pub struct DropCount(Rc<Cell<usize>>);
+
+impl DropCount {
+    pub fn guard(&self) -> DropGuard {
+        DropGuard(self.0.clone())
+    }
+    pub fn get(&self) -> usize {
+        self.0.get()
+    }
+}
+
+pub struct DropGuard(Rc<Cell<usize>>);
+
+impl Drop for DropGuard {
+    fn drop(&mut self) {
+        self.0.set(self.0.get() + 1);
+    }
+}
+
+/// Counts drops across threads.
+#[derive(Clone, Default)]
+pub struct SyncDropCount(Arc<AtomicUsize>);
+
+impl SyncDropCount {
+    pub fn guard(&self) -> SyncDropGuard {
+        SyncDropGuard(self.0.clone())
+    }
+    pub fn get(&self) -> usize {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+pub struct SyncDropGuard(Arc<AtomicUsize>);
+
+impl Drop for SyncDropGuard {
+    fn drop(&mut self) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// Runs the test `name` of this test binary again in a child process with
+/// `FIBRA_CHILD=name` set, and returns its output. The test checks the
+/// variable to act as the child.
+pub fn run_child(name: &str) -> Output {
+    Command::new(std::env::current_exe().unwrap())
+        .args([name, "--exact", "--nocapture", "--test-threads=1"])
+        .env("FIBRA_CHILD", name)
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .expect("cannot run the test binary as a child")
+}
+
+/// Whether this process is the child for test `name`.
+pub fn is_child(name: &str) -> bool {
+    std::env::var("FIBRA_CHILD").is_ok_and(|v| v == name)
+}
+
+/// The panic message of a payload.
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        s.to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "<non-string panic>".to_string()
+    }
+}
