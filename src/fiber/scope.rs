@@ -101,8 +101,8 @@ fn wait_for_all(core: &Core, data: &ScopeData) -> Option<Box<dyn Any + Send>> {
     while data.running.get() > 0 {
         let mut deadline = None;
         if unwind.is_none() && !core.current_is_unwinding() {
-            // SAFETY: on the runtime's thread; short borrow.
             let (cancelled, timeout) = {
+                // SAFETY: on the runtime's thread; short borrow.
                 let l = unsafe { core.local() };
                 let rec = &l.fibers[l.current as usize];
                 (rec.cancelled, rec.timeout)

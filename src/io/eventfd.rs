@@ -56,8 +56,8 @@ impl EventFd {
         if fd < 0 {
             return Err(io::Error::last_os_error());
         }
-        // SAFETY: `fd` was just created and is owned by nobody else.
         let efd = EventFd {
+            // SAFETY: `fd` was just created and is owned by nobody else.
             fd: unsafe { OwnedFd::from_raw_fd(fd) },
         };
         if initial > 0 {

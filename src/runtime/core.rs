@@ -553,7 +553,7 @@ impl Core {
             }
             if until != Until::BatchDone {
                 // Back from a budget's worth of fibers: look for I/O first.
-                self.poll(Some(std::time::Duration::ZERO));
+                self.poll_between_batches();
                 // SAFETY: re-borrowed after polling.
                 let l = unsafe { self.local() };
                 l.budget = BUDGET;
@@ -588,16 +588,29 @@ impl Core {
         !unsafe { self.local() }.run_queue.is_empty()
     }
 
-    /// One poll of the reactor (at most `timeout`; `None`: until something
-    /// happens), then due timers and messages from other threads.
+    /// The poll between two budgets of fibers, while fibers are ready. It
+    /// skips `epoll_wait` when no fd is awaited: news from other threads is
+    /// in `take_woken` and timers are checked without the kernel. (Events of
+    /// the waker and the timerfd then stay queued in epoll, so the runtime's
+    /// fd may look readable once more than needed: harmless.)
+    fn poll_between_batches(&self) {
+        // SAFETY: on the runtime's thread; short borrow.
+        let skip_epoll = !unsafe { self.local() }.reactor.has_waiters();
+        self.poll_with(Some(std::time::Duration::ZERO), skip_epoll);
+    }
+
+    /// One poll of the reactor (at most `timeout`; `None`: until an event),
+    /// then due timers and messages from other threads.
     pub(crate) fn poll(&self, timeout: Option<std::time::Duration>) {
+        self.poll_with(timeout, false);
+    }
+
+    fn poll_with(&self, timeout: Option<std::time::Duration>, skip_epoll: bool) {
         // SAFETY: on the runtime's thread; no switch happens in here.
         let l = unsafe { self.local() };
         let zero = timeout == Some(std::time::Duration::ZERO);
         let mut remote = self.shared.take_woken();
-        // A zero-timeout poll can skip epoll_wait when no fd is awaited: the
-        // waker's news is in `take_woken` and the timers are checked below.
-        if !zero || l.reactor.has_waiters() {
+        if !skip_epoll {
             let mut timeout = timeout;
             if !zero && let Some(next) = l.timers.next_expiration() {
                 if next <= clock::now_ns() {

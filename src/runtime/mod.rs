@@ -181,7 +181,17 @@ impl Runtime {
         core.run_root(Until::BatchDone);
         // SAFETY: as above.
         if unsafe { core.local() }.resumed == before && !core.has_ready() {
-            core.poll(timeout);
+            // Wait until a fiber is ready or the time is up. One poll may
+            // not do: the timerfd also fires when the wheel cascades.
+            let deadline = timeout.map(crate::time::clock::after_ns);
+            loop {
+                let left = deadline
+                    .map(|d| Duration::from_nanos(d.saturating_sub(crate::time::clock::now_ns())));
+                core.poll(left);
+                if core.has_ready() || left.is_some_and(|l| l.is_zero()) {
+                    break;
+                }
+            }
             core.start_batch();
             core.run_root(Until::BatchDone);
         }

@@ -45,8 +45,8 @@ pub(crate) fn check_unwind(core: &Core) -> Option<TimeoutScope> {
     if core.current_is_unwinding() {
         return None;
     }
-    // SAFETY: on the runtime's thread; short borrow.
     let (cancelled, scope) = {
+        // SAFETY: on the runtime's thread; short borrow.
         let l = unsafe { core.local() };
         let rec = &l.fibers[l.current as usize];
         (rec.cancelled, rec.timeout)

@@ -104,8 +104,9 @@ thread_local! {
 }
 
 fn ensure_altstack() {
-    // SAFETY: querying the current alternate stack writes only into `old`.
+    // SAFETY: stack_t is plain data; all-zero is a valid value.
     let mut old: libc::stack_t = unsafe { std::mem::zeroed() };
+    // SAFETY: querying the current alternate stack writes only into `old`.
     unsafe { libc::sigaltstack(ptr::null(), &mut old) };
     if old.ss_flags & libc::SS_DISABLE == 0 {
         return; // std (or the user) already gave this thread one.
