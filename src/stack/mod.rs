@@ -20,21 +20,31 @@
 //! few hundred. `MAP_STACK` keeps THP off on Linux ≥ 6.7; on the fallback path
 //! (older kernels) we also say `MADV_NOHUGEPAGE`.
 //!
+//! ## Mapping in chunks
+//!
+//! Stacks are mapped [`CHUNK`] at a time: one `mmap` for the lot and one
+//! `process_madvise` installing all their guards, where the kernel allows it
+//! (per-stack `madvise`, then mprotect, otherwise). Each stack of a chunk is
+//! still its own range, unmapped on its own when it is dropped.
+//!
 //! ## The pool
 //!
-//! Spawning must not cost a syscall, so stacks of the runtime's default size
-//! go back to a per-thread pool when their fiber ends and are reused
-//! last-in-first-out (the most recently used stack is the one still in cache).
-//! The pool keeps at most [`POOL_CAPACITY`] stacks; the rest are unmapped, so
-//! a pool never pins more than `POOL_CAPACITY × stack size` of memory however
-//! many fibers came and went.
+//! Spawning must not cost a syscall, so stacks go back to a per-thread pool
+//! when their fiber ends. Up to [`WARM_CAPACITY`] stay *warm*: reused
+//! last-in-first-out as they are (the most recent is the one in cache).
+//! Beyond that a stack turns *cold*: `MADV_DONTNEED` gives its memory back
+//! and it waits in the pool as bare address space (up to [`COLD_CAPACITY`]
+//! of them; past that it is unmapped, which splits a VMA and costs more).
+//! So a pool pins at most `WARM_CAPACITY` stacks of memory, however many
+//! fibers came and went, while a storm of fibers that end and start again
+//! maps nothing new.
 
 pub(crate) mod overflow;
 
 use std::cell::RefCell;
 use std::io;
 use std::ptr::{self, NonNull};
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// The stack size a fiber gets unless told otherwise: 256 KiB.
 ///
@@ -55,8 +65,14 @@ pub const MAX_STACK_SIZE: usize = 1 << 30;
 /// and a few frames of its own.
 pub const MIN_STACK_SIZE: usize = 16 * 1024;
 
-/// How many free stacks a thread keeps for reuse.
-pub(crate) const POOL_CAPACITY: usize = 64;
+/// How many free stacks a thread keeps with their memory, for reuse.
+pub(crate) const WARM_CAPACITY: usize = 64;
+
+/// How many more free stacks a thread keeps as address space only.
+pub(crate) const COLD_CAPACITY: usize = 1 << 16;
+
+/// How many stacks one mapping holds (fewer for large stacks).
+pub(crate) const CHUNK: usize = 32;
 
 /// What a stack knows about its fiber, for the overflow report. It lives at
 /// the top of the stack's own mapping, so its address is stable for as long
@@ -84,9 +100,9 @@ pub(crate) struct Stack {
 }
 
 impl Stack {
-    /// Maps a stack with `usable` bytes (already validated and page-rounded)
-    /// above a guard page.
-    fn map(usable: usize) -> io::Result<Stack> {
+    /// Maps `count` adjacent stacks with `usable` bytes each (validated and
+    /// page-rounded), each above a guard page.
+    fn map_chunk(usable: usize, count: usize) -> io::Result<Vec<Stack>> {
         let guard = page_size();
         let len = usable + guard;
         // SAFETY: an anonymous private mapping at an address of the kernel's
@@ -94,7 +110,7 @@ impl Stack {
         let base = unsafe {
             libc::mmap(
                 ptr::null_mut(),
-                len,
+                len * count,
                 libc::PROT_READ | libc::PROT_WRITE,
                 libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE | libc::MAP_STACK,
                 -1,
@@ -106,61 +122,40 @@ impl Stack {
             return Err(io::Error::new(
                 err.kind(),
                 format!(
-                    "cannot map a fiber stack of {} KiB: {err} (the process may have reached \
+                    "cannot map fiber stacks of {} KiB: {err} (the process may have reached \
                      vm.max_map_count = {} mappings, or its address-space limit)",
                     usable / 1024,
                     max_map_count().map_or_else(|| "?".to_string(), |n| n.to_string()),
                 ),
             ));
         }
-        let stack = Stack {
-            base: NonNull::new(base.cast()).expect("mmap returned null"),
-            len,
-        };
-        stack.install_guard()?;
-        Ok(stack)
+        let stacks: Vec<Stack> = (0..count)
+            .map(|i| Stack {
+                base: NonNull::new(base.cast::<u8>().wrapping_add(i * len))
+                    .expect("mmap returned null"),
+                len,
+            })
+            .collect();
+        guards::install(&stacks)?;
+        Ok(stacks)
     }
 
-    fn install_guard(&self) -> io::Result<()> {
-        const MADV_GUARD_INSTALL: libc::c_int = 102;
-        const UNKNOWN: u8 = 0;
-        const MADVISE: u8 = 1;
-        const MPROTECT: u8 = 2;
-        static METHOD: AtomicU8 = AtomicU8::new(UNKNOWN);
-
-        let base = self.base.as_ptr().cast();
-        if METHOD.load(Ordering::Relaxed) != MPROTECT {
-            // SAFETY: the first page of our own mapping becomes a guard
-            // region; nothing lives there.
-            if unsafe { libc::madvise(base, page_size(), MADV_GUARD_INSTALL) } == 0 {
-                METHOD.store(MADVISE, Ordering::Relaxed);
-                return Ok(());
-            }
-            let err = io::Error::last_os_error();
-            if err.raw_os_error() != Some(libc::EINVAL) {
-                return Err(err);
-            }
-            // Older kernel: remember, and use mprotect from now on.
-            METHOD.store(MPROTECT, Ordering::Relaxed);
-        }
-        // SAFETY: as above, on our own mapping; without MADV_GUARD_INSTALL we
-        // are on a kernel older than 6.13, where MAP_STACK may not keep THP
-        // away, so say it explicitly.
+    /// Gives the stack's memory back to the kernel, keeping the mapping (and
+    /// its guard): the next use starts from zeroed pages.
+    fn release_memory(&self) {
+        // SAFETY: the usable part of our own mapping; no fiber runs on it.
         unsafe {
-            libc::madvise(self.base.as_ptr().cast(), self.len, libc::MADV_NOHUGEPAGE);
-            if libc::mprotect(base, page_size(), libc::PROT_NONE) != 0 {
-                let err = io::Error::last_os_error();
-                return Err(io::Error::new(
-                    err.kind(),
-                    format!(
-                        "cannot protect a fiber stack's guard page: {err} (without \
-                         MADV_GUARD_INSTALL, Linux < 6.13, each guard costs a mapping \
-                         and vm.max_map_count caps the number of stacks)"
-                    ),
-                ));
-            }
-        }
-        Ok(())
+            libc::madvise(
+                self.base.as_ptr().add(page_size()).cast(),
+                self.usable(),
+                libc::MADV_DONTNEED,
+            )
+        };
+    }
+
+    /// The start of the mapping (the guard page).
+    pub(crate) fn base(&self) -> *mut u8 {
+        self.base.as_ptr()
     }
 
     /// The usable size in bytes (the guard page excluded).
@@ -193,6 +188,8 @@ impl Stack {
     }
 }
 
+mod guards;
+
 impl Drop for Stack {
     fn drop(&mut self) {
         // SAFETY: the invariant says we own this mapping, and no fiber runs
@@ -222,35 +219,75 @@ pub(crate) fn validate_size(size: usize) -> io::Result<usize> {
     Ok(size.max(MIN_STACK_SIZE).next_multiple_of(page_size()))
 }
 
+/// The free stacks of one size.
+struct Pool {
+    usable: usize,
+    /// With their memory, most recently used last.
+    warm: Vec<Stack>,
+    /// Memory given back (or never touched): address space only.
+    cold: Vec<Stack>,
+}
+
 thread_local! {
-    /// Free stacks of this thread, most recently used last.
-    static POOL: RefCell<Vec<Stack>> = const { RefCell::new(Vec::new()) };
+    /// This thread's free stacks, by size (there are rarely more than two).
+    static POOLS: RefCell<Vec<Pool>> = const { RefCell::new(Vec::new()) };
 }
 
 /// A stack with `usable` bytes (validated by [`validate_size`]), from this
 /// thread's pool when one of that size is free.
 pub(crate) fn take(usable: usize) -> io::Result<Stack> {
-    let pooled = POOL
-        .try_with(|pool| {
-            let mut pool = pool.borrow_mut();
-            let i = pool.iter().rposition(|s| s.usable() == usable)?;
-            Some(pool.swap_remove(i))
+    let pooled = POOLS
+        .try_with(|pools| {
+            let mut pools = pools.borrow_mut();
+            let pool = pools.iter_mut().find(|p| p.usable == usable)?;
+            pool.warm.pop().or_else(|| pool.cold.pop())
         })
         .ok()
         .flatten();
-    match pooled {
-        Some(stack) => Ok(stack),
-        None => Stack::map(usable),
+    if let Some(stack) = pooled {
+        return Ok(stack);
     }
+    let count = CHUNK.min((16 << 20) / usable).max(1);
+    let mut fresh = Stack::map_chunk(usable, count)?;
+    let stack = fresh.pop().expect("a chunk has at least one stack");
+    let _ = POOLS.try_with(|pools| {
+        let mut pools = pools.borrow_mut();
+        match pools.iter_mut().find(|p| p.usable == usable) {
+            Some(pool) => pool.cold.append(&mut fresh),
+            None => pools.push(Pool {
+                usable,
+                warm: Vec::new(),
+                cold: std::mem::take(&mut fresh),
+            }),
+        }
+    });
+    Ok(stack)
 }
 
-/// Returns a stack whose fiber has ended to this thread's pool, or unmaps it
-/// when the pool is full (or the thread is shutting down).
+/// Returns a stack whose fiber has ended to this thread's pool: warm while
+/// there is room, else cold (its memory given back), else unmapped.
 pub(crate) fn give_back(stack: Stack) {
-    let rest = POOL.try_with(|pool| {
-        let mut pool = pool.borrow_mut();
-        if pool.len() < POOL_CAPACITY {
-            pool.push(stack);
+    let rest = POOLS.try_with(|pools| {
+        let mut pools = pools.borrow_mut();
+        let usable = stack.usable();
+        let i = match pools.iter().position(|p| p.usable == usable) {
+            Some(i) => i,
+            None => {
+                pools.push(Pool {
+                    usable,
+                    warm: Vec::new(),
+                    cold: Vec::new(),
+                });
+                pools.len() - 1
+            }
+        };
+        let pool = &mut pools[i];
+        if pool.warm.len() < WARM_CAPACITY {
+            pool.warm.push(stack);
+            None
+        } else if pool.cold.len() < COLD_CAPACITY {
+            stack.release_memory();
+            pool.cold.push(stack);
             None
         } else {
             Some(stack)
@@ -300,20 +337,54 @@ mod tests {
         assert_eq!(validate_size(MIN_STACK_SIZE + 1).unwrap() % page_size(), 0);
     }
 
+    fn pooled(usable: usize) -> (usize, usize) {
+        POOLS.with(|p| {
+            p.borrow()
+                .iter()
+                .find(|p| p.usable == usable)
+                .map_or((0, 0), |p| (p.warm.len(), p.cold.len()))
+        })
+    }
+
     #[test]
-    fn pool_reuses_and_is_bounded() {
+    fn pool_reuses_and_keeps_a_bounded_amount_of_memory() {
         let size = validate_size(DEFAULT_STACK_SIZE).unwrap();
         let a = take(size).unwrap();
         let top = a.top();
         give_back(a);
         let b = take(size).unwrap();
         assert_eq!(b.top(), top, "the pool hands back the stack it was given");
-        let many: Vec<Stack> = (0..POOL_CAPACITY + 10)
+        let many: Vec<Stack> = (0..WARM_CAPACITY + 10)
             .map(|_| take(size).unwrap())
             .collect();
+        for s in &many {
+            // SAFETY: the top byte of the usable stack is ours to write.
+            unsafe { s.top().sub(1).write(1) };
+        }
         many.into_iter().for_each(give_back);
-        assert_eq!(POOL.with(|p| p.borrow().len()), POOL_CAPACITY);
+        let (warm, cold) = pooled(size);
+        assert_eq!(warm, WARM_CAPACITY);
+        assert!(cold >= 10);
+        // Cold stacks come back zeroed: their memory was returned.
+        let again: Vec<Stack> = (0..WARM_CAPACITY + cold)
+            .map(|_| take(size).unwrap())
+            .collect();
+        let zeroed = again[WARM_CAPACITY..]
+            .iter()
+            // SAFETY: reading the top byte of a usable stack.
+            .filter(|s| unsafe { s.top().sub(1).read() } == 0)
+            .count();
+        assert_eq!(zeroed, cold);
+        drop(again);
         drop(b);
+    }
+
+    #[test]
+    fn chunks_install_a_guard_below_every_stack() {
+        let stacks = Stack::map_chunk(validate_size(MIN_STACK_SIZE).unwrap(), 4).unwrap();
+        for pair in stacks.windows(2) {
+            assert_eq!(pair[0].top(), pair[1].base(), "stacks are adjacent");
+        }
     }
 
     #[test]

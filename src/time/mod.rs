@@ -60,6 +60,12 @@ pub fn sleep_until(deadline: Instant) {
 }
 
 fn sleep_ns(core: &crate::runtime::core::Core, deadline: u64) {
+    if deadline <= clock::now_ns() {
+        // Already due: no timer, no switch; still a point where
+        // cancellation and timeouts take effect.
+        crate::runtime::park::check_unwind(core);
+        return;
+    }
     loop {
         if park(core, Some(deadline)) == Parked::TimedOut || clock::now_ns() >= deadline {
             return;

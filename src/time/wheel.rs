@@ -5,10 +5,13 @@
 //!
 //! ## Levels
 //!
-//! Time is counted in ticks of 2^16 ns (65.5 µs). Level `L` has 64 slots,
-//! each spanning 64^L ticks, so level 0 covers the next 4 ms tick by tick,
-//! level 1 the next 268 ms, level 2 the next 17 s, and so on; eleven levels
-//! cover the whole `u64` range, so no deadline ever needs clamping.
+//! Time is counted in ticks of 2^10 ns (1.024 µs): fine enough that a short
+//! sleep is not rounded up to a coarse tick, while a timer cascades at most
+//! a few times (every cascade is one re-insertion). Level `L` has 64 slots,
+//! each spanning 64^L ticks, so level 0 covers the next 65 µs tick by tick,
+//! level 1 the next 4 ms, level 2 the next 268 ms, level 3 the next 17 s,
+//! and so on; eleven levels cover the whole `u64` range, so no deadline ever
+//! needs clamping.
 //!
 //! An entry due at tick `when` lives at the level of the highest 6-bit digit
 //! in which `when` differs from `elapsed` (the first tick not yet
@@ -27,7 +30,7 @@
 use slab::Slab;
 
 /// log2 of the tick length in nanoseconds.
-pub(crate) const TICK_SHIFT: u32 = 16;
+pub(crate) const TICK_SHIFT: u32 = 10;
 const SLOT_BITS: u32 = 6;
 const SLOTS: usize = 1 << SLOT_BITS;
 const LEVELS: usize = 11;

@@ -1,0 +1,131 @@
+//! Installing the guard page below each stack, the cheapest way the kernel
+//! allows:
+//!
+//! 1. `process_madvise(MADV_GUARD_INSTALL)` on our own process: the guards
+//!    of a whole chunk in one syscall (Linux ≥ 6.13 with guard support in
+//!    `process_madvise` for the caller itself);
+//! 2. `madvise(MADV_GUARD_INSTALL)` per stack (Linux ≥ 6.13);
+//! 3. `mprotect(PROT_NONE)` per stack, which splits the mapping (older
+//!    kernels), plus `MADV_NOHUGEPAGE`, since `MAP_STACK` keeps transparent
+//!    huge pages away only since Linux 6.7.
+//!
+//! The first method that fails with `EINVAL`, `ENOSYS` or `EPERM` is not
+//! tried again in this process.
+
+use std::io;
+use std::sync::atomic::{AtomicI32, AtomicU8, Ordering};
+
+use super::{Stack, page_size};
+
+const MADV_GUARD_INSTALL: libc::c_int = 102;
+
+const BATCH: u8 = 0;
+const PER_STACK: u8 = 1;
+const MPROTECT: u8 = 2;
+static METHOD: AtomicU8 = AtomicU8::new(BATCH);
+
+/// Installs a guard on the lowest page of every stack.
+pub(super) fn install(stacks: &[Stack]) -> io::Result<()> {
+    if METHOD.load(Ordering::Relaxed) == BATCH {
+        match batch(stacks) {
+            Ok(()) => return Ok(()),
+            Err(e) if unsupported(&e) => METHOD.store(PER_STACK, Ordering::Relaxed),
+            Err(e) => return Err(e),
+        }
+    }
+    if METHOD.load(Ordering::Relaxed) == PER_STACK {
+        let mut result = Ok(());
+        for stack in stacks {
+            // SAFETY: the lowest page of our own fresh mapping; nothing lives there.
+            if unsafe { libc::madvise(stack.base().cast(), page_size(), MADV_GUARD_INSTALL) } != 0 {
+                result = Err(io::Error::last_os_error());
+                break;
+            }
+        }
+        match result {
+            Ok(()) => return Ok(()),
+            Err(e) if unsupported(&e) => METHOD.store(MPROTECT, Ordering::Relaxed),
+            Err(e) => return Err(e),
+        }
+    }
+    for stack in stacks {
+        // SAFETY: as above, on our own mapping.
+        unsafe {
+            libc::madvise(stack.base().cast(), stack.len, libc::MADV_NOHUGEPAGE);
+            if libc::mprotect(stack.base().cast(), page_size(), libc::PROT_NONE) != 0 {
+                let err = io::Error::last_os_error();
+                return Err(io::Error::new(
+                    err.kind(),
+                    format!(
+                        "cannot protect a fiber stack's guard page: {err} (without \
+                         MADV_GUARD_INSTALL, Linux < 6.13, each guard costs a mapping \
+                         and vm.max_map_count caps the number of stacks)"
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn unsupported(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EINVAL | libc::ENOSYS | libc::EPERM | libc::EOPNOTSUPP)
+    )
+}
+
+/// All guards in one `process_madvise` call on a pidfd of our own process.
+fn batch(stacks: &[Stack]) -> io::Result<()> {
+    let pidfd = own_pidfd()?;
+    for group in stacks.chunks(512) {
+        let iov: Vec<libc::iovec> = group
+            .iter()
+            .map(|s| libc::iovec {
+                iov_base: s.base().cast(),
+                iov_len: page_size(),
+            })
+            .collect();
+        // SAFETY: valid iovecs naming the guard pages of our own mappings.
+        let done = unsafe {
+            libc::syscall(
+                libc::SYS_process_madvise,
+                pidfd,
+                iov.as_ptr(),
+                iov.len(),
+                MADV_GUARD_INSTALL,
+                0,
+            )
+        };
+        if done < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if done as usize != iov.len() * page_size() {
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        }
+    }
+    Ok(())
+}
+
+/// A pidfd for this process, opened once (and kept: it is one fd).
+fn own_pidfd() -> io::Result<libc::c_int> {
+    static PIDFD: AtomicI32 = AtomicI32::new(-1);
+    let fd = PIDFD.load(Ordering::Relaxed);
+    if fd >= 0 {
+        return Ok(fd);
+    }
+    // SAFETY: pidfd_open on our own pid; the result is checked.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0) } as libc::c_int;
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    match PIDFD.compare_exchange(-1, fd, Ordering::AcqRel, Ordering::Acquire) {
+        Ok(_) => Ok(fd),
+        Err(theirs) => {
+            // Another thread won the race: use its fd, close ours.
+            // SAFETY: `fd` is ours and unused.
+            unsafe { libc::close(fd) };
+            Ok(theirs)
+        }
+    }
+}
