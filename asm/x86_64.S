@@ -12,14 +12,14 @@
 #
 #     sp + 64  | ...caller's frame...          (16-byte aligned for a new fiber)
 #     sp + 56  | return address                 where `ret` resumes the context
-#     sp + 48  | rbp
-#     sp + 40  | rbx
-#     sp + 32  | r12
-#     sp + 24  | r13
-#     sp + 16  | r14
-#     sp +  8  | r15
-#     sp +  4  | x87 control word (16 bits) + 16 bits of padding
-#     sp +  0  | MXCSR (32 bits)                <- saved stack pointer
+#     sp + 52  | x87 control word (16 bits) + 16 bits of padding
+#     sp + 48  | MXCSR (32 bits)
+#     sp + 40  | rbp
+#     sp + 32  | rbx
+#     sp + 24  | r12
+#     sp + 16  | r13
+#     sp +  8  | r14
+#     sp +  0  | r15                            <- saved stack pointer
 #
 # That is exactly the state the ABI makes callee-saved: rbx, rbp, r12-r15, rsp,
 # the control bits of MXCSR and the x87 control word. Everything else is
@@ -29,7 +29,7 @@
 # address is `fibra_0_1_trampoline`, rbx holds the entry's data pointer, r12
 # the entry function, rbp is zero (frame-pointer walkers stop there), and the
 # FP words are the ABI defaults (MXCSR 0x1F80, x87 CW 0x037F).
-#
+
 # ## Why `ret` and not `jmp`
 #
 # Every switch in fibra goes through one non-inlined Rust function, so every
@@ -42,10 +42,14 @@
 # ## Why the FP control words are compared before they are loaded
 #
 # `ldmxcsr` and `fldcw` are slow, partly serialising instructions, and almost
-# every context runs with the default control words. Storing and comparing is
-# cheap, so the load happens only when the incoming context differs from the
-# outgoing one. MXCSR bits 0-5 are sticky exception flags, which the ABI makes
-# caller-saved, so they are masked out of the comparison.
+# every context runs with the default control words. So the switch stores
+# the outgoing words (it must, for when this context resumes), keeps them in
+# eax/ecx, and loads the incoming ones only if they differ. MXCSR bits 0-5 are
+# sticky exception flags, which the ABI makes caller-saved, so they are
+# masked out of the comparison. The words are stored before the six pushes,
+# so the stores have retired by the time they are read back into registers
+# (reading them right away stalls on store forwarding; measured: the switch
+# spent most of its time there).
 
     .text
 
@@ -61,7 +65,12 @@
     .p2align 4
 fibra_0_1_switch:
     .cfi_startproc
-    # Save the callee-saved registers of the outgoing context.
+    # Save MXCSR and the x87 control word of the outgoing context first...
+    subq $8, %rsp
+    .cfi_adjust_cfa_offset 8
+    stmxcsr (%rsp)
+    fnstcw 4(%rsp)
+    # ...then its callee-saved registers.
     pushq %rbp
     .cfi_adjust_cfa_offset 8
     .cfi_rel_offset %rbp, 0
@@ -80,11 +89,9 @@ fibra_0_1_switch:
     pushq %r15
     .cfi_adjust_cfa_offset 8
     .cfi_rel_offset %r15, 0
-    # Save MXCSR and the x87 control word in one 8-byte slot.
-    subq $8, %rsp
-    .cfi_adjust_cfa_offset 8
-    stmxcsr (%rsp)
-    fnstcw 4(%rsp)
+    # The outgoing FP words, to compare with the incoming ones.
+    movl 48(%rsp), %eax
+    movzwl 52(%rsp), %ecx
 
     # The switch itself. The incoming stack holds a frame of the same layout,
     # so the CFI above stays true: an unwinder stopped here walks the incoming
@@ -92,23 +99,16 @@ fibra_0_1_switch:
     movq %rsp, (%rdi)
     movq %rsi, %rsp
 
-    # Restore MXCSR only if its control bits differ. The red zone below the
-    # incoming rsp is free scratch space (the ABI reserves 128 bytes there).
-    stmxcsr -8(%rsp)
-    movl -8(%rsp), %eax
-    xorl (%rsp), %eax
+    # Load MXCSR only if its control bits differ from the outgoing ones.
+    xorl 48(%rsp), %eax
     testl $0xffc0, %eax
     jnz 2f
 1:
     # Same for the x87 control word.
-    fnstcw -8(%rsp)
-    movzwl -8(%rsp), %eax
-    cmpw 4(%rsp), %ax
+    cmpw 52(%rsp), %cx
     jne 4f
 3:
     .cfi_remember_state
-    addq $8, %rsp
-    .cfi_adjust_cfa_offset -8
     popq %r15
     .cfi_adjust_cfa_offset -8
     .cfi_restore %r15
@@ -127,6 +127,8 @@ fibra_0_1_switch:
     popq %rbp
     .cfi_adjust_cfa_offset -8
     .cfi_restore %rbp
+    addq $8, %rsp
+    .cfi_adjust_cfa_offset -8
     # Hand `arg` to the incoming context and resume it.
     movq %rdx, %rax
     ret
@@ -134,10 +136,10 @@ fibra_0_1_switch:
     # Out-of-line, rarely taken: the incoming context runs with other FP modes.
     .cfi_restore_state
 2:
-    ldmxcsr (%rsp)
+    ldmxcsr 48(%rsp)
     jmp 1b
 4:
-    fldcw 4(%rsp)
+    fldcw 52(%rsp)
     jmp 3b
     .cfi_endproc
     .size fibra_0_1_switch, .-fibra_0_1_switch

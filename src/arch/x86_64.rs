@@ -26,7 +26,7 @@ pub(crate) type EntryFn = unsafe extern "C" fn(arg: usize, data: *mut u8) -> !;
 /// that the System V ABI gives a new thread, packed as the frame stores them.
 const DEFAULT_FP_WORDS: u64 = 0x1F80 | (0x037F << 32);
 
-/// Bytes of the switch frame: FP words, six registers, return address.
+/// Bytes of the switch frame: six registers, FP words, return address.
 const FRAME_BYTES: usize = 8 * 8;
 
 /// Builds the first switch frame at the top of a stack and returns the stack
@@ -45,13 +45,13 @@ pub(crate) unsafe fn init_stack(top: *mut u8, entry: EntryFn, data: *mut u8) -> 
     );
     let sp = top.wrapping_sub(FRAME_BYTES).cast::<u64>();
     let frame: [u64; 8] = [
-        DEFAULT_FP_WORDS,
         0,                                        // r15
         0,                                        // r14
         0,                                        // r13
         entry as *const () as u64,                // r12: the entry function
         data as usize as u64,                     // rbx: its data
         0,                                        // rbp: the end of the frame-pointer chain
+        DEFAULT_FP_WORDS,                         // MXCSR, x87 control word
         fibra_0_1_trampoline as *const () as u64, // where the first `ret` goes
     ];
     // SAFETY: the caller guarantees 64 writable bytes below `top`, and `top`

@@ -134,9 +134,16 @@ impl<T> JoinHandle<T> {
     pub fn join(self) -> Result<T, JoinError> {
         let packet = &self.packet;
         if !packet.is_done() {
-            self.check_can_finish();
+            let waiter = match context::current() {
+                // Joined from its own runtime: it completes right here.
+                Some(core) if Arc::ptr_eq(&core.shared, &self.at.shared) => Unparker::local(core),
+                _ => {
+                    self.check_can_finish();
+                    Unparker::current()
+                }
+            };
             // SAFETY: WAITING is not set, so the fiber does not read `waiter`.
-            unsafe { *packet.waiter.get() = Some(Unparker::current()) };
+            unsafe { *packet.waiter.get() = Some(waiter) };
             let previous = packet.state.fetch_or(WAITING, Ordering::AcqRel);
             if previous & DONE == 0 {
                 while !packet.is_done() {
@@ -149,19 +156,16 @@ impl<T> JoinHandle<T> {
         unsafe { (*packet.result.get()).take() }.expect("fibra: a fiber's result was taken twice")
     }
 
+    /// Called when joining from outside the fiber's runtime.
     #[track_caller]
     fn check_can_finish(&self) {
-        if self.at.shared.owner != std::thread::current().id() {
-            return;
-        }
-        match context::current() {
-            Some(core) if Arc::ptr_eq(&core.shared, &self.at.shared) => {}
-            _ => panic!(
+        if self.at.shared.owner == std::thread::current().id() {
+            panic!(
                 "JoinHandle::join would wait forever: fiber {} belongs to a runtime of \
                  this thread that is not running. Join it inside that runtime, e.g. \
                  `rt.block_on(|| handle.join())`.",
                 self.fiber.id()
-            ),
+            );
         }
     }
 
