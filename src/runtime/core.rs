@@ -69,6 +69,10 @@ pub(crate) const ROOT: Key = 0;
 /// I/O latency a busy loop adds.
 pub(crate) const BUDGET: u32 = 128;
 
+/// How long the runtime must expect to sleep before it releases the memory
+/// of pooled stacks (see `stack::release_pending`).
+const IDLE_RELEASE_NS: u64 = 5_000_000;
+
 /// A fiber's identity, unique in the process for its whole life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct FiberId(NonZeroU64);
@@ -627,6 +631,16 @@ impl Core {
         let mut remote = self.shared.take_woken();
         if !skip_epoll {
             let mut timeout = timeout;
+            if !zero
+                && l.timers
+                    .next_expiration()
+                    .is_none_or(|next| next > clock::now_ns() + IDLE_RELEASE_NS)
+            {
+                // About to sleep for a while: a good moment to give back the
+                // memory of stacks that fibers left behind. (Not before a
+                // short sleep: a burst of fibers would pay for it.)
+                stack::release_pending();
+            }
             if !zero && let Some(next) = l.timers.next_expiration() {
                 if next <= clock::now_ns() {
                     timeout = Some(std::time::Duration::ZERO);
@@ -660,9 +674,11 @@ impl Core {
             }
             l.remote = msgs;
         }
+        let now = clock::now_ns();
+        stack::release_stale_pending(now);
         if !l.timers.is_empty() {
             let mut fired = std::mem::take(&mut l.fired);
-            l.timers.advance(clock::now_ns(), &mut fired);
+            l.timers.advance(now, &mut fired);
             for f in fired.drain(..) {
                 l.wake(f.value, Wake::TimedOut, &self.shared);
             }
@@ -674,6 +690,7 @@ impl Core {
     /// has work, so arm the timerfd for the next timer and, if fibers are
     /// ready, wake the waker.
     pub(crate) fn prepare_outer_wait(&self) {
+        stack::release_pending();
         // SAFETY: on the runtime's thread; short borrow.
         let l = unsafe { self.local() };
         if let Some(next) = l.timers.next_expiration() {

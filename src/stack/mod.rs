@@ -30,14 +30,27 @@
 //! ## The pool
 //!
 //! Spawning must not cost a syscall, so stacks go back to a per-thread pool
-//! when their fiber ends. Up to [`WARM_CAPACITY`] stay *warm*: reused
-//! last-in-first-out as they are (the most recent is the one in cache).
-//! Beyond that a stack turns *cold*: `MADV_DONTNEED` gives its memory back
-//! and it waits in the pool as bare address space (up to [`COLD_CAPACITY`]
-//! of them; past that it is unmapped, which splits a VMA and costs more).
-//! So a pool pins at most `WARM_CAPACITY` stacks of memory, however many
-//! fibers came and went, while a storm of fibers that end and start again
-//! maps nothing new.
+//! when their fiber ends, in three tiers, reused in this order:
+//!
+//! - up to [`WARM_CAPACITY`] *warm* stacks, reused last-in-first-out as they
+//!   are (the most recent is the one in cache);
+//! - up to [`PENDING_CAPACITY`] *pending* stacks: still holding their memory
+//!   (they were in use moments ago, so this never exceeds the recent peak),
+//!   until [`release_pending`] marks it free. That happens when the runtime
+//!   is about to sleep with no timer due for 5 ms, when an outer loop takes
+//!   the thread back from `turn`, when the list is full, and at the latest
+//!   [`PENDING_MAX_AGE_NS`] after the previous release; one
+//!   `process_madvise(MADV_FREE)` covers 512 stacks. A storm of fibers that
+//!   end and start again meanwhile costs no syscall (releasing after every
+//!   1 024 stacks made a storm of sleepers 40% slower);
+//! - up to [`COLD_CAPACITY`] *cold* stacks, whose memory is marked free: the
+//!   kernel reclaims it when it needs memory, and a stack reused before that
+//!   does not even fault. Past that a stack is unmapped (which splits a VMA
+//!   and costs more).
+//!
+//! So, however many fibers came and went, a pool holds memory the kernel
+//! cannot take back for at most `WARM_CAPACITY` stacks, plus, for about a
+//! second at most, the stacks of fibers that just ended.
 
 pub(crate) mod overflow;
 
@@ -68,8 +81,16 @@ pub const MIN_STACK_SIZE: usize = 16 * 1024;
 /// How many free stacks a thread keeps with their memory, for reuse.
 pub(crate) const WARM_CAPACITY: usize = 64;
 
-/// How many more free stacks a thread keeps as address space only.
-pub(crate) const COLD_CAPACITY: usize = 1 << 16;
+/// How many free stacks wait, with their memory, for a batched release.
+pub(crate) const PENDING_CAPACITY: usize = 1 << 16;
+
+/// The longest a pending stack keeps its memory on a runtime that never
+/// goes idle.
+pub(crate) const PENDING_MAX_AGE_NS: u64 = 1_000_000_000;
+
+/// How many more free stacks a thread keeps with their memory marked free:
+/// address space and about 512 bytes of page tables each.
+pub(crate) const COLD_CAPACITY: usize = 1 << 17;
 
 /// How many stacks one mapping holds (fewer for large stacks).
 pub(crate) const CHUNK: usize = 32;
@@ -136,21 +157,8 @@ impl Stack {
                 len,
             })
             .collect();
-        guards::install(&stacks)?;
+        advice::install_guards(&stacks)?;
         Ok(stacks)
-    }
-
-    /// Gives the stack's memory back to the kernel, keeping the mapping (and
-    /// its guard): the next use starts from zeroed pages.
-    fn release_memory(&self) {
-        // SAFETY: the usable part of our own mapping; no fiber runs on it.
-        unsafe {
-            libc::madvise(
-                self.base.as_ptr().add(page_size()).cast(),
-                self.usable(),
-                libc::MADV_DONTNEED,
-            )
-        };
     }
 
     /// The start of the mapping (the guard page).
@@ -188,7 +196,7 @@ impl Stack {
     }
 }
 
-mod guards;
+mod advice;
 
 impl Drop for Stack {
     fn drop(&mut self) {
@@ -224,8 +232,35 @@ struct Pool {
     usable: usize,
     /// With their memory, most recently used last.
     warm: Vec<Stack>,
-    /// Memory given back (or never touched): address space only.
+    /// With their memory, waiting for a batched release.
+    pending: Vec<Stack>,
+    /// Memory marked free (or never touched).
     cold: Vec<Stack>,
+}
+
+impl Pool {
+    fn new(usable: usize) -> Pool {
+        Pool {
+            usable,
+            warm: Vec::new(),
+            pending: Vec::new(),
+            cold: Vec::new(),
+        }
+    }
+
+    /// Marks the memory of the pending stacks free and moves them to the
+    /// cold tier; returns the stacks that did not fit there, to unmap.
+    fn release_pending(&mut self) -> Vec<Stack> {
+        if self.pending.is_empty() {
+            return Vec::new();
+        }
+        advice::free_memory(&self.pending);
+        let room = COLD_CAPACITY.saturating_sub(self.cold.len());
+        let excess = self.pending.len().saturating_sub(room);
+        let unmap = self.pending.split_off(self.pending.len() - excess);
+        self.cold.append(&mut self.pending);
+        unmap
+    }
 }
 
 thread_local! {
@@ -240,7 +275,10 @@ pub(crate) fn take(usable: usize) -> io::Result<Stack> {
         .try_with(|pools| {
             let mut pools = pools.borrow_mut();
             let pool = pools.iter_mut().find(|p| p.usable == usable)?;
-            pool.warm.pop().or_else(|| pool.cold.pop())
+            pool.warm
+                .pop()
+                .or_else(|| pool.pending.pop())
+                .or_else(|| pool.cold.pop())
         })
         .ok()
         .flatten();
@@ -254,47 +292,72 @@ pub(crate) fn take(usable: usize) -> io::Result<Stack> {
         let mut pools = pools.borrow_mut();
         match pools.iter_mut().find(|p| p.usable == usable) {
             Some(pool) => pool.cold.append(&mut fresh),
-            None => pools.push(Pool {
-                usable,
-                warm: Vec::new(),
-                cold: std::mem::take(&mut fresh),
-            }),
+            None => {
+                let mut pool = Pool::new(usable);
+                pool.cold = std::mem::take(&mut fresh);
+                pools.push(pool);
+            }
         }
     });
     Ok(stack)
 }
 
-/// Returns a stack whose fiber has ended to this thread's pool: warm while
-/// there is room, else cold (its memory given back), else unmapped.
+/// Returns a stack whose fiber has ended to this thread's pool (see the
+/// module docs for the tiers).
 pub(crate) fn give_back(stack: Stack) {
-    let rest = POOLS.try_with(|pools| {
+    let unmap = POOLS.try_with(|pools| {
         let mut pools = pools.borrow_mut();
         let usable = stack.usable();
         let i = match pools.iter().position(|p| p.usable == usable) {
             Some(i) => i,
             None => {
-                pools.push(Pool {
-                    usable,
-                    warm: Vec::new(),
-                    cold: Vec::new(),
-                });
+                pools.push(Pool::new(usable));
                 pools.len() - 1
             }
         };
         let pool = &mut pools[i];
         if pool.warm.len() < WARM_CAPACITY {
             pool.warm.push(stack);
-            None
-        } else if pool.cold.len() < COLD_CAPACITY {
-            stack.release_memory();
-            pool.cold.push(stack);
-            None
+            Vec::new()
         } else {
-            Some(stack)
+            pool.pending.push(stack);
+            if pool.pending.len() >= PENDING_CAPACITY {
+                pool.release_pending()
+            } else {
+                Vec::new()
+            }
         }
     });
     // Outside the closure, so that munmap runs with the pool unborrowed.
-    drop(rest);
+    drop(unmap);
+}
+
+thread_local! {
+    /// When this thread last released its pending stacks (ns).
+    static LAST_RELEASE: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Releases the pending stacks if the last release is older than
+/// [`PENDING_MAX_AGE_NS`]; `now` in ns of the monotonic clock.
+pub(crate) fn release_stale_pending(now: u64) {
+    let last = LAST_RELEASE.try_with(std::cell::Cell::get).unwrap_or(0);
+    if now.saturating_sub(last) >= PENDING_MAX_AGE_NS {
+        release_pending();
+        let _ = LAST_RELEASE.try_with(|l| l.set(now));
+    }
+}
+
+/// Releases the memory of this thread's pending stacks (see the module
+/// docs). Cheap when there are none.
+pub(crate) fn release_pending() {
+    let unmap = POOLS.try_with(|pools| {
+        let mut pools = pools.borrow_mut();
+        pools
+            .iter_mut()
+            .flat_map(|p| p.release_pending())
+            .collect::<Vec<Stack>>()
+    });
+    drop(unmap);
 }
 
 /// The system page size.
@@ -337,13 +400,23 @@ mod tests {
         assert_eq!(validate_size(MIN_STACK_SIZE + 1).unwrap() % page_size(), 0);
     }
 
-    fn pooled(usable: usize) -> (usize, usize) {
+    fn pooled(usable: usize) -> (usize, usize, usize) {
         POOLS.with(|p| {
             p.borrow()
                 .iter()
                 .find(|p| p.usable == usable)
-                .map_or((0, 0), |p| (p.warm.len(), p.cold.len()))
+                .map_or((0, 0, 0), |p| (p.warm.len(), p.pending.len(), p.cold.len()))
         })
+    }
+
+    /// Kilobytes of this process's memory marked free (reclaimable).
+    fn lazy_free_kb() -> u64 {
+        std::fs::read_to_string("/proc/self/smaps_rollup")
+            .unwrap()
+            .lines()
+            .find_map(|l| l.strip_prefix("LazyFree:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or(0)
     }
 
     #[test]
@@ -354,29 +427,49 @@ mod tests {
         give_back(a);
         let b = take(size).unwrap();
         assert_eq!(b.top(), top, "the pool hands back the stack it was given");
+
+        // Touch 16 KiB of each of many stacks, then free them all.
+        let n = WARM_CAPACITY + 100;
+        let many: Vec<Stack> = (0..n).map(|_| take(size).unwrap()).collect();
+        for s in &many {
+            // SAFETY: the top 16 KiB of the usable stack are ours to write.
+            unsafe { ptr::write_bytes(s.top().sub(16 * 1024), 1, 16 * 1024) };
+        }
+        many.into_iter().for_each(give_back);
+        let (warm, pending, _) = pooled(size);
+        assert_eq!((warm, pending), (WARM_CAPACITY, 100));
+
+        // Releasing marks the pending stacks' memory free.
+        let before = lazy_free_kb();
+        release_pending();
+        let (warm, pending, cold) = pooled(size);
+        assert_eq!((warm, pending), (WARM_CAPACITY, 0));
+        assert!(cold >= 100);
+        let freed = lazy_free_kb().saturating_sub(before);
+        assert!(freed >= 100 * 16 * 3 / 4, "only {freed} KiB marked free");
+        drop(b);
+    }
+
+    #[test]
+    fn stale_pending_stacks_are_released() {
+        let size = validate_size(MIN_STACK_SIZE).unwrap();
         let many: Vec<Stack> = (0..WARM_CAPACITY + 10)
             .map(|_| take(size).unwrap())
             .collect();
-        for s in &many {
-            // SAFETY: the top byte of the usable stack is ours to write.
-            unsafe { s.top().sub(1).write(1) };
-        }
         many.into_iter().for_each(give_back);
-        let (warm, cold) = pooled(size);
-        assert_eq!(warm, WARM_CAPACITY);
-        assert!(cold >= 10);
-        // Cold stacks come back zeroed: their memory was returned.
-        let again: Vec<Stack> = (0..WARM_CAPACITY + cold)
-            .map(|_| take(size).unwrap())
-            .collect();
-        let zeroed = again[WARM_CAPACITY..]
-            .iter()
-            // SAFETY: reading the top byte of a usable stack.
-            .filter(|s| unsafe { s.top().sub(1).read() } == 0)
-            .count();
-        assert_eq!(zeroed, cold);
-        drop(again);
-        drop(b);
+        assert_eq!(pooled(size).1, 10);
+        let now = crate::time::clock::now_ns();
+        release_stale_pending(now); // the first call releases (no earlier release)
+        assert_eq!(pooled(size).1, 0);
+        let more: Vec<Stack> = (0..10).map(|_| take(size).unwrap()).collect();
+        // Take them from the cold tier and free them past the warm ones again.
+        let warm: Vec<Stack> = (0..WARM_CAPACITY).map(|_| take(size).unwrap()).collect();
+        warm.into_iter().for_each(give_back);
+        more.into_iter().for_each(give_back);
+        release_stale_pending(now + 1); // too soon
+        assert_eq!(pooled(size).1, 10);
+        release_stale_pending(now + PENDING_MAX_AGE_NS);
+        assert_eq!(pooled(size).1, 0);
     }
 
     #[test]

@@ -103,7 +103,9 @@ fn may_yield() -> f64 {
 }
 
 fn tokio_yield() -> f64 {
-    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
     rt.block_on(async {
         let other = tokio::spawn(async {
             for _ in 0..=SWITCHES {
@@ -138,7 +140,9 @@ fn fibra_spawn_join() -> f64 {
 }
 
 fn tokio_spawn_join() -> f64 {
-    let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
     rt.block_on(async {
         let t = Instant::now();
         for i in 0..SPAWNS {
@@ -165,33 +169,33 @@ fn thread_spawn_join() -> f64 {
     t.elapsed().as_nanos() as f64 / n as f64
 }
 
-// ----- a storm of sleepers: wall time and median lateness ----------------------
+// ----- a storm of sleepers -------------------------------------------------------
 
 const SLEEPERS: usize = 100_000;
 
 fn sleep_target(i: usize) -> Duration {
-    Duration::from_micros(2_000 + (i as u64 * 7919) % 20_000)
+    spread_target(i, 20_000)
 }
 
-/// (ns per sleeper for the whole storm, median lateness in ns)
-fn fibra_sleepers() -> (f64, f64) {
+/// 2 ms plus a spread of `spread_us` over the sleepers.
+fn spread_target(i: usize, spread_us: u64) -> Duration {
+    Duration::from_micros(2_000 + (i as u64 * 7919) % spread_us)
+}
+
+/// Throughput: spawn SLEEPERS tasks that each sleep 2–22 ms from their own
+/// start, join them all. ns per sleeper.
+fn fibra_storm() -> f64 {
     fibra::run(|| {
         let t = Instant::now();
         let hs: Vec<_> = (0..SLEEPERS)
-            .map(|i| {
-                fibra::spawn(move || {
-                    let at = Instant::now() + sleep_target(i);
-                    fibra::sleep_until(at);
-                    at.elapsed().as_nanos() as f64
-                })
-            })
+            .map(|i| fibra::spawn(move || fibra::sleep(sleep_target(i))))
             .collect();
-        let late: Vec<f64> = hs.into_iter().map(|h| h.join().unwrap()).collect();
-        (t.elapsed().as_nanos() as f64 / SLEEPERS as f64, median(late))
+        hs.into_iter().for_each(|h| h.join().unwrap());
+        t.elapsed().as_nanos() as f64 / SLEEPERS as f64
     })
 }
 
-fn tokio_sleepers() -> (f64, f64) {
+fn tokio_storm() -> f64 {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()
@@ -199,35 +203,95 @@ fn tokio_sleepers() -> (f64, f64) {
     rt.block_on(async {
         let t = Instant::now();
         let hs: Vec<_> = (0..SLEEPERS)
+            .map(|i| tokio::spawn(tokio::time::sleep(sleep_target(i))))
+            .collect();
+        for h in hs {
+            h.await.unwrap();
+        }
+        t.elapsed().as_nanos() as f64 / SLEEPERS as f64
+    })
+}
+
+fn may_storm() -> f64 {
+    let n = SLEEPERS / 10;
+    let t = Instant::now();
+    let hs: Vec<_> = (0..n)
+        .map(|i| may::go!(move || may::coroutine::sleep(sleep_target(i))))
+        .collect();
+    hs.into_iter().for_each(|h| h.join().unwrap());
+    t.elapsed().as_nanos() as f64 / n as f64
+}
+
+/// Lateness: SLEEPERS tasks all parked before the first deadline (a common
+/// base 400 ms after spawning, plus 2–22 ms each). Median ns past deadline.
+const BASE_MARGIN: Duration = Duration::from_millis(400);
+
+fn fibra_lateness(spread_us: u64) -> f64 {
+    use std::{cell::Cell, rc::Rc};
+    fibra::run(|| {
+        let base = Rc::new(Cell::new(Instant::now()));
+        let hs: Vec<_> = (0..SLEEPERS)
             .map(|i| {
+                let base = base.clone();
+                fibra::spawn(move || {
+                    let at = base.get() + spread_target(i, spread_us);
+                    fibra::sleep_until(at);
+                    at.elapsed().as_nanos() as f64
+                })
+            })
+            .collect();
+        base.set(Instant::now() + BASE_MARGIN); // before any of them starts
+        median(hs.into_iter().map(|h| h.join().unwrap()).collect())
+    })
+}
+
+fn tokio_lateness(spread_us: u64) -> f64 {
+    use std::sync::{Arc, OnceLock};
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let base: Arc<OnceLock<Instant>> = Arc::new(OnceLock::new());
+        let hs: Vec<_> = (0..SLEEPERS)
+            .map(|i| {
+                let base = base.clone();
                 tokio::spawn(async move {
-                    let at = Instant::now() + sleep_target(i);
+                    let at = *base.get().unwrap() + spread_target(i, spread_us);
                     tokio::time::sleep_until(at.into()).await;
                     at.elapsed().as_nanos() as f64
                 })
             })
             .collect();
+        base.set(Instant::now() + BASE_MARGIN).unwrap(); // before any task runs
         let mut late = Vec::with_capacity(SLEEPERS);
         for h in hs {
             late.push(h.await.unwrap());
         }
-        (t.elapsed().as_nanos() as f64 / SLEEPERS as f64, median(late))
+        median(late)
     })
 }
 
-fn may_sleepers() -> (f64, f64) {
-    let t = Instant::now();
-    let hs: Vec<_> = (0..SLEEPERS / 10)
+fn may_lateness(spread_us: u64) -> f64 {
+    use std::sync::{Arc, OnceLock};
+    let n = SLEEPERS / 10;
+    let base: Arc<OnceLock<Instant>> = Arc::new(OnceLock::new());
+    let start = base.clone();
+    let hs: Vec<_> = (0..n)
         .map(|i| {
+            let base = base.clone();
             may::go!(move || {
-                let at = Instant::now() + sleep_target(i);
-                may::coroutine::sleep(at - Instant::now());
+                while base.get().is_none() {
+                    may::coroutine::yield_now();
+                }
+                let at = *base.get().unwrap() + spread_target(i, spread_us);
+                may::coroutine::sleep(at.saturating_duration_since(Instant::now()));
                 at.elapsed().as_nanos() as f64
             })
         })
         .collect();
-    let late: Vec<f64> = hs.into_iter().map(|h| h.join().unwrap()).collect();
-    (t.elapsed().as_nanos() as f64 / (SLEEPERS / 10) as f64, median(late))
+    start.set(Instant::now() + BASE_MARGIN).unwrap();
+    median(hs.into_iter().map(|h| h.join().unwrap()).collect())
 }
 
 fn main() {
@@ -255,7 +319,10 @@ fn main() {
             unit: "ns/spawn+join",
             rows: vec![
                 ("fibra spawn + join", measure(fibra_spawn_join)),
-                ("tokio spawn + await (current_thread)", measure(tokio_spawn_join)),
+                (
+                    "tokio spawn + await (current_thread)",
+                    measure(tokio_spawn_join),
+                ),
                 ("may go! + join (1 worker)", measure(may_spawn_join)),
                 ("std::thread spawn + join", measure(thread_spawn_join)),
             ],
@@ -263,32 +330,34 @@ fn main() {
         .print();
     }
     if want("sleepers") {
-        let runs = |f: fn() -> (f64, f64)| {
-            f();
-            let r: Vec<(f64, f64)> = (0..3).map(|_| f()).collect();
-            (
-                median(r.iter().map(|x| x.0).collect()),
-                median(r.iter().map(|x| x.1).collect()),
-            )
+        Table {
+            title: "A storm of 100 000 sleepers (2-22 ms each from its own start): spawn, sleep, join",
+            unit: "ns/sleeper",
+            rows: vec![
+                ("fibra", measure(fibra_storm)),
+                ("tokio (current_thread)", measure(tokio_storm)),
+                ("may (1 worker, 10 000 sleepers)", measure(may_storm)),
+            ],
+        }
+        .print();
+        let once = |f: fn(u64) -> f64, spread_us: u64| {
+            f(spread_us);
+            median((0..3).map(|_| f(spread_us)).collect()) / 1000.0
         };
-        let rows = [
-            ("fibra", runs(fibra_sleepers)),
-            ("tokio (current_thread)", runs(tokio_sleepers)),
-            ("may (1 worker, 10 000 sleepers)", runs(may_sleepers)),
-        ];
-        println!("\nA storm of {SLEEPERS} sleepers (2-22 ms each): spawn, sleep, join");
-        println!(
-            "  {:<34} {:>14} {:>10} {:>18}",
-            "", "ns/sleeper", "vs fibra", "median late (us)"
-        );
-        for (name, (per, late)) in rows {
-            println!(
-                "  {:<34} {:>14.1} {:>9.2}x {:>18.1}",
-                name,
-                per,
-                per / rows[0].1.0,
-                late / 1000.0
-            );
+        for spread_us in [1_000_000, 20_000] {
+            Table {
+                title: match spread_us {
+                    1_000_000 => "Timer lateness, 100 000 sleepers all parked first, due over 1 s (timer precision)",
+                    _ => "Timer lateness, 100 000 sleepers all parked first, due over 20 ms (saturated: throughput-bound)",
+                },
+                unit: "median us late",
+                rows: vec![
+                    ("fibra", once(fibra_lateness, spread_us)),
+                    ("tokio (current_thread)", once(tokio_lateness, spread_us)),
+                    ("may (1 worker, 10 000 sleepers)", once(may_lateness, spread_us)),
+                ],
+            }
+            .print();
         }
     }
 }

@@ -1,5 +1,7 @@
-//! Installing the guard page below each stack, the cheapest way the kernel
-//! allows:
+//! Advice to the kernel about many stacks at once: installing their guard
+//! pages, and giving their memory back.
+//!
+//! Guards are installed the cheapest way the kernel allows:
 //!
 //! 1. `process_madvise(MADV_GUARD_INSTALL)` on our own process: the guards
 //!    of a whole chunk in one syscall (Linux ≥ 6.13 with guard support in
@@ -25,9 +27,9 @@ const MPROTECT: u8 = 2;
 static METHOD: AtomicU8 = AtomicU8::new(BATCH);
 
 /// Installs a guard on the lowest page of every stack.
-pub(super) fn install(stacks: &[Stack]) -> io::Result<()> {
+pub(super) fn install_guards(stacks: &[Stack]) -> io::Result<()> {
     if METHOD.load(Ordering::Relaxed) == BATCH {
-        match batch(stacks) {
+        match batch(stacks, MADV_GUARD_INSTALL, |s| (s.base(), page_size())) {
             Ok(()) => return Ok(()),
             Err(e) if unsupported(&e) => METHOD.store(PER_STACK, Ordering::Relaxed),
             Err(e) => return Err(e),
@@ -75,32 +77,62 @@ fn unsupported(e: &io::Error) -> bool {
     )
 }
 
-/// All guards in one `process_madvise` call on a pidfd of our own process.
-fn batch(stacks: &[Stack]) -> io::Result<()> {
+/// Marks the memory of the stacks' usable parts as free (`MADV_FREE`): the
+/// kernel reclaims it when it needs memory, and until then a stack reused
+/// from the pool runs without faulting its pages in again. One syscall for
+/// up to 512 stacks where `process_madvise` allows, else one per stack.
+pub(super) fn free_memory(stacks: &[Stack]) {
+    static BATCHED: AtomicU8 = AtomicU8::new(1);
+    let range = |s: &Stack| (s.base().wrapping_add(page_size()), s.usable());
+    if BATCHED.load(Ordering::Relaxed) == 1 {
+        match batch(stacks, libc::MADV_FREE, range) {
+            Ok(()) => return,
+            Err(e) if unsupported(&e) => BATCHED.store(0, Ordering::Relaxed),
+            Err(_) => {} // fall through: per stack
+        }
+    }
+    for stack in stacks {
+        let (start, len) = range(stack);
+        // SAFETY: the usable part of our own mapping; no fiber runs on it.
+        unsafe { libc::madvise(start.cast(), len, libc::MADV_FREE) };
+    }
+}
+
+/// One `advice` over a range of each stack, in `process_madvise` calls on a
+/// pidfd of our own process.
+fn batch(
+    stacks: &[Stack],
+    advice: libc::c_int,
+    range: impl Fn(&Stack) -> (*mut u8, usize),
+) -> io::Result<()> {
     let pidfd = own_pidfd()?;
     for group in stacks.chunks(512) {
         let iov: Vec<libc::iovec> = group
             .iter()
-            .map(|s| libc::iovec {
-                iov_base: s.base().cast(),
-                iov_len: page_size(),
+            .map(|s| {
+                let (start, len) = range(s);
+                libc::iovec {
+                    iov_base: start.cast(),
+                    iov_len: len,
+                }
             })
             .collect();
-        // SAFETY: valid iovecs naming the guard pages of our own mappings.
+        let total: usize = iov.iter().map(|v| v.iov_len).sum();
+        // SAFETY: valid iovecs naming ranges of our own stack mappings.
         let done = unsafe {
             libc::syscall(
                 libc::SYS_process_madvise,
                 pidfd,
                 iov.as_ptr(),
                 iov.len(),
-                MADV_GUARD_INSTALL,
+                advice,
                 0,
             )
         };
         if done < 0 {
             return Err(io::Error::last_os_error());
         }
-        if done as usize != iov.len() * page_size() {
+        if done as usize != total {
             return Err(io::Error::from_raw_os_error(libc::EINVAL));
         }
     }
