@@ -470,3 +470,47 @@ fn names_ids_and_current() {
         assert_eq!(name, "worker-1");
     });
 }
+
+#[test]
+fn handles_joined_or_dropped_on_another_thread_while_fibers_finish() {
+    // Every result is dropped exactly once, whichever side finishes last.
+    let drops = SyncDropCount::default();
+    let (tx, rx) = std::sync::mpsc::channel::<fibra::JoinHandle<util::SyncDropGuard>>();
+    let d = drops.clone();
+    let runtime = std::thread::spawn(move || {
+        let rt = fibra::Runtime::new().unwrap();
+        for i in 0..2000u64 {
+            let g = d.guard();
+            let h = rt.spawn(move || {
+                for _ in 0..i % 3 {
+                    fibra::yield_now();
+                }
+                g
+            });
+            tx.send(h).unwrap();
+            if i % 100 == 0 {
+                rt.turn(Some(Duration::ZERO));
+            }
+        }
+        rt.run();
+    });
+    let mut joined = 0;
+    for (i, h) in rx.iter().enumerate() {
+        match i % 3 {
+            0 => drop(h),
+            1 => {
+                drop(h.join().unwrap());
+                joined += 1;
+            }
+            _ => {
+                if h.is_finished() {
+                    drop(h.join().unwrap());
+                    joined += 1;
+                }
+            }
+        }
+    }
+    runtime.join().unwrap();
+    assert!(joined > 600);
+    assert_eq!(drops.get(), 2000);
+}

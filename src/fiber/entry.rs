@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use crate::arch;
 use crate::fiber::Fiber;
-use crate::fiber::join::{FiberRef, JoinError, JoinHandle, Packet};
+use crate::fiber::join::{FiberEnd, FiberRef, JoinError, JoinHandle, packet};
 use crate::runtime::context;
 use crate::runtime::core::{Core, FiberId};
 use crate::runtime::park::CancelUnwind;
@@ -21,7 +21,7 @@ use crate::stack::{self, StackHeader};
 
 struct Start<F, T> {
     f: F,
-    packet: Arc<Packet<T>>,
+    packet: FiberEnd<T>,
     /// Called after everything else, for scoped fibers.
     on_exit: Option<OnExit>,
 }
@@ -53,15 +53,14 @@ where
 {
     let stack = stack::take(stack_size)?;
     let id = FiberId::next();
-    let mut packet = Packet::new();
-    let on_exit = scope.map(|(on_exit, data)| {
-        packet.scope = Some(data);
-        on_exit
-    });
-    let packet = Arc::new(packet);
+    let (on_exit, scope_data) = match scope {
+        Some((on_exit, data)) => (Some(on_exit), Some(data)),
+        None => (None, None),
+    };
+    let (fiber_end, handle_end) = packet(scope_data);
     let start = Start {
         f,
-        packet: packet.clone(),
+        packet: fiber_end,
         on_exit,
     };
 
@@ -105,9 +104,9 @@ where
     };
     let key = core.add_fiber(stack, sp, id, name);
     Ok(JoinHandle::new(
-        packet,
+        handle_end,
         FiberRef {
-            shared: core.shared.clone(),
+            runtime: core.id,
             key,
         },
         fiber,
@@ -201,7 +200,6 @@ where
         })
     };
     packet.complete(result);
-    drop(packet);
     if let Some(on_exit) = on_exit {
         // SAFETY: the scope that set the callback waits for it.
         unsafe { (on_exit.call)(on_exit.data) };

@@ -4,69 +4,46 @@
 use std::any::Any;
 use std::cell::UnsafeCell;
 use std::fmt;
-use std::sync::Arc;
+use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU8, Ordering};
 
 use crate::fiber::Fiber;
+use crate::fiber::scope::ScopeData;
 use crate::runtime::context;
 use crate::runtime::core::{FiberId, Key};
 use crate::runtime::park::{Unparker, park_current};
-use crate::runtime::shared::{Remote, Shared};
+use crate::runtime::registry::{self, RuntimeId};
+use crate::runtime::shared::Remote;
 
+/// The fiber has finished and will not touch the packet again.
 const DONE: u8 = 1;
+/// The handle has registered a waiter and waits for `DONE`.
 const WAITING: u8 = 2;
+/// The handle is gone: whoever finishes last frees the packet.
+const HANDLE_GONE: u8 = 4;
 
-/// Where a fiber leaves its result for its [`JoinHandle`].
+/// Where a fiber leaves its result for its [`JoinHandle`]: one allocation
+/// per fiber, owned jointly by the fiber ([`FiberEnd`]) and the handle
+/// ([`HandleEnd`]), with no reference count: the state word says who owns it.
 ///
 /// # Invariant
 ///
-/// `result` is written once, by the fiber, before `DONE` is set (Release);
-/// it is read only by the handle after it saw `DONE` (Acquire). `waiter` is
-/// written only by the handle, before it sets `WAITING`; the fiber takes it
-/// only if it saw `WAITING` when it set `DONE`, and the handle touches it
-/// again only if it saw `DONE` when it set `WAITING`.
-pub(crate) struct Packet<T> {
+/// - `result` is written by the fiber before it sets `DONE` (Release), and
+///   read by the handle after it saw `DONE` (Acquire).
+/// - `waiter` is written by the handle before it sets `WAITING`; the fiber
+///   takes it only after seeing `WAITING`, and *before* setting `DONE`.
+/// - Setting `DONE` is the fiber's last access. So a handle that saw `DONE`
+///   owns the packet alone and frees it; a fiber that finds `HANDLE_GONE`
+///   frees it; a handle that sets `HANDLE_GONE` and finds `DONE` frees it.
+///
+/// A spawn and join costs one or two atomic read-modify-writes this way,
+/// where two `Arc`s (fiber and handle) and a state word cost seven.
+struct Packet<T> {
     state: AtomicU8,
     result: UnsafeCell<Option<Result<T, JoinError>>>,
     waiter: UnsafeCell<Option<Unparker>>,
     /// For a scoped fiber: told when an unjoined result was a panic.
-    pub(crate) scope: Option<*const crate::fiber::scope::ScopeData>,
-}
-
-// SAFETY: the state protocol above serialises every access to the cells;
-// the result crosses threads, hence `T: Send`. `scope` is only dereferenced
-// on the scope's own thread (scoped fibers never leave it).
-unsafe impl<T: Send> Send for Packet<T> {}
-// SAFETY: as above.
-unsafe impl<T: Send> Sync for Packet<T> {}
-
-impl<T> Packet<T> {
-    pub(crate) fn new() -> Packet<T> {
-        Packet {
-            state: AtomicU8::new(0),
-            result: UnsafeCell::new(None),
-            waiter: UnsafeCell::new(None),
-            scope: None,
-        }
-    }
-
-    /// Called once by the fiber with its result; wakes a waiting joiner.
-    pub(crate) fn complete(&self, result: Result<T, JoinError>) {
-        // SAFETY: only the fiber writes `result`, once, before DONE.
-        unsafe { *self.result.get() = Some(result) };
-        let previous = self.state.fetch_or(DONE, Ordering::AcqRel);
-        if previous & WAITING != 0 {
-            // SAFETY: the handle wrote `waiter` before setting WAITING and
-            // will not touch it again (it saw no DONE).
-            if let Some(waiter) = unsafe { (*self.waiter.get()).take() } {
-                waiter.unpark();
-            }
-        }
-    }
-
-    fn is_done(&self) -> bool {
-        self.state.load(Ordering::Acquire) & DONE != 0
-    }
+    scope: Option<*const ScopeData>,
 }
 
 impl<T> Drop for Packet<T> {
@@ -80,18 +57,145 @@ impl<T> Drop for Packet<T> {
     }
 }
 
+/// A new packet: the fiber's end and the handle's end.
+pub(crate) fn packet<T>(scope: Option<*const ScopeData>) -> (FiberEnd<T>, HandleEnd<T>) {
+    let ptr = NonNull::from(Box::leak(Box::new(Packet {
+        state: AtomicU8::new(0),
+        result: UnsafeCell::new(None),
+        waiter: UnsafeCell::new(None),
+        scope,
+    })));
+    (FiberEnd(ptr), HandleEnd(ptr))
+}
+
+/// The fiber's end of a packet: [`complete`](FiberEnd::complete) once.
+pub(crate) struct FiberEnd<T>(NonNull<Packet<T>>);
+
+impl<T> FiberEnd<T> {
+    /// Hands the fiber's outcome to the handle, waking it if it waits.
+    pub(crate) fn complete(self, result: Result<T, JoinError>) {
+        let ptr = self.0;
+        // SAFETY: until this end sets DONE the packet is alive (the handle
+        // frees it only after seeing DONE), and only this end writes
+        // `result`.
+        let packet = unsafe { ptr.as_ref() };
+        // SAFETY: only this end writes the result, before DONE.
+        unsafe { *packet.result.get() = Some(result) };
+        let mut state = packet.state.load(Ordering::Acquire);
+        if state & HANDLE_GONE != 0 {
+            // Nobody will read it: free the packet, and the result with it
+            // (a scope learns from the drop that a panic went unjoined).
+            // SAFETY: the handle is gone and this end is the last owner.
+            drop(unsafe { Box::from_raw(ptr.as_ptr()) });
+            return;
+        }
+        loop {
+            if state & WAITING != 0 {
+                // SAFETY: the handle wrote `waiter` before WAITING and now
+                // only waits for DONE.
+                let waiter = unsafe { (*packet.waiter.get()).take() };
+                // The last access: the handle may free the packet after it.
+                packet.state.fetch_or(DONE, Ordering::Release);
+                if let Some(waiter) = waiter {
+                    waiter.unpark();
+                }
+                return;
+            }
+            match packet.state.compare_exchange_weak(
+                state,
+                state | DONE,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => {
+                    if state & HANDLE_GONE != 0 {
+                        // The handle left meanwhile, without freeing.
+                        // SAFETY: the handle saw no DONE, so it left the
+                        // packet to this end, the last owner.
+                        drop(unsafe { Box::from_raw(ptr.as_ptr()) });
+                    }
+                    return;
+                }
+                Err(now) => state = now,
+            }
+        }
+    }
+}
+
+/// The handle's end of a packet.
+pub(crate) struct HandleEnd<T>(NonNull<Packet<T>>);
+
+// SAFETY: the state protocol serialises every access to the packet's cells;
+// the result crosses threads, hence `T: Send`. `scope` is only dereferenced
+// on the scope's own thread (scoped fibers never leave it).
+unsafe impl<T: Send> Send for HandleEnd<T> {}
+// SAFETY: as above; `&HandleEnd` only reads the state word.
+unsafe impl<T: Send> Sync for HandleEnd<T> {}
+
+impl<T> HandleEnd<T> {
+    fn packet(&self) -> &Packet<T> {
+        // SAFETY: the handle's end keeps the packet alive until it is
+        // dropped or has consumed it (see the invariant).
+        unsafe { self.0.as_ref() }
+    }
+
+    fn is_done(&self) -> bool {
+        self.packet().state.load(Ordering::Acquire) & DONE != 0
+    }
+
+    /// Waits for the result, parking with `waiter`, then frees the packet.
+    fn wait(self, waiter: impl FnOnce() -> Unparker) -> Result<T, JoinError> {
+        let packet = self.packet();
+        if packet.state.load(Ordering::Acquire) & DONE == 0 {
+            // SAFETY: WAITING is not set, so the fiber does not read `waiter`.
+            unsafe { *packet.waiter.get() = Some(waiter()) };
+            let previous = packet.state.fetch_or(WAITING, Ordering::AcqRel);
+            if previous & DONE == 0 {
+                while !self.is_done() {
+                    park_current(None);
+                }
+            }
+        }
+        // DONE seen (Acquire): the fiber is gone; this end owns the packet.
+        let ptr = self.0;
+        std::mem::forget(self);
+        // SAFETY: sole owner now (see the invariant).
+        let mut packet = unsafe { Box::from_raw(ptr.as_ptr()) };
+        packet
+            .result
+            .get_mut()
+            .take()
+            .expect("fibra: a fiber finished without a result")
+    }
+}
+
+impl<T> Drop for HandleEnd<T> {
+    fn drop(&mut self) {
+        let previous = self.packet().state.fetch_or(HANDLE_GONE, Ordering::AcqRel);
+        if previous & DONE != 0 {
+            // SAFETY: the fiber is gone: this end is the last owner.
+            drop(unsafe { Box::from_raw(self.0.as_ptr()) });
+        }
+    }
+}
+
 /// Where a fiber lives, to cancel it.
 pub(crate) struct FiberRef {
-    pub(crate) shared: Arc<Shared>,
+    pub(crate) runtime: RuntimeId,
     pub(crate) key: Key,
 }
 
-/// Cancels the fiber `id` in slot `key` of the runtime `shared`: directly on
-/// its own thread inside its runtime, by message otherwise.
-pub(crate) fn cancel_fiber(shared: &Arc<Shared>, key: Key, id: FiberId) {
+/// Cancels the fiber `id` in slot `key` of runtime `runtime`: directly on
+/// its own thread inside its runtime, by message otherwise; nothing if the
+/// runtime is gone (its fibers are all finished then).
+pub(crate) fn cancel_fiber(runtime: RuntimeId, key: Key, id: FiberId) {
     match context::current() {
-        Some(core) if Arc::ptr_eq(&core.shared, shared) => core.cancel(key, id),
-        _ => shared.send(Remote::Cancel(key, id)),
+        Some(core) if core.id == runtime => core.cancel(key, id),
+        _ => {
+            if let Some(shared) = registry::get(runtime) {
+                shared.send(Remote::Cancel(key, id));
+            }
+        }
     }
 }
 
@@ -101,13 +205,13 @@ pub(crate) fn cancel_fiber(shared: &Arc<Shared>, key: Key, id: FiberId) {
 /// `JoinHandle<T>` is `Send` and `Sync` when `T` is `Send`: a thread may join
 /// a fiber, and fibers of different runtimes may join each other.
 pub struct JoinHandle<T> {
-    packet: Arc<Packet<T>>,
+    packet: HandleEnd<T>,
     at: FiberRef,
     fiber: Fiber,
 }
 
 impl<T> JoinHandle<T> {
-    pub(crate) fn new(packet: Arc<Packet<T>>, at: FiberRef, fiber: Fiber) -> JoinHandle<T> {
+    pub(crate) fn new(packet: HandleEnd<T>, at: FiberRef, fiber: Fiber) -> JoinHandle<T> {
         JoinHandle { packet, at, fiber }
     }
 
@@ -132,41 +236,15 @@ impl<T> JoinHandle<T> {
     /// ```
     #[track_caller]
     pub fn join(self) -> Result<T, JoinError> {
-        let packet = &self.packet;
-        if !packet.is_done() {
-            let waiter = match context::current() {
-                // Joined from its own runtime: it completes right here.
-                Some(core) if Arc::ptr_eq(&core.shared, &self.at.shared) => Unparker::local(core),
-                _ => {
-                    self.check_can_finish();
-                    Unparker::current()
-                }
-            };
-            // SAFETY: WAITING is not set, so the fiber does not read `waiter`.
-            unsafe { *packet.waiter.get() = Some(waiter) };
-            let previous = packet.state.fetch_or(WAITING, Ordering::AcqRel);
-            if previous & DONE == 0 {
-                while !packet.is_done() {
-                    park_current(None);
-                }
+        let JoinHandle { packet, at, fiber } = self;
+        packet.wait(|| match context::current() {
+            // Joined from its own runtime: it completes right here.
+            Some(core) if core.id == at.runtime => Unparker::local(core),
+            _ => {
+                check_can_finish(at.runtime, fiber.id());
+                Unparker::current()
             }
-        }
-        // SAFETY: DONE was seen with Acquire: the result is written and the
-        // fiber no longer touches it; `self` is consumed, so this is the only read.
-        unsafe { (*packet.result.get()).take() }.expect("fibra: a fiber's result was taken twice")
-    }
-
-    /// Called when joining from outside the fiber's runtime.
-    #[track_caller]
-    fn check_can_finish(&self) {
-        if self.at.shared.owner == std::thread::current().id() {
-            panic!(
-                "JoinHandle::join would wait forever: fiber {} belongs to a runtime of \
-                 this thread that is not running. Join it inside that runtime, e.g. \
-                 `rt.block_on(|| handle.join())`.",
-                self.fiber.id()
-            );
-        }
+        })
     }
 
     /// Asks the fiber to stop: it unwinds from the park it is in (or its
@@ -187,13 +265,13 @@ impl<T> JoinHandle<T> {
     /// ```
     pub fn cancel(&self) {
         if !self.packet.is_done() {
-            cancel_fiber(&self.at.shared, self.at.key, self.fiber.id());
+            cancel_fiber(self.at.runtime, self.at.key, self.fiber.id());
         }
     }
 
     /// Where the fiber lives: its runtime, slot and id.
-    pub(crate) fn location(&self) -> (Arc<Shared>, Key, FiberId) {
-        (self.at.shared.clone(), self.at.key, self.fiber.id())
+    pub(crate) fn location(&self) -> (RuntimeId, Key, FiberId) {
+        (self.at.runtime, self.at.key, self.fiber.id())
     }
 
     /// Whether the fiber has finished (`join` would not wait).
@@ -220,6 +298,21 @@ impl<T> JoinHandle<T> {
     /// ```
     pub fn fiber(&self) -> &Fiber {
         &self.fiber
+    }
+}
+
+/// Panics when a join from outside the fiber's runtime could never end:
+/// the runtime belongs to this very thread, which is not running it.
+#[track_caller]
+fn check_can_finish(runtime: RuntimeId, id: FiberId) {
+    if let Some(shared) = registry::get(runtime)
+        && shared.owner == std::thread::current().id()
+    {
+        panic!(
+            "JoinHandle::join would wait forever: fiber {id} belongs to a runtime of \
+             this thread that is not running. Join it inside that runtime, e.g. \
+             `rt.block_on(|| handle.join())`."
+        );
     }
 }
 

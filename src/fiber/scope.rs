@@ -183,9 +183,9 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         }
         .expect("fibra::Scope::spawn: cannot create a fiber");
         self.data.running.set(self.data.running.get() + 1);
-        let (shared, key, id) = handle.location();
+        let (runtime, key, id) = handle.location();
         self.data.handles.borrow_mut().push(Box::new(move || {
-            cancel_fiber(&shared, key, id);
+            cancel_fiber(runtime, key, id);
         }));
         ScopedJoinHandle {
             inner: handle,

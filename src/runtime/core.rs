@@ -51,6 +51,7 @@ use slab::Slab;
 
 use crate::arch;
 use crate::reactor::Reactor;
+use crate::runtime::registry::{self, RuntimeId};
 use crate::runtime::shared::{Remote, Shared};
 use crate::stack::{self, Stack, overflow};
 use crate::time::clock;
@@ -209,6 +210,8 @@ pub(crate) struct Local {
 pub(crate) struct Core {
     local: UnsafeCell<Local>,
     pub(crate) shared: Arc<Shared>,
+    /// This runtime's name in the registry, for handles of its fibers.
+    pub(crate) id: RuntimeId,
     pub(crate) default_stack: usize,
 }
 
@@ -250,6 +253,7 @@ impl Core {
                 io_ready: Vec::new(),
                 remote: Vec::new(),
             }),
+            id: registry::register(shared.clone()),
             shared,
             default_stack,
         })

@@ -31,6 +31,7 @@ mod builder;
 pub(crate) mod context;
 pub(crate) mod core;
 pub(crate) mod park;
+pub(crate) mod registry;
 pub(crate) mod shared;
 
 pub use builder::Builder;
@@ -243,6 +244,14 @@ impl Runtime {
     }
 }
 
+impl Runtime {
+    /// This runtime's id in the registry (for tests).
+    #[cfg(test)]
+    pub(crate) fn id(&self) -> registry::RuntimeId {
+        self.core.id
+    }
+}
+
 impl AsRawFd for Runtime {
     /// The runtime's epoll fd: readable when the runtime has work (a ready
     /// fiber, an I/O event, an expired timer, a wake-up from another thread).
@@ -260,6 +269,7 @@ impl Drop for Runtime {
         let enter = Enter::nested(&self.core);
         self.core.shutdown();
         drop(enter);
+        registry::unregister(self.core.id);
         self.core.shared.close();
     }
 }
