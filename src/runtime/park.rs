@@ -43,15 +43,18 @@ pub(crate) enum Parked {
 /// `fibra::timeout` has expired (unless it is unwinding already). Returns
 /// the innermost timeout, which has not expired.
 pub(crate) fn check_unwind(core: &Core) -> Option<TimeoutScope> {
-    if core.current_is_unwinding() {
-        return None;
-    }
     let (cancelled, scope) = {
         // SAFETY: on the runtime's thread; short borrow.
         let l = unsafe { core.local() };
         let rec = &l.fibers[l.current as usize];
         (rec.cancelled, rec.timeout)
     };
+    if !cancelled && scope.is_none() {
+        return None; // the common case: nothing could unwind here
+    }
+    if core.current_is_unwinding() {
+        return None;
+    }
     if cancelled {
         unwind(core, Box::new(CancelUnwind));
     }

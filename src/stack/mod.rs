@@ -249,7 +249,7 @@ impl Pool {
     }
 
     /// Marks the memory of the pending stacks free and moves them to the
-    /// cold tier; returns the stacks that did not fit there, to unmap.
+    /// cold tier; returns the stacks that did not fit there, to [`unmap`].
     fn release_pending(&mut self) -> Vec<Stack> {
         if self.pending.is_empty() {
             return Vec::new();
@@ -260,6 +260,36 @@ impl Pool {
         let unmap = self.pending.split_off(self.pending.len() - excess);
         self.cold.append(&mut self.pending);
         unmap
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        let mut all = std::mem::take(&mut self.warm);
+        all.append(&mut self.pending);
+        all.append(&mut self.cold);
+        unmap(all);
+    }
+}
+
+/// Unmaps stacks, one `munmap` per run of adjacent ones: the stacks of a
+/// chunk are adjacent, and unmapping them one by one would split a VMA
+/// each time (a million fibers ending took seconds that way).
+fn unmap(mut stacks: Vec<Stack>) {
+    stacks.sort_unstable_by_key(|s| s.base.as_ptr() as usize);
+    let mut runs: Vec<(usize, usize)> = Vec::new();
+    for stack in stacks {
+        let (base, len) = (stack.base.as_ptr() as usize, stack.len);
+        std::mem::forget(stack); // unmapped below, as part of its run
+        match runs.last_mut() {
+            Some((start, run_len)) if *start + *run_len == base => *run_len += len,
+            _ => runs.push((base, len)),
+        }
+    }
+    for (start, len) in runs {
+        // SAFETY: each run is made of whole stacks we owned and have
+        // forgotten; no fiber runs on them.
+        unsafe { libc::munmap(start as *mut libc::c_void, len) };
     }
 }
 
@@ -329,7 +359,9 @@ pub(crate) fn give_back(stack: Stack) {
         }
     });
     // Outside the closure, so that munmap runs with the pool unborrowed.
-    drop(unmap);
+    if let Ok(stacks) = unmap {
+        self::unmap(stacks);
+    }
 }
 
 thread_local! {
@@ -357,7 +389,9 @@ pub(crate) fn release_pending() {
             .flat_map(|p| p.release_pending())
             .collect::<Vec<Stack>>()
     });
-    drop(unmap);
+    if let Ok(stacks) = unmap {
+        self::unmap(stacks);
+    }
 }
 
 /// The system page size.
@@ -470,6 +504,24 @@ mod tests {
         assert_eq!(pooled(size).1, 10);
         release_stale_pending(now + PENDING_MAX_AGE_NS);
         assert_eq!(pooled(size).1, 0);
+    }
+
+    #[test]
+    fn unmapping_coalesces_adjacent_stacks_in_any_order() {
+        let mut stacks = Stack::map_chunk(validate_size(MIN_STACK_SIZE).unwrap(), 6).unwrap();
+        let bases: Vec<usize> = stacks.iter().map(|s| s.base() as usize).collect();
+        let kept = stacks.remove(2); // a hole: two runs
+        stacks.reverse();
+        unmap(stacks);
+        let mapped = |addr: usize| {
+            // SAFETY: msync only inspects the range; ENOMEM means unmapped.
+            unsafe { libc::msync(addr as *mut libc::c_void, page_size(), libc::MS_ASYNC) == 0 }
+        };
+        for (i, &base) in bases.iter().enumerate() {
+            assert_eq!(mapped(base + page_size()), i == 2, "stack {i}");
+        }
+        drop(kept);
+        assert!(!mapped(bases[2] + page_size()));
     }
 
     #[test]
