@@ -68,3 +68,8 @@ pub use fiber::{
 pub use runtime::{Runtime, run};
 pub use stack::{DEFAULT_STACK_SIZE, MAX_STACK_SIZE, MIN_STACK_SIZE};
 pub use time::{Elapsed, sleep, sleep_until, timeout};
+
+/// The README's examples, compiled and run as doctests.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
