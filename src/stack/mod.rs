@@ -276,6 +276,9 @@ impl Drop for Pool {
 /// chunk are adjacent, and unmapping them one by one would split a VMA
 /// each time (a million fibers ending took seconds that way).
 fn unmap(mut stacks: Vec<Stack>) {
+    if stacks.is_empty() {
+        return;
+    }
     stacks.sort_unstable_by_key(|s| s.base.as_ptr() as usize);
     let mut runs: Vec<(usize, usize)> = Vec::new();
     for stack in stacks {
