@@ -1,0 +1,135 @@
+//! `tracing`: a span per fiber (with its id and name), entered while the
+//! fiber runs and exited while it is switched out; events for spawn, park,
+//! unpark and exit.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use tracing::span::{Attributes, Id, Record};
+use tracing::{Event, Metadata, Subscriber};
+
+#[derive(Default)]
+struct Log {
+    spans: Mutex<Vec<(u64, String)>>, // (span id, fields)
+    entered: Mutex<Vec<(u64, bool)>>, // (span id, enter = true / exit = false)
+    events: Mutex<Vec<String>>,
+}
+
+struct Recorder {
+    log: Arc<Log>,
+    next: AtomicU64,
+}
+
+struct Fields(String);
+
+impl tracing::field::Visit for Fields {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        self.0.push_str(&format!("{}={:?} ", field.name(), value));
+    }
+}
+
+impl Subscriber for Recorder {
+    fn enabled(&self, _: &Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, attrs: &Attributes<'_>) -> Id {
+        let id = self.next.fetch_add(1, Ordering::Relaxed) + 1;
+        let mut fields = Fields(format!("{} ", attrs.metadata().name()));
+        attrs.record(&mut fields);
+        self.log.spans.lock().unwrap().push((id, fields.0));
+        Id::from_u64(id)
+    }
+    fn record(&self, _: &Id, _: &Record<'_>) {}
+    fn record_follows_from(&self, _: &Id, _: &Id) {}
+    fn event(&self, event: &Event<'_>) {
+        let mut fields = Fields(String::new());
+        event.record(&mut fields);
+        self.log.events.lock().unwrap().push(fields.0);
+    }
+    fn enter(&self, span: &Id) {
+        self.log
+            .entered
+            .lock()
+            .unwrap()
+            .push((span.into_u64(), true));
+    }
+    fn exit(&self, span: &Id) {
+        self.log
+            .entered
+            .lock()
+            .unwrap()
+            .push((span.into_u64(), false));
+    }
+}
+
+#[test]
+fn each_fiber_has_a_span_entered_only_while_it_runs() {
+    let log = Arc::new(Log::default());
+    let recorder = Recorder {
+        log: log.clone(),
+        next: AtomicU64::new(0),
+    };
+    let ids = tracing::subscriber::with_default(recorder, || {
+        fibra::run(|| {
+            let a = fibra::Builder::new()
+                .name("alpha".into())
+                .spawn(|| {
+                    fibra::yield_now();
+                    fibra::current().id()
+                })
+                .unwrap();
+            let b = fibra::spawn(|| {
+                fibra::yield_now();
+                fibra::current().id()
+            });
+            (a.join().unwrap(), b.join().unwrap())
+        })
+    });
+
+    let spans = log.spans.lock().unwrap().clone();
+    let span_of = |fiber: fibra::FiberId| {
+        spans
+            .iter()
+            .find(|(_, f)| f.contains(&format!("id={} ", fiber.as_u64())))
+            .unwrap_or_else(|| panic!("no span for fiber {fiber}: {spans:?}"))
+            .clone()
+    };
+    let (alpha, alpha_fields) = span_of(ids.0);
+    let (beta, beta_fields) = span_of(ids.1);
+    assert!(alpha_fields.starts_with("fiber ") && alpha_fields.contains("alpha"));
+    assert!(beta_fields.starts_with("fiber "));
+
+    // Enter and exit alternate per span (entered at start and after each
+    // switch back, exited at each switch away), and two fibers' spans are
+    // never entered at once.
+    let entered = log.entered.lock().unwrap().clone();
+    let mut inside: Option<u64> = None;
+    let mut enters = 0;
+    for &(span, enter) in entered.iter().filter(|(s, _)| *s == alpha || *s == beta) {
+        if enter {
+            assert_eq!(inside, None, "two fiber spans entered at once: {entered:?}");
+            inside = Some(span);
+            enters += 1;
+        } else {
+            assert_eq!(
+                inside,
+                Some(span),
+                "exit of a span not entered: {entered:?}"
+            );
+            inside = None;
+        }
+    }
+    assert_eq!(inside, None);
+    assert!(
+        enters >= 4,
+        "each fiber runs twice (it yields once): {entered:?}"
+    );
+
+    let events = log.events.lock().unwrap().join("\n");
+    for what in ["spawn", "park", "unpark", "exit"] {
+        assert!(
+            events.contains(&format!("message={what} ")),
+            "no {what} event in:\n{events}"
+        );
+    }
+}
