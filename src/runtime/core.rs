@@ -370,11 +370,11 @@ impl Core {
             l.resumed += 1;
         }
         overflow::set_running(header);
-        // SAFETY: `load` was saved by this function when `to` switched out
-        // (or built by `init_stack` for a new fiber) and `to` has not run
-        // since; its stack is mapped (records own their stacks until removed).
-        // `save` points into the record of `from`, which stays in the slab
-        // while `from` is suspended. Nothing unwinds across the switch.
+        // `load` was saved here when `to` switched out (or built by
+        // `init_stack`) and `to` has not run since; records own their stacks
+        // until removed, so it is mapped. `save` points into the record of
+        // `from`, which stays in the slab while `from` is suspended.
+        // SAFETY: as argued above; nothing unwinds across the switch.
         let arg = unsafe { arch::switch(save, load, arg) };
         // Resumed: some context switched back to `from`.
         self.after_switch(arg);
