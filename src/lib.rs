@@ -56,6 +56,7 @@
 mod arch;
 mod fiber;
 pub mod io;
+pub mod net;
 mod reactor;
 pub mod runtime;
 mod stack;

@@ -18,6 +18,21 @@
 //!   nest a runtime by polling its fd alone, and it gives sleeps nanosecond
 //!   precision where `epoll_wait`'s timeout has only milliseconds.
 //!
+//! ## Sockets: registered once, readiness remembered
+//!
+//! A socket (`crate::net`) is registered the first time one of its calls
+//! would block, for reading and writing at once, edge-triggered, and stays
+//! registered until it is dropped. Its source remembers the readiness that
+//! events reported ([`Reactor::take_ready`]), so a fiber parks only after
+//! the syscall said `WouldBlock` *and* no readiness is left unconsumed; the
+//! reader and the writer wait separately.
+//!
+//! A source records the socket it belongs to (a unique id), and mio tokens
+//! carry the source's generation: if a socket's fd is closed without
+//! deregistration (dropped on another thread, say) and its number reused, the
+//! new socket starts a new generation, and events of the old registration
+//! can never wake the new socket's fibers.
+//!
 //! ## Ground rules
 //!
 //! The reactor belongs to its runtime's thread: only that thread touches it,
@@ -56,6 +71,12 @@ pub(crate) struct Reactor {
     timerfd: OwnedFd,
     /// The absolute CLOCK_MONOTONIC time the timerfd is set to, if any.
     armed: Option<u64>,
+    next_generation: u32,
+}
+
+/// The mio token of a source: its slot and its generation.
+fn mio_token(key: usize, generation: u32) -> Token {
+    Token(key | (generation as usize) << 32)
 }
 
 struct Source {
@@ -63,6 +84,13 @@ struct Source {
     /// What the fd is registered for (the union of its waiters' interests).
     interest: Interest,
     waiters: Vec<Waiter>,
+    /// The socket that owns this registration (it stays until the socket
+    /// deregisters); `None` for the one-shot registrations of `io::wait`.
+    owner: Option<u64>,
+    /// Readiness reported by events and not yet consumed (sockets only).
+    ready: Interest,
+    /// Changes whenever the slot or its owner changes; part of the token.
+    generation: u32,
 }
 
 struct Waiter {
@@ -76,6 +104,8 @@ struct Waiter {
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) struct Registration {
     source: usize,
+    /// The source's generation: its slot may be reused once it is gone.
+    generation: u32,
     token: WakeToken,
 }
 
@@ -105,6 +135,7 @@ impl Reactor {
             by_fd: HashMap::new(),
             timerfd,
             armed: None,
+            next_generation: 0,
         })
     }
 
@@ -134,18 +165,20 @@ impl Reactor {
         interest: Interest,
         token: WakeToken,
     ) -> io::Result<Option<Registration>> {
+        let generation = self.new_generation(); // used if the fd is new here
         let registry = self.poll.registry();
         let source = match self.by_fd.get(&fd) {
             Some(&key) => {
                 let src = &mut self.sources[key];
                 src.interest = src.interest | interest;
                 let mio_interest = to_mio(src.interest);
+                let tok = mio_token(key, src.generation);
                 // MOD re-arms the edge: the kernel reports current readiness.
-                match registry.reregister(&mut SourceFd(&fd), Token(key), mio_interest) {
+                match registry.reregister(&mut SourceFd(&fd), tok, mio_interest) {
                     Ok(()) => {}
                     // The fd was closed and its number reused since: start over.
                     Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
-                        registry.register(&mut SourceFd(&fd), Token(key), mio_interest)?
+                        registry.register(&mut SourceFd(&fd), tok, mio_interest)?
                     }
                     Err(e) => return Err(e),
                 }
@@ -154,7 +187,8 @@ impl Reactor {
             None => {
                 let entry = self.sources.vacant_entry();
                 let key = entry.key();
-                match registry.register(&mut SourceFd(&fd), Token(key), to_mio(interest)) {
+                let tok = mio_token(key, generation);
+                match registry.register(&mut SourceFd(&fd), tok, to_mio(interest)) {
                     Ok(()) => {}
                     Err(e) if e.raw_os_error() == Some(libc::EPERM) => return Ok(None),
                     Err(e) if e.raw_os_error() == Some(libc::EBADF) => {
@@ -169,33 +203,41 @@ impl Reactor {
                     fd,
                     interest,
                     waiters: Vec::with_capacity(1),
+                    owner: None,
+                    ready: Interest::EMPTY,
+                    generation,
                 });
                 self.by_fd.insert(fd, key);
                 key
             }
         };
-        self.sources[source].waiters.push(Waiter {
+        let src = &mut self.sources[source];
+        src.waiters.push(Waiter {
             token,
             interest,
             ready: Interest::EMPTY,
         });
-        Ok(Some(Registration { source, token }))
+        Ok(Some(Registration {
+            source,
+            generation: src.generation,
+            token,
+        }))
     }
 
     /// The readiness the waiter has seen so far.
     pub(crate) fn ready(&self, reg: Registration) -> Interest {
         self.sources
             .get(reg.source)
+            .filter(|s| s.generation == reg.generation)
             .and_then(|s| s.waiters.iter().find(|w| w.token == reg.token))
             .map_or(Interest::EMPTY, |w| w.ready)
     }
 
     /// Moves a waiter to a new token (its fiber parks again).
     pub(crate) fn retoken(&mut self, reg: &mut Registration, token: WakeToken) {
-        if let Some(w) = self.sources[reg.source]
-            .waiters
-            .iter_mut()
-            .find(|w| w.token == reg.token)
+        if let Some(src) = self.sources.get_mut(reg.source)
+            && src.generation == reg.generation
+            && let Some(w) = src.waiters.iter_mut().find(|w| w.token == reg.token)
         {
             w.token = token;
         }
@@ -207,15 +249,130 @@ impl Reactor {
         let Some(src) = self.sources.get_mut(reg.source) else {
             return;
         };
+        if src.generation != reg.generation {
+            return; // its source is gone; the slot belongs to another now
+        }
         if let Some(i) = src.waiters.iter().position(|w| w.token == reg.token) {
             src.waiters.swap_remove(i);
         }
-        if src.waiters.is_empty() {
+        if src.waiters.is_empty() && src.owner.is_none() {
             let src = self.sources.remove(reg.source);
             self.by_fd.remove(&src.fd);
             // The fd may have been closed meanwhile (EBADF/ENOENT): nothing to undo.
             let _ = self.poll.registry().deregister(&mut SourceFd(&src.fd));
         }
+    }
+
+    fn new_generation(&mut self) -> u32 {
+        // u32::MAX is skipped: with any slot it could spell WAKER or TIMER.
+        self.next_generation = self.next_generation.wrapping_add(1) % u32::MAX;
+        self.next_generation
+    }
+
+    /// The source of socket `owner` on `fd`, registering the fd (for reading
+    /// and writing, edge-triggered) on first use. A source left behind by
+    /// another socket on the same fd number is taken over with a new
+    /// generation; its waiters (of a closed socket) are woken.
+    pub(crate) fn socket(
+        &mut self,
+        fd: RawFd,
+        owner: u64,
+        wake: &mut Vec<WakeToken>,
+    ) -> io::Result<usize> {
+        let both = Interest::READABLE | Interest::WRITABLE;
+        if let Some(&key) = self.by_fd.get(&fd) {
+            if self.sources[key].owner == Some(owner) {
+                return Ok(key);
+            }
+            // Another registration of this fd number: a one-shot `io::wait`
+            // on this very socket (kept as it is: its waiters stay valid),
+            // or a stale one of a closed socket (a new generation: its
+            // events and waiters are void, and its waiters learn it by
+            // waking).
+            let generation = match self.sources[key].owner {
+                Some(_) => self.new_generation(),
+                None => self.sources[key].generation,
+            };
+            let src = &mut self.sources[key];
+            if src.owner.is_some() {
+                wake.extend(src.waiters.drain(..).map(|w| w.token));
+            }
+            src.owner = Some(owner);
+            src.generation = generation;
+            src.interest = both;
+            src.ready = Interest::EMPTY;
+            let registry = self.poll.registry();
+            let tok = mio_token(key, generation);
+            match registry.reregister(&mut SourceFd(&fd), tok, to_mio(both)) {
+                Ok(()) => {}
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+                    registry.register(&mut SourceFd(&fd), tok, to_mio(both))?
+                }
+                Err(e) => return Err(e),
+            }
+            return Ok(key);
+        }
+        let generation = self.new_generation();
+        let entry = self.sources.vacant_entry();
+        let key = entry.key();
+        self.poll.registry().register(
+            &mut SourceFd(&fd),
+            mio_token(key, generation),
+            to_mio(both),
+        )?;
+        entry.insert(Source {
+            fd,
+            interest: both,
+            waiters: Vec::with_capacity(2),
+            owner: Some(owner),
+            ready: Interest::EMPTY,
+            generation,
+        });
+        self.by_fd.insert(fd, key);
+        Ok(key)
+    }
+
+    /// Consumes remembered readiness for `interest`: whether an event said
+    /// the socket became ready since it was last consumed.
+    pub(crate) fn take_ready(&mut self, key: usize, interest: Interest) -> bool {
+        let src = &mut self.sources[key];
+        let hit = src.ready & interest;
+        src.ready = Interest(src.ready.0 & !hit.0);
+        !hit.is_empty()
+    }
+
+    /// Registers a waiter on a socket's source (see [`Reactor::socket`]).
+    pub(crate) fn add_socket_waiter(
+        &mut self,
+        key: usize,
+        interest: Interest,
+        token: WakeToken,
+    ) -> Registration {
+        let src = &mut self.sources[key];
+        src.waiters.push(Waiter {
+            token,
+            interest,
+            ready: Interest::EMPTY,
+        });
+        Registration {
+            source: key,
+            generation: src.generation,
+            token,
+        }
+    }
+
+    /// Removes socket `owner`'s registration of `fd`, if it has one here.
+    pub(crate) fn deregister_socket(&mut self, fd: RawFd, owner: u64, wake: &mut Vec<WakeToken>) {
+        let Some(&key) = self.by_fd.get(&fd) else {
+            return;
+        };
+        if self.sources[key].owner != Some(owner) {
+            return;
+        }
+        let src = self.sources.remove(key);
+        self.by_fd.remove(&fd);
+        wake.extend(src.waiters.into_iter().map(|w| w.token));
+        let _ = self.poll.registry().deregister(&mut SourceFd(&fd));
     }
 
     /// Sets the timerfd to fire at `at` (absolute CLOCK_MONOTONIC ns), unless
@@ -265,16 +422,23 @@ impl Reactor {
             match event.token() {
                 WAKER => polled.remote = true,
                 TIMER => self.armed = None, // expired; the caller advances the wheel
-                Token(key) => {
+                Token(tok) => {
+                    let (key, generation) = (tok & 0xFFFF_FFFF, (tok >> 32) as u32);
                     let Some(src) = self.sources.get_mut(key) else {
                         continue;
                     };
+                    if src.generation != generation {
+                        continue; // an event of a registration that is gone
+                    }
                     let mut ready = Interest::EMPTY;
                     if event.is_readable() || event.is_read_closed() || event.is_error() {
                         ready = ready | Interest::READABLE;
                     }
                     if event.is_writable() || event.is_write_closed() || event.is_error() {
                         ready = ready | Interest::WRITABLE;
+                    }
+                    if src.owner.is_some() {
+                        src.ready = src.ready | ready;
                     }
                     for w in &mut src.waiters {
                         let hit = w.interest & ready;

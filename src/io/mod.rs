@@ -29,7 +29,7 @@ use crate::time::clock;
 /// assert!(!Interest::READABLE.is_writable());
 /// ```
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
-pub struct Interest(u8);
+pub struct Interest(pub(crate) u8);
 
 impl Interest {
     /// Data can be read (or the peer hung up, or an error is pending).
@@ -172,7 +172,11 @@ fn wait_in_fiber(
     }
 }
 
-fn wait_on_thread(fd: RawFd, interest: Interest, deadline: Option<u64>) -> io::Result<Interest> {
+pub(crate) fn wait_on_thread(
+    fd: RawFd,
+    interest: Interest,
+    deadline: Option<u64>,
+) -> io::Result<Interest> {
     let mut events = 0;
     if interest.is_readable() {
         events |= libc::POLLIN;

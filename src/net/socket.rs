@@ -1,0 +1,189 @@
+//! The one loop every socket goes through: try the syscall; on
+//! `WouldBlock`, wait for readiness (parking the fiber, or polling on a
+//! plain thread) and try again.
+//!
+//! A socket is a std socket in non-blocking mode plus a [`Registration`]:
+//! a process-unique id (so the reactor can tell this socket from a later
+//! one that reuses its fd number) and the read and write timeouts, which
+//! std keeps in the kernel (`SO_RCVTIMEO`) but which do nothing on a
+//! non-blocking socket.
+
+use std::io;
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use crate::io::Interest;
+use crate::reactor::Registration as Waiting;
+use crate::runtime::context;
+use crate::runtime::core::Core;
+use crate::runtime::park::{Parked, park};
+use crate::time::clock;
+
+/// Per-socket state beside the fd.
+#[derive(Debug)]
+pub(crate) struct Registration {
+    /// Unique in the process: the reactor's owner tag for this socket.
+    uid: u64,
+    /// Nanoseconds; 0 means no timeout.
+    read_timeout: AtomicU64,
+    write_timeout: AtomicU64,
+}
+
+impl Registration {
+    pub(crate) fn new() -> Registration {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        Registration {
+            uid: NEXT.fetch_add(1, Ordering::Relaxed),
+            read_timeout: AtomicU64::new(0),
+            write_timeout: AtomicU64::new(0),
+        }
+    }
+
+    /// Runs `op` until it does not fail with `WouldBlock`, waiting for
+    /// readability in between, at most the read timeout (then `WouldBlock`,
+    /// as std reports an expired socket timeout on Unix).
+    pub(crate) fn read<R>(&self, fd: RawFd, op: impl FnMut() -> io::Result<R>) -> io::Result<R> {
+        let timeout = nanos_to_timeout(self.read_timeout.load(Ordering::Relaxed));
+        self.io(fd, Interest::READABLE, timeout, op)
+    }
+
+    /// Like [`Registration::read`], for writability and the write timeout.
+    pub(crate) fn write<R>(&self, fd: RawFd, op: impl FnMut() -> io::Result<R>) -> io::Result<R> {
+        let timeout = nanos_to_timeout(self.write_timeout.load(Ordering::Relaxed));
+        self.io(fd, Interest::WRITABLE, timeout, op)
+    }
+
+    /// The loop: `op` until it does not fail with `WouldBlock`, waiting for
+    /// `interest` between tries, at most `timeout` in all.
+    pub(crate) fn io<R>(
+        &self,
+        fd: RawFd,
+        interest: Interest,
+        timeout: Option<Duration>,
+        mut op: impl FnMut() -> io::Result<R>,
+    ) -> io::Result<R> {
+        let deadline = timeout.map(clock::after_ns);
+        loop {
+            match op() {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                result => return result,
+            }
+            let waited = match context::current() {
+                Some(core) => self.wait_in_fiber(core, fd, interest, deadline),
+                None => crate::io::wait_on_thread(fd, interest, deadline).map(drop),
+            };
+            match waited {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::TimedOut => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::WouldBlock,
+                        "the socket's timeout expired",
+                    ));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    fn wait_in_fiber(
+        &self,
+        core: &Core,
+        fd: RawFd,
+        interest: Interest,
+        deadline: Option<u64>,
+    ) -> io::Result<()> {
+        // SAFETY: on the runtime's thread; short borrow, ended before parking.
+        let l = unsafe { core.local() };
+        let mut stale = Vec::new();
+        let key = l.reactor.socket(fd, self.uid, &mut stale)?;
+        for token in stale {
+            l.wake(token, crate::runtime::core::Wake::Unparked, &core.shared);
+        }
+        if l.reactor.take_ready(key, interest) {
+            return Ok(()); // an event came since the last try: try again
+        }
+        let waiting = l
+            .reactor
+            .add_socket_waiter(key, interest, core.current_token());
+        /// Removes the waiter however the wait ends, unwinding included.
+        struct Guard<'a>(&'a Core, Waiting);
+        impl Drop for Guard<'_> {
+            fn drop(&mut self) {
+                // SAFETY: on the runtime's thread; short borrow.
+                unsafe { self.0.local() }.reactor.remove_waiter(self.1);
+            }
+        }
+        let _guard = Guard(core, waiting);
+        match park(core, deadline) {
+            Parked::TimedOut => Err(io::ErrorKind::TimedOut.into()),
+            Parked::Woken => Ok(()),
+        }
+    }
+
+    /// Forgets this socket's registration in the current runtime, if any;
+    /// called before the fd is closed. Elsewhere, closing the fd removes it
+    /// from the kernel's epoll sets, and a runtime that still has a source
+    /// for the number retires it when a new socket uses the number.
+    pub(crate) fn deregister(&self, fd: RawFd) {
+        if let Some(core) = context::current() {
+            // SAFETY: on the runtime's thread; short borrow.
+            let l = unsafe { core.local() };
+            let mut waiters = Vec::new();
+            l.reactor.deregister_socket(fd, self.uid, &mut waiters);
+            for token in waiters {
+                l.wake(token, crate::runtime::core::Wake::Unparked, &core.shared);
+            }
+        }
+    }
+
+    pub(crate) fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        self.read_timeout
+            .store(timeout_to_nanos(timeout)?, Ordering::Relaxed);
+        Ok(())
+    }
+
+    pub(crate) fn set_write_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        self.write_timeout
+            .store(timeout_to_nanos(timeout)?, Ordering::Relaxed);
+        Ok(())
+    }
+
+    pub(crate) fn read_timeout(&self) -> Option<Duration> {
+        nanos_to_timeout(self.read_timeout.load(Ordering::Relaxed))
+    }
+
+    pub(crate) fn write_timeout(&self) -> Option<Duration> {
+        nanos_to_timeout(self.write_timeout.load(Ordering::Relaxed))
+    }
+
+    /// A registration for a duplicate of the fd (`try_clone`): its own id,
+    /// the same timeouts.
+    pub(crate) fn duplicate(&self) -> Registration {
+        let r = Registration::new();
+        r.read_timeout
+            .store(self.read_timeout.load(Ordering::Relaxed), Ordering::Relaxed);
+        r.write_timeout.store(
+            self.write_timeout.load(Ordering::Relaxed),
+            Ordering::Relaxed,
+        );
+        r
+    }
+}
+
+/// As std: a zero timeout is an error.
+fn timeout_to_nanos(timeout: Option<Duration>) -> io::Result<u64> {
+    match timeout {
+        None => Ok(0),
+        Some(d) if d.is_zero() => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "cannot set a 0 duration timeout",
+        )),
+        Some(d) => Ok(clock::duration_ns(d).max(1)),
+    }
+}
+
+fn nanos_to_timeout(ns: u64) -> Option<Duration> {
+    (ns != 0).then(|| Duration::from_nanos(ns))
+}

@@ -1,0 +1,650 @@
+//! TCP: [`TcpListener`] and [`TcpStream`], std's types in non-blocking mode
+//! behind the loop of `socket.rs`.
+
+use std::io::{self, IoSlice, IoSliceMut, Read, Write};
+use std::mem::ManuallyDrop;
+use std::net::{Shutdown, SocketAddr, ToSocketAddrs};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, RawFd};
+use std::time::Duration;
+
+use crate::io::Interest;
+use crate::net::addr::to_sockaddr;
+use crate::net::socket::Registration;
+
+/// A TCP socket server, listening for connections; like
+/// [`std::net::TcpListener`], but `accept` parks the fiber.
+///
+/// ```
+/// use fibra::net::{TcpListener, TcpStream};
+///
+/// fibra::run(|| {
+///     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+///     let addr = listener.local_addr().unwrap();
+///     let client = fibra::spawn(move || TcpStream::connect(addr).unwrap());
+///     let (_conn, peer) = listener.accept().unwrap();
+///     assert_eq!(peer, client.join().unwrap().local_addr().unwrap());
+/// });
+/// ```
+#[derive(Debug)]
+pub struct TcpListener {
+    inner: std::net::TcpListener,
+    reg: Registration,
+}
+
+impl TcpListener {
+    /// Binds a listener to `addr` (the first of its addresses that works).
+    ///
+    /// # Errors
+    ///
+    /// As [`std::net::TcpListener::bind`].
+    ///
+    /// ```
+    /// let listener = fibra::net::TcpListener::bind("127.0.0.1:0")?;
+    /// assert!(listener.local_addr()?.port() != 0);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn bind(addr: impl ToSocketAddrs) -> io::Result<TcpListener> {
+        let mut last = io::Error::new(io::ErrorKind::InvalidInput, "no address to bind to");
+        for addr in addr.to_socket_addrs()? {
+            match bind_listener(&addr, false) {
+                Ok(listener) => return TcpListener::from_std(listener),
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
+    }
+
+    /// Binds a listener with `SO_REUSEPORT`, so several listeners (one per
+    /// worker thread) can share the port and the kernel spreads the
+    /// incoming connections over them.
+    ///
+    /// # Errors
+    ///
+    /// When no address of `addr` can be bound.
+    ///
+    /// ```
+    /// use fibra::net::TcpListener;
+    ///
+    /// let a = TcpListener::bind_reuse_port("127.0.0.1:0")?;
+    /// let b = TcpListener::bind_reuse_port(a.local_addr()?)?; // same port
+    /// assert_eq!(a.local_addr()?, b.local_addr()?);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn bind_reuse_port(addr: impl ToSocketAddrs) -> io::Result<TcpListener> {
+        let mut last = io::Error::new(io::ErrorKind::InvalidInput, "no address to bind to");
+        for addr in addr.to_socket_addrs()? {
+            match bind_listener(&addr, true) {
+                Ok(listener) => return TcpListener::from_std(listener),
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
+    }
+
+    fn from_std(inner: std::net::TcpListener) -> io::Result<TcpListener> {
+        inner.set_nonblocking(true)?;
+        Ok(TcpListener {
+            inner,
+            reg: Registration::new(),
+        })
+    }
+
+    /// Accepts a connection, parking the fiber until one comes.
+    ///
+    /// # Errors
+    ///
+    /// The kernel's, returned as they come: `EMFILE`/`ENFILE` (out of file
+    /// descriptors), `ECONNABORTED`, ... The listener stays usable; a server
+    /// should back off briefly on `EMFILE` rather than retry at once.
+    ///
+    /// ```
+    /// use fibra::net::{TcpListener, TcpStream};
+    ///
+    /// fibra::run(|| {
+    ///     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    ///     let addr = listener.local_addr().unwrap();
+    ///     fibra::spawn(move || TcpStream::connect(addr).map(drop));
+    ///     let (stream, _) = listener.accept().unwrap();
+    ///     assert_eq!(stream.peer_addr().unwrap().ip(), addr.ip());
+    /// });
+    /// ```
+    pub fn accept(&self) -> io::Result<(TcpStream, SocketAddr)> {
+        let fd = self.inner.as_raw_fd();
+        let stream = self.reg.read(fd, || {
+            // SAFETY: accept4 on our listening fd with null address
+            // pointers; the result is checked.
+            let conn = unsafe {
+                libc::accept4(
+                    fd,
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                    libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+                )
+            };
+            if conn < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // SAFETY: `conn` is a new connected socket that nobody else owns.
+            Ok(unsafe { std::net::TcpStream::from_raw_fd(conn) })
+        })?;
+        let peer = stream.peer_addr()?;
+        Ok((TcpStream::from_nonblocking(stream), peer))
+    }
+
+    /// An iterator over incoming connections; each `next` calls
+    /// [`accept`](TcpListener::accept). It never returns `None`.
+    ///
+    /// ```no_run
+    /// use std::io::Write;
+    ///
+    /// fibra::run(|| {
+    ///     let listener = fibra::net::TcpListener::bind("127.0.0.1:8080").unwrap();
+    ///     for stream in listener.incoming() {
+    ///         let mut stream = stream.unwrap();
+    ///         fibra::spawn(move || stream.write_all(b"hello\n"));
+    ///     }
+    /// });
+    /// ```
+    pub fn incoming(&self) -> Incoming<'_> {
+        Incoming { listener: self }
+    }
+
+    /// The address the listener is bound to.
+    ///
+    /// ```
+    /// let l = fibra::net::TcpListener::bind("127.0.0.1:0")?;
+    /// assert!(l.local_addr()?.ip().is_loopback());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.inner.local_addr()
+    }
+
+    /// A second handle to the same listening socket.
+    ///
+    /// ```
+    /// let l = fibra::net::TcpListener::bind("127.0.0.1:0")?;
+    /// assert_eq!(l.try_clone()?.local_addr()?, l.local_addr()?);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn try_clone(&self) -> io::Result<TcpListener> {
+        Ok(TcpListener {
+            inner: self.inner.try_clone()?,
+            reg: self.reg.duplicate(),
+        })
+    }
+
+    /// Sets `IP_TTL`.
+    ///
+    /// ```
+    /// let l = fibra::net::TcpListener::bind("127.0.0.1:0")?;
+    /// l.set_ttl(42)?;
+    /// assert_eq!(l.ttl()?, 42);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn set_ttl(&self, ttl: u32) -> io::Result<()> {
+        self.inner.set_ttl(ttl)
+    }
+
+    /// Reads `IP_TTL`.
+    pub fn ttl(&self) -> io::Result<u32> {
+        self.inner.ttl()
+    }
+
+    /// Takes the pending socket error (`SO_ERROR`), if any.
+    ///
+    /// ```
+    /// let l = fibra::net::TcpListener::bind("127.0.0.1:0")?;
+    /// assert!(l.take_error()?.is_none());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn take_error(&self) -> io::Result<Option<io::Error>> {
+        self.inner.take_error()
+    }
+}
+
+/// Binds with `SO_REUSEADDR` (and `SO_REUSEPORT` if asked), then listens
+/// with the kernel's largest backlog: std's 128 overflows when hundreds of
+/// clients connect at once, and a full accept queue drops handshakes.
+fn bind_listener(addr: &SocketAddr, reuse_port: bool) -> io::Result<std::net::TcpListener> {
+    let family = if addr.is_ipv4() {
+        libc::AF_INET
+    } else {
+        libc::AF_INET6
+    };
+    // SAFETY: a new socket, owned by the OwnedFd right after the check.
+    let fd = unsafe {
+        libc::socket(
+            family,
+            libc::SOCK_STREAM | libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
+            0,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is ours alone.
+    let owned = unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) };
+    let one: libc::c_int = 1;
+    let (sockaddr, len) = to_sockaddr(addr);
+    // SAFETY: valid option values and a sockaddr of the given length.
+    unsafe {
+        let options: &[libc::c_int] = if reuse_port {
+            &[libc::SO_REUSEADDR, libc::SO_REUSEPORT]
+        } else {
+            &[libc::SO_REUSEADDR]
+        };
+        for &option in options {
+            if libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                option,
+                (&raw const one).cast(),
+                size_of::<libc::c_int>() as libc::socklen_t,
+            ) != 0
+            {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        if libc::bind(fd, (&raw const sockaddr).cast(), len) != 0
+            || libc::listen(fd, libc::SOMAXCONN) != 0
+        {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(std::net::TcpListener::from(owned))
+}
+
+impl Drop for TcpListener {
+    fn drop(&mut self) {
+        self.reg.deregister(self.inner.as_raw_fd());
+    }
+}
+
+impl From<std::net::TcpListener> for TcpListener {
+    /// Takes over a std listener (and puts it in non-blocking mode).
+    fn from(inner: std::net::TcpListener) -> TcpListener {
+        let _ = inner.set_nonblocking(true);
+        TcpListener {
+            inner,
+            reg: Registration::new(),
+        }
+    }
+}
+
+impl AsRawFd for TcpListener {
+    fn as_raw_fd(&self) -> RawFd {
+        self.inner.as_raw_fd()
+    }
+}
+
+impl AsFd for TcpListener {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.inner.as_fd()
+    }
+}
+
+impl IntoRawFd for TcpListener {
+    /// The fd, still in non-blocking mode.
+    fn into_raw_fd(self) -> RawFd {
+        let this = ManuallyDrop::new(self);
+        this.reg.deregister(this.inner.as_raw_fd());
+        // SAFETY: `this` is never used or dropped again, so the listener is
+        // moved out exactly once.
+        unsafe { std::ptr::read(&this.inner) }.into_raw_fd()
+    }
+}
+
+/// The iterator of [`TcpListener::incoming`].
+#[derive(Debug)]
+pub struct Incoming<'a> {
+    listener: &'a TcpListener,
+}
+
+impl Iterator for Incoming<'_> {
+    type Item = io::Result<TcpStream>;
+    fn next(&mut self) -> Option<io::Result<TcpStream>> {
+        Some(self.listener.accept().map(|(s, _)| s))
+    }
+}
+
+/// A TCP connection; like [`std::net::TcpStream`], but reads, writes and
+/// connects park the fiber.
+///
+/// A fiber may read while another writes, through `&TcpStream` or a
+/// [`try_clone`](TcpStream::try_clone): each direction waits on its own.
+///
+/// ```
+/// use std::io::{Read, Write};
+/// use std::rc::Rc;
+/// use fibra::net::{TcpListener, TcpStream};
+///
+/// fibra::run(|| {
+///     let l = TcpListener::bind("127.0.0.1:0").unwrap();
+///     let addr = l.local_addr().unwrap();
+///     fibra::spawn(move || {
+///         let (mut c, _) = l.accept().unwrap();
+///         let mut buf = [0; 4];
+///         c.read_exact(&mut buf).unwrap();
+///         c.write_all(&buf).unwrap();
+///     });
+///     let stream = Rc::new(TcpStream::connect(addr).unwrap());
+///     let s = stream.clone();
+///     let reader = fibra::spawn(move || {
+///         let mut buf = [0; 4];
+///         (&*s).read_exact(&mut buf).unwrap(); // parks until the echo
+///         buf
+///     });
+///     (&*stream).write_all(b"ping").unwrap();
+///     assert_eq!(&reader.join().unwrap(), b"ping");
+/// });
+/// ```
+#[derive(Debug)]
+pub struct TcpStream {
+    inner: std::net::TcpStream,
+    reg: Registration,
+}
+
+impl TcpStream {
+    fn from_nonblocking(inner: std::net::TcpStream) -> TcpStream {
+        TcpStream {
+            inner,
+            reg: Registration::new(),
+        }
+    }
+
+    /// Connects to `addr`, trying each of its addresses in turn, parking
+    /// the fiber while the handshake is in flight.
+    ///
+    /// # Errors
+    ///
+    /// The last address's error (`ConnectionRefused`, ...).
+    ///
+    /// ```
+    /// use fibra::net::{TcpListener, TcpStream};
+    ///
+    /// fibra::run(|| {
+    ///     let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    ///     let port = l.local_addr().unwrap().port();
+    ///     let s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    ///     assert_eq!(s.peer_addr().unwrap().port(), port);
+    /// });
+    /// ```
+    pub fn connect(addr: impl ToSocketAddrs) -> io::Result<TcpStream> {
+        let mut last = io::Error::new(io::ErrorKind::InvalidInput, "no address to connect to");
+        for addr in addr.to_socket_addrs()? {
+            match TcpStream::connect_addr(&addr, None) {
+                Ok(stream) => return Ok(stream),
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
+    }
+
+    /// Connects to `addr`, giving up after `timeout` (`TimedOut`).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for a zero timeout, as std; `TimedOut`; the
+    /// connection's error.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// fibra::run(|| {
+    ///     let l = fibra::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    ///     let addr = l.local_addr().unwrap();
+    ///     assert!(fibra::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5)).is_ok());
+    /// });
+    /// ```
+    pub fn connect_timeout(addr: &SocketAddr, timeout: Duration) -> io::Result<TcpStream> {
+        if timeout.is_zero() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "cannot set a 0 duration timeout",
+            ));
+        }
+        TcpStream::connect_addr(addr, Some(timeout))
+    }
+
+    fn connect_addr(addr: &SocketAddr, timeout: Option<Duration>) -> io::Result<TcpStream> {
+        // mio starts a non-blocking connect; we wait for writability.
+        let mio_stream = mio::net::TcpStream::connect(*addr)?;
+        // SAFETY: the fd comes straight out of mio, which gives up ownership.
+        let inner = unsafe { std::net::TcpStream::from_raw_fd(mio_stream.into_raw_fd()) };
+        let stream = TcpStream::from_nonblocking(inner);
+        let fd = stream.inner.as_raw_fd();
+        let result = stream.reg.io(fd, Interest::WRITABLE, timeout, || {
+            if let Some(err) = stream.inner.take_error()? {
+                return Err(err);
+            }
+            match stream.inner.peer_addr() {
+                Ok(_) => Ok(()),
+                // Still in progress.
+                Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => {
+                    Err(io::ErrorKind::WouldBlock.into())
+                }
+                Err(e) => Err(e),
+            }
+        });
+        match result {
+            Ok(()) => Ok(stream),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock && timeout.is_some() => Err(
+                io::Error::new(io::ErrorKind::TimedOut, "connection timed out"),
+            ),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The remote address.
+    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
+        self.inner.peer_addr()
+    }
+
+    /// The local address.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.inner.local_addr()
+    }
+
+    /// Shuts down the read half, the write half or both.
+    ///
+    /// ```
+    /// use std::io::Read;
+    /// use std::net::Shutdown;
+    ///
+    /// fibra::run(|| {
+    ///     let l = fibra::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    ///     let addr = l.local_addr().unwrap();
+    ///     let peer = fibra::spawn(move || l.accept().unwrap().0);
+    ///     let c = fibra::net::TcpStream::connect(addr).unwrap();
+    ///     let mut server_side = peer.join().unwrap();
+    ///     c.shutdown(Shutdown::Write).unwrap();
+    ///     let mut buf = Vec::new();
+    ///     assert_eq!(server_side.read_to_end(&mut buf).unwrap(), 0); // EOF
+    /// });
+    /// ```
+    pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
+        self.inner.shutdown(how)
+    }
+
+    /// A second handle to the same connection, with its own wait state (a
+    /// fiber may read through one while another writes through the other).
+    pub fn try_clone(&self) -> io::Result<TcpStream> {
+        Ok(TcpStream {
+            inner: self.inner.try_clone()?,
+            reg: self.reg.duplicate(),
+        })
+    }
+
+    /// Sets the read timeout: a read waiting longer fails with `WouldBlock`
+    /// (std's kind on Unix). `None` waits forever.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for `Some(Duration::ZERO)`, as std.
+    ///
+    /// ```
+    /// use std::io::Read;
+    /// use std::time::Duration;
+    ///
+    /// fibra::run(|| {
+    ///     let l = fibra::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    ///     let mut c = fibra::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    ///     c.set_read_timeout(Some(Duration::from_millis(10))).unwrap();
+    ///     let err = c.read(&mut [0; 8]).unwrap_err();
+    ///     assert_eq!(err.kind(), std::io::ErrorKind::WouldBlock);
+    /// });
+    /// ```
+    pub fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        self.reg.set_read_timeout(timeout)
+    }
+
+    /// Sets the write timeout (see [`set_read_timeout`](Self::set_read_timeout)).
+    pub fn set_write_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        self.reg.set_write_timeout(timeout)
+    }
+
+    /// The read timeout.
+    pub fn read_timeout(&self) -> io::Result<Option<Duration>> {
+        Ok(self.reg.read_timeout())
+    }
+
+    /// The write timeout.
+    pub fn write_timeout(&self) -> io::Result<Option<Duration>> {
+        Ok(self.reg.write_timeout())
+    }
+
+    /// Reads without consuming, parking until data (or EOF) is there.
+    pub fn peek(&self, buf: &mut [u8]) -> io::Result<usize> {
+        self.reg
+            .read(self.inner.as_raw_fd(), || self.inner.peek(buf))
+    }
+
+    /// Sets `TCP_NODELAY`.
+    pub fn set_nodelay(&self, nodelay: bool) -> io::Result<()> {
+        self.inner.set_nodelay(nodelay)
+    }
+
+    /// Reads `TCP_NODELAY`.
+    pub fn nodelay(&self) -> io::Result<bool> {
+        self.inner.nodelay()
+    }
+
+    /// Sets `IP_TTL`.
+    pub fn set_ttl(&self, ttl: u32) -> io::Result<()> {
+        self.inner.set_ttl(ttl)
+    }
+
+    /// Reads `IP_TTL`.
+    pub fn ttl(&self) -> io::Result<u32> {
+        self.inner.ttl()
+    }
+
+    /// Takes the pending socket error (`SO_ERROR`), if any.
+    pub fn take_error(&self) -> io::Result<Option<io::Error>> {
+        self.inner.take_error()
+    }
+}
+
+impl Read for &TcpStream {
+    /// An empty `buf` returns 0 at once, as a blocking std socket does (a
+    /// non-blocking `recv` of nothing would report `WouldBlock`).
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        self.reg
+            .read(self.inner.as_raw_fd(), || (&self.inner).read(buf))
+    }
+
+    fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
+        if bufs.iter().all(|b| b.is_empty()) {
+            return Ok(0);
+        }
+        self.reg
+            .read(self.inner.as_raw_fd(), || (&self.inner).read_vectored(bufs))
+    }
+}
+
+impl Write for &TcpStream {
+    /// std's write uses `send(MSG_NOSIGNAL)`: a closed peer is `BrokenPipe`,
+    /// never a SIGPIPE.
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        self.reg
+            .write(self.inner.as_raw_fd(), || (&self.inner).write(buf))
+    }
+
+    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        self.reg.write(self.inner.as_raw_fd(), || {
+            (&self.inner).write_vectored(bufs)
+        })
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Read for TcpStream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        (&*self).read(buf)
+    }
+
+    fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
+        (&*self).read_vectored(bufs)
+    }
+}
+
+impl Write for TcpStream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        (&*self).write(buf)
+    }
+
+    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        (&*self).write_vectored(bufs)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for TcpStream {
+    fn drop(&mut self) {
+        self.reg.deregister(self.inner.as_raw_fd());
+    }
+}
+
+impl From<std::net::TcpStream> for TcpStream {
+    /// Takes over a std stream (and puts it in non-blocking mode).
+    fn from(inner: std::net::TcpStream) -> TcpStream {
+        let _ = inner.set_nonblocking(true);
+        TcpStream::from_nonblocking(inner)
+    }
+}
+
+impl AsRawFd for TcpStream {
+    fn as_raw_fd(&self) -> RawFd {
+        self.inner.as_raw_fd()
+    }
+}
+
+impl AsFd for TcpStream {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.inner.as_fd()
+    }
+}
+
+impl IntoRawFd for TcpStream {
+    /// The fd, still in non-blocking mode.
+    fn into_raw_fd(self) -> RawFd {
+        let this = ManuallyDrop::new(self);
+        this.reg.deregister(this.inner.as_raw_fd());
+        // SAFETY: `this` is never used or dropped again, so the stream is
+        // moved out exactly once.
+        unsafe { std::ptr::read(&this.inner) }.into_raw_fd()
+    }
+}

@@ -1,0 +1,369 @@
+//! TCP on loopback with real sockets: fibers, threads and runtimes mixed.
+
+mod util;
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{Shutdown, SocketAddr};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+use fibra::net::{TcpListener, TcpStream};
+
+/// A fiber echo server on an ephemeral port, serving until cancelled.
+fn echo_server() -> (SocketAddr, fibra::JoinHandle<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = fibra::spawn(move || {
+        for stream in listener.incoming() {
+            let mut stream = stream.unwrap();
+            fibra::spawn(move || {
+                let mut buf = vec![0; 16 * 1024];
+                loop {
+                    match stream.read(&mut buf) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => {
+                            if stream.write_all(&buf[..n]).is_err() {
+                                return;
+                            }
+                        }
+                    }
+                }
+            });
+        }
+    });
+    (addr, server)
+}
+
+/// A message of `len` bytes, different for every (client, round).
+fn message(client: usize, round: usize, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i * 31 + client * 7 + round * 13) as u8)
+        .collect()
+}
+
+#[test]
+fn five_hundred_connections_echo_messages_of_many_sizes() {
+    fibra::run(|| {
+        let (addr, server) = echo_server();
+        let sizes = [1usize, 7, 64, 1000, 4096, 65_536, 200_000];
+        let clients: Vec<_> = (0..500)
+            .map(|c| {
+                fibra::spawn(move || {
+                    let mut s = TcpStream::connect(addr).unwrap();
+                    let mut echoed = 0;
+                    for round in 0..3 {
+                        let len = sizes[(c + round) % sizes.len()];
+                        let msg = message(c, round, len);
+                        // Write and read at once: a large message does not
+                        // fit in the socket buffers one way.
+                        let mut w = s.try_clone().unwrap();
+                        let m = msg.clone();
+                        let writer = fibra::spawn(move || w.write_all(&m).unwrap());
+                        let mut back = vec![0; len];
+                        s.read_exact(&mut back).unwrap();
+                        writer.join().unwrap();
+                        assert!(back == msg, "client {c} round {round}: bytes differ");
+                        echoed += len;
+                    }
+                    echoed
+                })
+            })
+            .collect();
+        let total: usize = clients.into_iter().map(|h| h.join().unwrap()).sum();
+        assert!(total > 500 * 3);
+        server.cancel();
+    });
+}
+
+#[test]
+fn eight_mebibytes_through_one_socket_with_a_reader_and_a_writer_fiber() {
+    const LEN: usize = 8 << 20;
+    fibra::run(|| {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let receiver = fibra::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let mut data = Vec::with_capacity(LEN);
+            s.read_to_end(&mut data).unwrap();
+            data
+        });
+        let s = Rc::new(TcpStream::connect(addr).unwrap());
+        let w = s.clone();
+        let writer = fibra::spawn(move || {
+            let data: Vec<u8> = (0..LEN).map(|i| (i % 251) as u8).collect();
+            (&*w).write_all(&data).unwrap();
+            w.shutdown(Shutdown::Write).unwrap();
+        });
+        // Meanwhile another fiber keeps ticking.
+        let ticker = fibra::spawn(|| {
+            for _ in 0..5 {
+                fibra::sleep(Duration::from_millis(1));
+            }
+        });
+        writer.join().unwrap();
+        ticker.join().unwrap();
+        let data = receiver.join().unwrap();
+        assert_eq!(data.len(), LEN);
+        assert!(data.iter().enumerate().all(|(i, &b)| b == (i % 251) as u8));
+    });
+}
+
+#[test]
+fn read_and_write_timeouts_while_other_fibers_run() {
+    fibra::run(|| {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let keep = fibra::spawn(move || listener.accept().unwrap().0);
+        let mut s = TcpStream::connect(addr).unwrap();
+        let _peer = keep.join().unwrap(); // connected, but silent
+
+        let ticks = Rc::new(std::cell::Cell::new(0));
+        let t = ticks.clone();
+        let ticker = fibra::spawn(move || {
+            loop {
+                fibra::sleep(Duration::from_millis(2));
+                t.set(t.get() + 1);
+            }
+        });
+
+        s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+        assert_eq!(s.read_timeout().unwrap(), Some(Duration::from_millis(50)));
+        let start = Instant::now();
+        let err = s.read(&mut [0; 16]).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::WouldBlock);
+        assert!(start.elapsed() >= Duration::from_millis(50));
+        assert!(ticks.get() >= 3, "other fibers did not run during the read");
+
+        // Fill the socket until a write times out (the peer never reads).
+        s.set_write_timeout(Some(Duration::from_millis(50)))
+            .unwrap();
+        let chunk = vec![0u8; 64 * 1024];
+        let err = loop {
+            if let Err(e) = s.write(&chunk) {
+                break e;
+            }
+        };
+        assert_eq!(err.kind(), ErrorKind::WouldBlock);
+        assert_eq!(
+            s.set_read_timeout(Some(Duration::ZERO)).unwrap_err().kind(),
+            ErrorKind::InvalidInput
+        );
+        ticker.cancel();
+    });
+}
+
+#[test]
+fn connection_refused_and_connect_timeout() {
+    // A port with nothing listening: bind, note it, close.
+    let addr = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    fibra::run(|| {
+        let err = TcpStream::connect(addr).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::ConnectionRefused);
+        let err = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::ConnectionRefused);
+        let err = TcpStream::connect_timeout(&addr, Duration::ZERO).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidInput);
+    });
+    // And on a plain thread.
+    assert_eq!(
+        TcpStream::connect(addr).unwrap_err().kind(),
+        ErrorKind::ConnectionRefused
+    );
+}
+
+#[test]
+fn a_plain_thread_client_with_a_fiber_server_and_the_reverse() {
+    // Fiber server, thread client (blocking in poll).
+    let (tx, rx) = std::sync::mpsc::channel();
+    let server = std::thread::spawn(move || {
+        fibra::run(|| {
+            let (addr, server) = echo_server();
+            tx.send(addr).unwrap();
+            fibra::sleep(Duration::from_millis(300));
+            server.cancel();
+        })
+    });
+    let addr = rx.recv().unwrap();
+    let mut c = TcpStream::connect(addr).unwrap(); // fibra's, on a plain thread
+    c.write_all(b"thread says hi").unwrap();
+    let mut buf = [0; 14];
+    c.read_exact(&mut buf).unwrap();
+    assert_eq!(&buf, b"thread says hi");
+    drop(c);
+    server.join().unwrap();
+
+    // Thread server (fibra's listener, blocking), fiber client.
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        let mut buf = [0; 5];
+        s.read_exact(&mut buf).unwrap();
+        s.write_all(&buf).unwrap();
+    });
+    fibra::run(|| {
+        let mut c = TcpStream::connect(addr).unwrap();
+        c.write_all(b"fiber").unwrap();
+        let mut buf = [0; 5];
+        c.read_exact(&mut buf).unwrap();
+        assert_eq!(&buf, b"fiber");
+    });
+    server.join().unwrap();
+}
+
+#[test]
+fn sockets_move_between_threads_and_runtimes() {
+    // Made and connected on a plain thread, used in a runtime, then in another.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let peer = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        let mut buf = [0; 2];
+        for _ in 0..2 {
+            s.read_exact(&mut buf).unwrap();
+            s.write_all(&buf).unwrap();
+        }
+    });
+    let stream = TcpStream::from(std::net::TcpStream::connect(addr).unwrap());
+    let stream = std::thread::spawn(move || {
+        fibra::run(|| {
+            let mut s = stream;
+            s.write_all(b"r1").unwrap();
+            let mut buf = [0; 2];
+            s.read_exact(&mut buf).unwrap();
+            assert_eq!(&buf, b"r1");
+            s
+        })
+    })
+    .join()
+    .unwrap();
+    fibra::run(|| {
+        let mut s = stream;
+        s.write_all(b"r2").unwrap();
+        let mut buf = [0; 2];
+        s.read_exact(&mut buf).unwrap();
+        assert_eq!(&buf, b"r2");
+    });
+    peer.join().unwrap();
+}
+
+#[test]
+fn two_thousand_idle_connections_beside_a_busy_one() {
+    fibra::run(|| {
+        let (addr, server) = echo_server();
+        let idle: Vec<TcpStream> = (0..2000)
+            .map(|_| TcpStream::connect(addr).unwrap())
+            .collect();
+        let mut busy = TcpStream::connect(addr).unwrap();
+        let start = Instant::now();
+        for i in 0..2000u32 {
+            busy.write_all(&i.to_le_bytes()).unwrap();
+            let mut back = [0; 4];
+            busy.read_exact(&mut back).unwrap();
+            assert_eq!(u32::from_le_bytes(back), i);
+        }
+        assert!(start.elapsed() < Duration::from_secs(30));
+        // The idle ones still work.
+        let mut last = idle.into_iter().last().unwrap();
+        last.write_all(b"still here").unwrap();
+        let mut buf = [0; 10];
+        last.read_exact(&mut buf).unwrap();
+        assert_eq!(&buf, b"still here");
+        server.cancel();
+    });
+}
+
+#[test]
+fn a_reused_fd_number_is_never_woken_by_the_old_sockets_events() {
+    fibra::run(|| {
+        let (addr, server) = echo_server();
+        for round in 0..50 {
+            // A socket that registers (it waits once), then is closed ...
+            let mut a = TcpStream::connect(addr).unwrap();
+            a.write_all(b"x").unwrap();
+            a.read_exact(&mut [0; 1]).unwrap();
+            let fd = std::os::fd::AsRawFd::as_raw_fd(&a);
+            drop(a);
+            // ... and a new one, likely on the same fd number, that must wait
+            // for its own data only.
+            let mut b = TcpStream::connect(addr).unwrap();
+            if std::os::fd::AsRawFd::as_raw_fd(&b) == fd {
+                b.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
+                let err = b.read(&mut [0; 1]).unwrap_err();
+                assert_eq!(err.kind(), ErrorKind::WouldBlock, "round {round}");
+            }
+            b.write_all(b"y").unwrap();
+            b.set_read_timeout(None).unwrap();
+            let mut one = [0; 1];
+            b.read_exact(&mut one).unwrap();
+            assert_eq!(&one, b"y");
+        }
+        server.cancel();
+    });
+}
+
+#[test]
+fn half_close_zero_length_reads_and_a_closed_peer_behave_as_in_std() {
+    fibra::run(|| {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = fibra::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            let mut all = Vec::new();
+            s.read_to_end(&mut all).unwrap(); // until the client's FIN
+            s.write_all(&all).unwrap(); // the server half is still open
+            all.len()
+        });
+        let mut c = TcpStream::connect(addr).unwrap();
+        assert_eq!(
+            c.read(&mut []).unwrap(),
+            0,
+            "a zero-length read returns at once"
+        );
+        c.write_all(b"half").unwrap();
+        c.shutdown(Shutdown::Write).unwrap();
+        let mut back = Vec::new();
+        c.read_to_end(&mut back).unwrap();
+        assert_eq!(back, b"half");
+        assert_eq!(server.join().unwrap(), 4);
+
+        // Writing to a closed peer: an error (EPIPE/ECONNRESET), no SIGPIPE.
+        let err = loop {
+            if let Err(e) = c.write(&[0; 1024]) {
+                break e;
+            }
+            fibra::sleep(Duration::from_millis(1));
+        };
+        assert!(
+            matches!(
+                err.kind(),
+                ErrorKind::BrokenPipe | ErrorKind::ConnectionReset
+            ),
+            "{err:?}"
+        );
+    });
+}
+
+#[test]
+fn peek_nodelay_ttl_and_addresses() {
+    fibra::run(|| {
+        let (addr, server) = echo_server();
+        let mut c = TcpStream::connect(addr).unwrap();
+        c.set_nodelay(true).unwrap();
+        assert!(c.nodelay().unwrap());
+        c.set_ttl(33).unwrap();
+        assert_eq!(c.ttl().unwrap(), 33);
+        assert_eq!(c.peer_addr().unwrap(), addr);
+        c.write_all(b"peek").unwrap();
+        let mut buf = [0; 4];
+        let n = c.peek(&mut buf).unwrap(); // parks until the echo arrives
+        assert!(n > 0 && buf[..n] == b"peek"[..n]);
+        c.read_exact(&mut buf).unwrap();
+        assert_eq!(&buf, b"peek");
+        assert!(c.take_error().unwrap().is_none());
+        server.cancel();
+    });
+}
