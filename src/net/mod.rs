@@ -31,5 +31,9 @@
 mod addr;
 mod socket;
 mod tcp;
+mod udp;
+mod unix;
 
 pub use tcp::{Incoming, TcpListener, TcpStream};
+pub use udp::UdpSocket;
+pub use unix::{UnixDatagram, UnixIncoming, UnixListener, UnixStream};

@@ -9,7 +9,7 @@
 //! non-blocking socket.
 
 use std::io;
-use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -187,3 +187,79 @@ fn timeout_to_nanos(timeout: Option<Duration>) -> io::Result<u64> {
 fn nanos_to_timeout(ns: u64) -> Option<Duration> {
     (ns != 0).then(|| Duration::from_nanos(ns))
 }
+
+/// A std socket in non-blocking mode and its [`Registration`]: what every
+/// fibra socket type wraps. Dropping it deregisters the fd from the current
+/// runtime before the std socket closes it.
+#[derive(Debug)]
+pub(crate) struct Socket<S: AsRawFd> {
+    pub(crate) inner: S,
+    pub(crate) reg: Registration,
+}
+
+impl<S: AsRawFd> Socket<S> {
+    /// Wraps a socket that is already non-blocking.
+    pub(crate) fn new(inner: S) -> Socket<S> {
+        Socket {
+            inner,
+            reg: Registration::new(),
+        }
+    }
+
+    /// Runs a reading operation through the loop (read timeout applies).
+    pub(crate) fn read<R>(&self, mut op: impl FnMut(&S) -> io::Result<R>) -> io::Result<R> {
+        self.reg.read(self.inner.as_raw_fd(), || op(&self.inner))
+    }
+
+    /// Runs a writing operation through the loop (write timeout applies).
+    pub(crate) fn write<R>(&self, mut op: impl FnMut(&S) -> io::Result<R>) -> io::Result<R> {
+        self.reg.write(self.inner.as_raw_fd(), || op(&self.inner))
+    }
+
+    /// A second handle, given the duplicated std socket.
+    pub(crate) fn duplicate(&self, inner: S) -> Socket<S> {
+        Socket {
+            inner,
+            reg: self.reg.duplicate(),
+        }
+    }
+
+    /// The std socket, deregistered (and still non-blocking).
+    pub(crate) fn into_inner(self) -> S {
+        let this = std::mem::ManuallyDrop::new(self);
+        this.reg.deregister(this.inner.as_raw_fd());
+        // SAFETY: `this` is never used or dropped again, so the socket is
+        // moved out exactly once.
+        unsafe { std::ptr::read(&this.inner) }
+    }
+}
+
+impl<S: AsRawFd> Drop for Socket<S> {
+    fn drop(&mut self) {
+        self.reg.deregister(self.inner.as_raw_fd());
+    }
+}
+
+/// `AsRawFd`, `AsFd` and `IntoRawFd` for a fibra socket type whose field
+/// `sock` is a [`Socket`].
+macro_rules! fd_traits {
+    ($($ty:ty),*) => {$(
+        impl std::os::fd::AsRawFd for $ty {
+            fn as_raw_fd(&self) -> std::os::fd::RawFd {
+                self.sock.inner.as_raw_fd()
+            }
+        }
+        impl std::os::fd::AsFd for $ty {
+            fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+                self.sock.inner.as_fd()
+            }
+        }
+        impl std::os::fd::IntoRawFd for $ty {
+            /// The fd, still in non-blocking mode.
+            fn into_raw_fd(self) -> std::os::fd::RawFd {
+                self.sock.into_inner().into_raw_fd()
+            }
+        }
+    )*};
+}
+pub(crate) use fd_traits;

@@ -2,14 +2,13 @@
 //! behind the loop of `socket.rs`.
 
 use std::io::{self, IoSlice, IoSliceMut, Read, Write};
-use std::mem::ManuallyDrop;
 use std::net::{Shutdown, SocketAddr, ToSocketAddrs};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, IntoRawFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd};
 use std::time::Duration;
 
 use crate::io::Interest;
 use crate::net::addr::to_sockaddr;
-use crate::net::socket::Registration;
+use crate::net::socket::{Socket, fd_traits};
 
 /// A TCP socket server, listening for connections; like
 /// [`std::net::TcpListener`], but `accept` parks the fiber.
@@ -27,8 +26,7 @@ use crate::net::socket::Registration;
 /// ```
 #[derive(Debug)]
 pub struct TcpListener {
-    inner: std::net::TcpListener,
-    reg: Registration,
+    sock: Socket<std::net::TcpListener>,
 }
 
 impl TcpListener {
@@ -84,8 +82,7 @@ impl TcpListener {
     fn from_std(inner: std::net::TcpListener) -> io::Result<TcpListener> {
         inner.set_nonblocking(true)?;
         Ok(TcpListener {
-            inner,
-            reg: Registration::new(),
+            sock: Socket::new(inner),
         })
     }
 
@@ -109,8 +106,8 @@ impl TcpListener {
     /// });
     /// ```
     pub fn accept(&self) -> io::Result<(TcpStream, SocketAddr)> {
-        let fd = self.inner.as_raw_fd();
-        let stream = self.reg.read(fd, || {
+        let stream = self.sock.read(|listener| {
+            let fd = listener.as_raw_fd();
             // SAFETY: accept4 on our listening fd with null address
             // pointers; the result is checked.
             let conn = unsafe {
@@ -157,7 +154,7 @@ impl TcpListener {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.inner.local_addr()
+        self.sock.inner.local_addr()
     }
 
     /// A second handle to the same listening socket.
@@ -169,8 +166,7 @@ impl TcpListener {
     /// ```
     pub fn try_clone(&self) -> io::Result<TcpListener> {
         Ok(TcpListener {
-            inner: self.inner.try_clone()?,
-            reg: self.reg.duplicate(),
+            sock: self.sock.duplicate(self.sock.inner.try_clone()?),
         })
     }
 
@@ -183,12 +179,12 @@ impl TcpListener {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn set_ttl(&self, ttl: u32) -> io::Result<()> {
-        self.inner.set_ttl(ttl)
+        self.sock.inner.set_ttl(ttl)
     }
 
     /// Reads `IP_TTL`.
     pub fn ttl(&self) -> io::Result<u32> {
-        self.inner.ttl()
+        self.sock.inner.ttl()
     }
 
     /// Takes the pending socket error (`SO_ERROR`), if any.
@@ -199,7 +195,7 @@ impl TcpListener {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn take_error(&self) -> io::Result<Option<io::Error>> {
-        self.inner.take_error()
+        self.sock.inner.take_error()
     }
 }
 
@@ -255,45 +251,17 @@ fn bind_listener(addr: &SocketAddr, reuse_port: bool) -> io::Result<std::net::Tc
     Ok(std::net::TcpListener::from(owned))
 }
 
-impl Drop for TcpListener {
-    fn drop(&mut self) {
-        self.reg.deregister(self.inner.as_raw_fd());
-    }
-}
-
 impl From<std::net::TcpListener> for TcpListener {
     /// Takes over a std listener (and puts it in non-blocking mode).
     fn from(inner: std::net::TcpListener) -> TcpListener {
         let _ = inner.set_nonblocking(true);
         TcpListener {
-            inner,
-            reg: Registration::new(),
+            sock: Socket::new(inner),
         }
     }
 }
 
-impl AsRawFd for TcpListener {
-    fn as_raw_fd(&self) -> RawFd {
-        self.inner.as_raw_fd()
-    }
-}
-
-impl AsFd for TcpListener {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        self.inner.as_fd()
-    }
-}
-
-impl IntoRawFd for TcpListener {
-    /// The fd, still in non-blocking mode.
-    fn into_raw_fd(self) -> RawFd {
-        let this = ManuallyDrop::new(self);
-        this.reg.deregister(this.inner.as_raw_fd());
-        // SAFETY: `this` is never used or dropped again, so the listener is
-        // moved out exactly once.
-        unsafe { std::ptr::read(&this.inner) }.into_raw_fd()
-    }
-}
+fd_traits!(TcpListener, TcpStream);
 
 /// The iterator of [`TcpListener::incoming`].
 #[derive(Debug)]
@@ -341,15 +309,13 @@ impl Iterator for Incoming<'_> {
 /// ```
 #[derive(Debug)]
 pub struct TcpStream {
-    inner: std::net::TcpStream,
-    reg: Registration,
+    sock: Socket<std::net::TcpStream>,
 }
 
 impl TcpStream {
     fn from_nonblocking(inner: std::net::TcpStream) -> TcpStream {
         TcpStream {
-            inner,
-            reg: Registration::new(),
+            sock: Socket::new(inner),
         }
     }
 
@@ -413,20 +379,22 @@ impl TcpStream {
         // SAFETY: the fd comes straight out of mio, which gives up ownership.
         let inner = unsafe { std::net::TcpStream::from_raw_fd(mio_stream.into_raw_fd()) };
         let stream = TcpStream::from_nonblocking(inner);
-        let fd = stream.inner.as_raw_fd();
-        let result = stream.reg.io(fd, Interest::WRITABLE, timeout, || {
-            if let Some(err) = stream.inner.take_error()? {
-                return Err(err);
-            }
-            match stream.inner.peer_addr() {
-                Ok(_) => Ok(()),
-                // Still in progress.
-                Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => {
-                    Err(io::ErrorKind::WouldBlock.into())
+        let sock = &stream.sock;
+        let result = sock
+            .reg
+            .io(sock.inner.as_raw_fd(), Interest::WRITABLE, timeout, || {
+                if let Some(err) = sock.inner.take_error()? {
+                    return Err(err);
                 }
-                Err(e) => Err(e),
-            }
-        });
+                match sock.inner.peer_addr() {
+                    Ok(_) => Ok(()),
+                    // Still in progress.
+                    Err(e) if e.raw_os_error() == Some(libc::ENOTCONN) => {
+                        Err(io::ErrorKind::WouldBlock.into())
+                    }
+                    Err(e) => Err(e),
+                }
+            });
         match result {
             Ok(()) => Ok(stream),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock && timeout.is_some() => Err(
@@ -438,12 +406,12 @@ impl TcpStream {
 
     /// The remote address.
     pub fn peer_addr(&self) -> io::Result<SocketAddr> {
-        self.inner.peer_addr()
+        self.sock.inner.peer_addr()
     }
 
     /// The local address.
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.inner.local_addr()
+        self.sock.inner.local_addr()
     }
 
     /// Shuts down the read half, the write half or both.
@@ -464,15 +432,14 @@ impl TcpStream {
     /// });
     /// ```
     pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
-        self.inner.shutdown(how)
+        self.sock.inner.shutdown(how)
     }
 
     /// A second handle to the same connection, with its own wait state (a
     /// fiber may read through one while another writes through the other).
     pub fn try_clone(&self) -> io::Result<TcpStream> {
         Ok(TcpStream {
-            inner: self.inner.try_clone()?,
-            reg: self.reg.duplicate(),
+            sock: self.sock.duplicate(self.sock.inner.try_clone()?),
         })
     }
 
@@ -496,53 +463,52 @@ impl TcpStream {
     /// });
     /// ```
     pub fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
-        self.reg.set_read_timeout(timeout)
+        self.sock.reg.set_read_timeout(timeout)
     }
 
     /// Sets the write timeout (see [`set_read_timeout`](Self::set_read_timeout)).
     pub fn set_write_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
-        self.reg.set_write_timeout(timeout)
+        self.sock.reg.set_write_timeout(timeout)
     }
 
     /// The read timeout.
     pub fn read_timeout(&self) -> io::Result<Option<Duration>> {
-        Ok(self.reg.read_timeout())
+        Ok(self.sock.reg.read_timeout())
     }
 
     /// The write timeout.
     pub fn write_timeout(&self) -> io::Result<Option<Duration>> {
-        Ok(self.reg.write_timeout())
+        Ok(self.sock.reg.write_timeout())
     }
 
     /// Reads without consuming, parking until data (or EOF) is there.
     pub fn peek(&self, buf: &mut [u8]) -> io::Result<usize> {
-        self.reg
-            .read(self.inner.as_raw_fd(), || self.inner.peek(buf))
+        self.sock.read(|s| s.peek(buf))
     }
 
     /// Sets `TCP_NODELAY`.
     pub fn set_nodelay(&self, nodelay: bool) -> io::Result<()> {
-        self.inner.set_nodelay(nodelay)
+        self.sock.inner.set_nodelay(nodelay)
     }
 
     /// Reads `TCP_NODELAY`.
     pub fn nodelay(&self) -> io::Result<bool> {
-        self.inner.nodelay()
+        self.sock.inner.nodelay()
     }
 
     /// Sets `IP_TTL`.
     pub fn set_ttl(&self, ttl: u32) -> io::Result<()> {
-        self.inner.set_ttl(ttl)
+        self.sock.inner.set_ttl(ttl)
     }
 
     /// Reads `IP_TTL`.
     pub fn ttl(&self) -> io::Result<u32> {
-        self.inner.ttl()
+        self.sock.inner.ttl()
     }
 
     /// Takes the pending socket error (`SO_ERROR`), if any.
     pub fn take_error(&self) -> io::Result<Option<io::Error>> {
-        self.inner.take_error()
+        self.sock.inner.take_error()
     }
 }
 
@@ -553,16 +519,14 @@ impl Read for &TcpStream {
         if buf.is_empty() {
             return Ok(0);
         }
-        self.reg
-            .read(self.inner.as_raw_fd(), || (&self.inner).read(buf))
+        self.sock.read(|mut s| s.read(buf))
     }
 
     fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
         if bufs.iter().all(|b| b.is_empty()) {
             return Ok(0);
         }
-        self.reg
-            .read(self.inner.as_raw_fd(), || (&self.inner).read_vectored(bufs))
+        self.sock.read(|mut s| s.read_vectored(bufs))
     }
 }
 
@@ -573,14 +537,11 @@ impl Write for &TcpStream {
         if buf.is_empty() {
             return Ok(0);
         }
-        self.reg
-            .write(self.inner.as_raw_fd(), || (&self.inner).write(buf))
+        self.sock.write(|mut s| s.write(buf))
     }
 
     fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        self.reg.write(self.inner.as_raw_fd(), || {
-            (&self.inner).write_vectored(bufs)
-        })
+        self.sock.write(|mut s| s.write_vectored(bufs))
     }
 
     fn flush(&mut self) -> io::Result<()> {
@@ -612,39 +573,10 @@ impl Write for TcpStream {
     }
 }
 
-impl Drop for TcpStream {
-    fn drop(&mut self) {
-        self.reg.deregister(self.inner.as_raw_fd());
-    }
-}
-
 impl From<std::net::TcpStream> for TcpStream {
     /// Takes over a std stream (and puts it in non-blocking mode).
     fn from(inner: std::net::TcpStream) -> TcpStream {
         let _ = inner.set_nonblocking(true);
         TcpStream::from_nonblocking(inner)
-    }
-}
-
-impl AsRawFd for TcpStream {
-    fn as_raw_fd(&self) -> RawFd {
-        self.inner.as_raw_fd()
-    }
-}
-
-impl AsFd for TcpStream {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        self.inner.as_fd()
-    }
-}
-
-impl IntoRawFd for TcpStream {
-    /// The fd, still in non-blocking mode.
-    fn into_raw_fd(self) -> RawFd {
-        let this = ManuallyDrop::new(self);
-        this.reg.deregister(this.inner.as_raw_fd());
-        // SAFETY: `this` is never used or dropped again, so the stream is
-        // moved out exactly once.
-        unsafe { std::ptr::read(&this.inner) }.into_raw_fd()
     }
 }

@@ -1,0 +1,427 @@
+//! Unix-domain sockets: [`UnixListener`], [`UnixStream`], [`UnixDatagram`],
+//! std's types in non-blocking mode behind the loop of `socket.rs`.
+
+use std::io::{self, IoSlice, IoSliceMut, Read, Write};
+use std::net::Shutdown;
+use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::unix::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use crate::net::socket::{Socket, fd_traits};
+
+/// A Unix-domain socket server; like [`std::os::unix::net::UnixListener`],
+/// but `accept` parks the fiber.
+///
+/// ```
+/// use std::io::{Read, Write};
+/// use fibra::net::{UnixListener, UnixStream};
+///
+/// let dir = std::env::temp_dir().join(format!("fibra-doc-{}", std::process::id()));
+/// std::fs::create_dir_all(&dir).unwrap();
+/// let path = dir.join("sock");
+/// let _ = std::fs::remove_file(&path);
+/// fibra::run(|| {
+///     let listener = UnixListener::bind(&path).unwrap();
+///     let p = path.clone();
+///     fibra::spawn(move || UnixStream::connect(p).unwrap().write_all(b"hi").unwrap());
+///     let (mut conn, _) = listener.accept().unwrap();
+///     let mut buf = [0; 2];
+///     conn.read_exact(&mut buf).unwrap();
+///     assert_eq!(&buf, b"hi");
+/// });
+/// std::fs::remove_dir_all(&dir).unwrap();
+/// ```
+#[derive(Debug)]
+pub struct UnixListener {
+    sock: Socket<std::os::unix::net::UnixListener>,
+}
+
+impl UnixListener {
+    /// Binds a listener to the path `path`.
+    ///
+    /// # Errors
+    ///
+    /// As std's (`AddrInUse` if the path exists).
+    pub fn bind(path: impl AsRef<Path>) -> io::Result<UnixListener> {
+        let inner = std::os::unix::net::UnixListener::bind(path)?;
+        inner.set_nonblocking(true)?;
+        Ok(UnixListener {
+            sock: Socket::new(inner),
+        })
+    }
+
+    /// Accepts a connection, parking the fiber until one comes.
+    pub fn accept(&self) -> io::Result<(UnixStream, SocketAddr)> {
+        let stream = self.sock.read(|listener| {
+            // SAFETY: accept4 on our listening fd with null address
+            // pointers; the result is checked.
+            let conn = unsafe {
+                libc::accept4(
+                    listener.as_raw_fd(),
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                    libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+                )
+            };
+            if conn < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            // SAFETY: `conn` is a new connected socket nobody else owns.
+            Ok(unsafe { std::os::unix::net::UnixStream::from_raw_fd(conn) })
+        })?;
+        let peer = stream.peer_addr()?;
+        Ok((
+            UnixStream {
+                sock: Socket::new(stream),
+            },
+            peer,
+        ))
+    }
+
+    /// An iterator over incoming connections; it never returns `None`.
+    pub fn incoming(&self) -> UnixIncoming<'_> {
+        UnixIncoming { listener: self }
+    }
+
+    /// The address the listener is bound to.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.sock.inner.local_addr()
+    }
+
+    /// A second handle to the same listening socket.
+    pub fn try_clone(&self) -> io::Result<UnixListener> {
+        Ok(UnixListener {
+            sock: self.sock.duplicate(self.sock.inner.try_clone()?),
+        })
+    }
+
+    /// Takes the pending socket error (`SO_ERROR`), if any.
+    pub fn take_error(&self) -> io::Result<Option<io::Error>> {
+        self.sock.inner.take_error()
+    }
+}
+
+impl From<std::os::unix::net::UnixListener> for UnixListener {
+    /// Takes over a std listener (and puts it in non-blocking mode).
+    fn from(inner: std::os::unix::net::UnixListener) -> UnixListener {
+        let _ = inner.set_nonblocking(true);
+        UnixListener {
+            sock: Socket::new(inner),
+        }
+    }
+}
+
+/// The iterator of [`UnixListener::incoming`].
+#[derive(Debug)]
+pub struct UnixIncoming<'a> {
+    listener: &'a UnixListener,
+}
+
+impl Iterator for UnixIncoming<'_> {
+    type Item = io::Result<UnixStream>;
+    fn next(&mut self) -> Option<io::Result<UnixStream>> {
+        Some(self.listener.accept().map(|(s, _)| s))
+    }
+}
+
+/// A Unix-domain stream; like [`std::os::unix::net::UnixStream`], but reads
+/// and writes park the fiber.
+///
+/// ```
+/// use std::io::{Read, Write};
+///
+/// fibra::run(|| {
+///     let (mut a, mut b) = fibra::net::UnixStream::pair().unwrap();
+///     let reader = fibra::spawn(move || {
+///         let mut buf = [0; 4];
+///         b.read_exact(&mut buf).unwrap(); // parks until written
+///         buf
+///     });
+///     a.write_all(b"pair").unwrap();
+///     assert_eq!(&reader.join().unwrap(), b"pair");
+/// });
+/// ```
+#[derive(Debug)]
+pub struct UnixStream {
+    sock: Socket<std::os::unix::net::UnixStream>,
+}
+
+impl UnixStream {
+    /// Connects to the socket at `path`. (A Unix-domain connect completes
+    /// or fails at once; it never waits for a handshake.)
+    pub fn connect(path: impl AsRef<Path>) -> io::Result<UnixStream> {
+        let inner = std::os::unix::net::UnixStream::connect(path)?;
+        inner.set_nonblocking(true)?;
+        Ok(UnixStream {
+            sock: Socket::new(inner),
+        })
+    }
+
+    /// A connected pair of streams.
+    pub fn pair() -> io::Result<(UnixStream, UnixStream)> {
+        let (a, b) = std::os::unix::net::UnixStream::pair()?;
+        a.set_nonblocking(true)?;
+        b.set_nonblocking(true)?;
+        Ok((
+            UnixStream {
+                sock: Socket::new(a),
+            },
+            UnixStream {
+                sock: Socket::new(b),
+            },
+        ))
+    }
+
+    /// The peer's address.
+    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
+        self.sock.inner.peer_addr()
+    }
+
+    /// The local address.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.sock.inner.local_addr()
+    }
+
+    /// Shuts down the read half, the write half or both.
+    pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
+        self.sock.inner.shutdown(how)
+    }
+
+    /// A second handle to the same stream, with its own wait state.
+    pub fn try_clone(&self) -> io::Result<UnixStream> {
+        Ok(UnixStream {
+            sock: self.sock.duplicate(self.sock.inner.try_clone()?),
+        })
+    }
+
+    /// Sets the read timeout (an expired one is `WouldBlock`, as std).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for `Some(Duration::ZERO)`.
+    pub fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        self.sock.reg.set_read_timeout(timeout)
+    }
+
+    /// Sets the write timeout.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for `Some(Duration::ZERO)`.
+    pub fn set_write_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        self.sock.reg.set_write_timeout(timeout)
+    }
+
+    /// The read timeout.
+    pub fn read_timeout(&self) -> io::Result<Option<Duration>> {
+        Ok(self.sock.reg.read_timeout())
+    }
+
+    /// The write timeout.
+    pub fn write_timeout(&self) -> io::Result<Option<Duration>> {
+        Ok(self.sock.reg.write_timeout())
+    }
+
+    /// Takes the pending socket error (`SO_ERROR`), if any.
+    pub fn take_error(&self) -> io::Result<Option<io::Error>> {
+        self.sock.inner.take_error()
+    }
+}
+
+impl Read for &UnixStream {
+    /// An empty `buf` returns 0 at once, as on a blocking std socket.
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        self.sock.read(|mut s| s.read(buf))
+    }
+
+    fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
+        if bufs.iter().all(|b| b.is_empty()) {
+            return Ok(0);
+        }
+        self.sock.read(|mut s| s.read_vectored(bufs))
+    }
+}
+
+impl Write for &UnixStream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        self.sock.write(|mut s| s.write(buf))
+    }
+
+    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        self.sock.write(|mut s| s.write_vectored(bufs))
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Read for UnixStream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        (&*self).read(buf)
+    }
+
+    fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
+        (&*self).read_vectored(bufs)
+    }
+}
+
+impl Write for UnixStream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        (&*self).write(buf)
+    }
+
+    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
+        (&*self).write_vectored(bufs)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl From<std::os::unix::net::UnixStream> for UnixStream {
+    /// Takes over a std stream (and puts it in non-blocking mode).
+    fn from(inner: std::os::unix::net::UnixStream) -> UnixStream {
+        let _ = inner.set_nonblocking(true);
+        UnixStream {
+            sock: Socket::new(inner),
+        }
+    }
+}
+
+/// A Unix-domain datagram socket; like
+/// [`std::os::unix::net::UnixDatagram`], but sends and receives park the
+/// fiber.
+///
+/// ```
+/// fibra::run(|| {
+///     let (a, b) = fibra::net::UnixDatagram::pair().unwrap();
+///     let r = fibra::spawn(move || {
+///         let mut buf = [0; 8];
+///         let n = b.recv(&mut buf).unwrap();
+///         buf[..n].to_vec()
+///     });
+///     a.send(b"dgram").unwrap();
+///     assert_eq!(r.join().unwrap(), b"dgram");
+/// });
+/// ```
+#[derive(Debug)]
+pub struct UnixDatagram {
+    sock: Socket<std::os::unix::net::UnixDatagram>,
+}
+
+impl UnixDatagram {
+    fn wrap(inner: std::os::unix::net::UnixDatagram) -> io::Result<UnixDatagram> {
+        inner.set_nonblocking(true)?;
+        Ok(UnixDatagram {
+            sock: Socket::new(inner),
+        })
+    }
+
+    /// A socket bound to the path `path`.
+    pub fn bind(path: impl AsRef<Path>) -> io::Result<UnixDatagram> {
+        UnixDatagram::wrap(std::os::unix::net::UnixDatagram::bind(path)?)
+    }
+
+    /// A socket bound to no address.
+    pub fn unbound() -> io::Result<UnixDatagram> {
+        UnixDatagram::wrap(std::os::unix::net::UnixDatagram::unbound()?)
+    }
+
+    /// A connected pair of sockets.
+    pub fn pair() -> io::Result<(UnixDatagram, UnixDatagram)> {
+        let (a, b) = std::os::unix::net::UnixDatagram::pair()?;
+        Ok((UnixDatagram::wrap(a)?, UnixDatagram::wrap(b)?))
+    }
+
+    /// Sets the default peer.
+    pub fn connect(&self, path: impl AsRef<Path>) -> io::Result<()> {
+        self.sock.inner.connect(path)
+    }
+
+    /// Sends a datagram to the connected peer.
+    pub fn send(&self, buf: &[u8]) -> io::Result<usize> {
+        self.sock.write(|s| s.send(buf))
+    }
+
+    /// Sends a datagram to the socket at `path`.
+    pub fn send_to(&self, buf: &[u8], path: impl AsRef<Path>) -> io::Result<usize> {
+        let path = path.as_ref();
+        self.sock.write(|s| s.send_to(buf, path))
+    }
+
+    /// Receives a datagram from the connected peer, parking until one comes.
+    pub fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
+        self.sock.read(|s| s.recv(buf))
+    }
+
+    /// Receives a datagram and its sender's address.
+    pub fn recv_from(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
+        self.sock.read(|s| s.recv_from(buf))
+    }
+
+    /// The address the socket is bound to.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.sock.inner.local_addr()
+    }
+
+    /// The connected peer's address.
+    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
+        self.sock.inner.peer_addr()
+    }
+
+    /// Shuts down the read half, the write half or both.
+    pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
+        self.sock.inner.shutdown(how)
+    }
+
+    /// A second handle to the same socket, with its own wait state.
+    pub fn try_clone(&self) -> io::Result<UnixDatagram> {
+        Ok(UnixDatagram {
+            sock: self.sock.duplicate(self.sock.inner.try_clone()?),
+        })
+    }
+
+    /// Sets the receive timeout (an expired one is `WouldBlock`, as std).
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for `Some(Duration::ZERO)`.
+    pub fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        self.sock.reg.set_read_timeout(timeout)
+    }
+
+    /// Sets the send timeout.
+    ///
+    /// # Errors
+    ///
+    /// `InvalidInput` for `Some(Duration::ZERO)`.
+    pub fn set_write_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        self.sock.reg.set_write_timeout(timeout)
+    }
+
+    /// Takes the pending socket error (`SO_ERROR`), if any.
+    pub fn take_error(&self) -> io::Result<Option<io::Error>> {
+        self.sock.inner.take_error()
+    }
+}
+
+impl From<std::os::unix::net::UnixDatagram> for UnixDatagram {
+    /// Takes over a std socket (and puts it in non-blocking mode).
+    fn from(inner: std::os::unix::net::UnixDatagram) -> UnixDatagram {
+        let _ = inner.set_nonblocking(true);
+        UnixDatagram {
+            sock: Socket::new(inner),
+        }
+    }
+}
+
+fd_traits!(UnixListener, UnixStream, UnixDatagram);
