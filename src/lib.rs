@@ -57,6 +57,7 @@ mod arch;
 mod fiber;
 pub mod io;
 pub mod net;
+pub mod process;
 mod reactor;
 pub mod runtime;
 mod stack;
