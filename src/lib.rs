@@ -54,6 +54,7 @@
 #![warn(missing_docs)]
 
 mod arch;
+mod blocking;
 mod fiber;
 pub mod io;
 pub mod net;
@@ -63,6 +64,7 @@ pub mod runtime;
 mod stack;
 mod time;
 
+pub use blocking::spawn_blocking;
 pub use fiber::{
     Builder, Fiber, FiberId, JoinError, JoinHandle, Scope, ScopedJoinHandle, current, scope, spawn,
     yield_now,

@@ -7,7 +7,7 @@ use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd};
 use std::time::Duration;
 
 use crate::io::Interest;
-use crate::net::addr::to_sockaddr;
+use crate::net::addr::{resolve, to_sockaddr};
 use crate::net::socket::{Socket, fd_traits};
 
 /// A TCP socket server, listening for connections; like
@@ -41,9 +41,9 @@ impl TcpListener {
     /// assert!(listener.local_addr()?.port() != 0);
     /// # Ok::<(), std::io::Error>(())
     /// ```
-    pub fn bind(addr: impl ToSocketAddrs) -> io::Result<TcpListener> {
+    pub fn bind(addr: impl ToSocketAddrs + Sync) -> io::Result<TcpListener> {
         let mut last = io::Error::new(io::ErrorKind::InvalidInput, "no address to bind to");
-        for addr in addr.to_socket_addrs()? {
+        for addr in resolve(&addr)? {
             match bind_listener(&addr, false) {
                 Ok(listener) => return TcpListener::from_std(listener),
                 Err(e) => last = e,
@@ -68,9 +68,9 @@ impl TcpListener {
     /// assert_eq!(a.local_addr()?, b.local_addr()?);
     /// # Ok::<(), std::io::Error>(())
     /// ```
-    pub fn bind_reuse_port(addr: impl ToSocketAddrs) -> io::Result<TcpListener> {
+    pub fn bind_reuse_port(addr: impl ToSocketAddrs + Sync) -> io::Result<TcpListener> {
         let mut last = io::Error::new(io::ErrorKind::InvalidInput, "no address to bind to");
-        for addr in addr.to_socket_addrs()? {
+        for addr in resolve(&addr)? {
             match bind_listener(&addr, true) {
                 Ok(listener) => return TcpListener::from_std(listener),
                 Err(e) => last = e,
@@ -320,7 +320,8 @@ impl TcpStream {
     }
 
     /// Connects to `addr`, trying each of its addresses in turn, parking
-    /// the fiber while the handshake is in flight.
+    /// the fiber while a host name is looked up (on the blocking pool) and
+    /// while the handshake is in flight.
     ///
     /// # Errors
     ///
@@ -336,9 +337,9 @@ impl TcpStream {
     ///     assert_eq!(s.peer_addr().unwrap().port(), port);
     /// });
     /// ```
-    pub fn connect(addr: impl ToSocketAddrs) -> io::Result<TcpStream> {
+    pub fn connect(addr: impl ToSocketAddrs + Sync) -> io::Result<TcpStream> {
         let mut last = io::Error::new(io::ErrorKind::InvalidInput, "no address to connect to");
-        for addr in addr.to_socket_addrs()? {
+        for addr in resolve(&addr)? {
             match TcpStream::connect_addr(&addr, None) {
                 Ok(stream) => return Ok(stream),
                 Err(e) => last = e,

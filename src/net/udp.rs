@@ -5,6 +5,7 @@ use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 
+use crate::net::addr::resolve;
 use crate::net::socket::{Socket, fd_traits};
 
 /// A UDP socket; like [`std::net::UdpSocket`], but sends and receives park
@@ -39,8 +40,8 @@ impl UdpSocket {
     /// # Errors
     ///
     /// As [`std::net::UdpSocket::bind`].
-    pub fn bind(addr: impl ToSocketAddrs) -> io::Result<UdpSocket> {
-        let inner = std::net::UdpSocket::bind(addr)?;
+    pub fn bind(addr: impl ToSocketAddrs + Sync) -> io::Result<UdpSocket> {
+        let inner = std::net::UdpSocket::bind(&resolve(&addr)?[..])?;
         inner.set_nonblocking(true)?;
         Ok(UdpSocket {
             sock: Socket::new(inner),
@@ -58,17 +59,17 @@ impl UdpSocket {
     }
 
     /// Sends a datagram to `addr`.
-    pub fn send_to(&self, buf: &[u8], addr: impl ToSocketAddrs) -> io::Result<usize> {
-        let addr = addr
-            .to_socket_addrs()?
+    pub fn send_to(&self, buf: &[u8], addr: impl ToSocketAddrs + Sync) -> io::Result<usize> {
+        let addr = resolve(&addr)?
+            .into_iter()
             .next()
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no address to send to"))?;
         self.sock.write(|s| s.send_to(buf, addr))
     }
 
     /// Sets the default peer: `send` and `recv` then talk to it only.
-    pub fn connect(&self, addr: impl ToSocketAddrs) -> io::Result<()> {
-        self.sock.inner.connect(addr)
+    pub fn connect(&self, addr: impl ToSocketAddrs + Sync) -> io::Result<()> {
+        self.sock.inner.connect(&resolve(&addr)?[..])
     }
 
     /// Sends a datagram to the connected peer.
