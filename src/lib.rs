@@ -61,6 +61,7 @@ pub mod net;
 pub mod process;
 mod reactor;
 pub mod runtime;
+pub mod signal;
 mod stack;
 mod time;
 
