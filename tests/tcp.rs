@@ -379,3 +379,87 @@ fn peek_nodelay_ttl_and_addresses() {
         server.cancel();
     });
 }
+
+#[test]
+fn an_accept_loop_survives_running_out_of_file_descriptors() {
+    const NAME: &str = "an_accept_loop_survives_running_out_of_file_descriptors";
+    if !util::is_child(NAME) {
+        let out = util::run_child(NAME);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success() && stdout.contains("CHILD OK"),
+            "status {:?}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+            out.status
+        );
+        return;
+    }
+    // Child: a low limit (soft and hard, since a runtime raises the soft
+    // limit to the hard one).
+    let limit = 128;
+    let lim = libc::rlimit {
+        rlim_cur: limit,
+        rlim_max: limit,
+    };
+    // SAFETY: lowering our own limit.
+    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) }, 0);
+    fibra::run(|| {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        // Fill the table, leaving room for the clients and a few more.
+        let mut fillers = Vec::new();
+        while let Ok(f) = std::fs::File::open("/dev/null") {
+            fillers.push(f);
+        }
+        let clients = 12;
+        fillers.truncate(fillers.len() - (clients + 4));
+        // All clients connect first (the kernel completes the handshakes
+        // into the backlog); then the server can accept only a few until
+        // fds free up.
+        let conns: Vec<TcpStream> = (0..clients)
+            .map(|_| TcpStream::connect(addr).unwrap())
+            .collect();
+        let emfiles = Rc::new(std::cell::Cell::new(0));
+        let e = emfiles.clone();
+        let server = fibra::spawn(move || {
+            let mut served = 0;
+            while served < clients {
+                match listener.accept() {
+                    Ok((mut s, _)) => {
+                        fibra::spawn(move || {
+                            let mut b = [0; 1];
+                            s.read_exact(&mut b).unwrap();
+                            s.write_all(&b).unwrap();
+                        });
+                        served += 1;
+                    }
+                    Err(err) if err.raw_os_error() == Some(libc::EMFILE) => {
+                        e.set(e.get() + 1);
+                        fibra::sleep(Duration::from_millis(5));
+                    }
+                    Err(err) => panic!("accept: {err}"),
+                }
+            }
+        });
+        let handles: Vec<_> = conns
+            .into_iter()
+            .enumerate()
+            .map(|(i, mut c)| {
+                fibra::spawn(move || {
+                    c.write_all(&[i as u8]).unwrap();
+                    let mut b = [0; 1];
+                    c.read_exact(&mut b).unwrap();
+                    assert_eq!(b[0], i as u8);
+                })
+            })
+            .collect();
+        while emfiles.get() == 0 {
+            fibra::sleep(Duration::from_millis(5));
+        }
+        drop(fillers); // descriptors come back: the server recovers
+        handles.into_iter().for_each(|h| h.join().unwrap());
+        server.join().unwrap();
+        assert!(emfiles.get() > 0);
+    });
+    println!("CHILD OK");
+}
