@@ -128,15 +128,23 @@ fn complete<T>(slot: &Slot<T>, f: impl FnOnce() -> T) {
 }
 
 /// Waits for the outcome with `park`, re-raising a panic of the job.
+///
+/// The job may have stored the outcome and be about to wake the token it
+/// saw before this side ever parked on it: so the token is retired on the
+/// way out, and that late wake-up finds it stale.
 fn wait<T>(slot: &Slot<T>, mut park: impl FnMut()) -> T {
     loop {
         {
             let mut state = slot.lock().unwrap_or_else(|e| e.into_inner());
-            match state.outcome.take() {
-                Some(Ok(value)) => return value,
-                Some(Err(payload)) => panic::resume_unwind(payload),
-                None => state.waiter = Unparker::current(),
+            if let Some(outcome) = state.outcome.take() {
+                drop(state);
+                crate::runtime::park::retire_token();
+                return match outcome {
+                    Ok(value) => value,
+                    Err(payload) => panic::resume_unwind(payload),
+                };
             }
+            state.waiter = Unparker::current();
         }
         park();
     }

@@ -207,6 +207,9 @@ pub fn wait(signals: &[c_int]) -> io::Result<c_int> {
         {
             let mut slot = lock(&slot);
             if let Some(signal) = slot.0 {
+                drop(slot);
+                // The dispatcher may still be about to wake the token it saw.
+                crate::runtime::park::retire_token();
                 return Ok(signal);
             }
             slot.1 = Unparker::current();

@@ -112,3 +112,37 @@ fn connecting_by_host_name_resolves_on_the_pool() {
         assert_ne!(err.kind(), std::io::ErrorKind::WouldBlock, "{err:?}");
     });
 }
+
+#[test]
+fn a_job_that_finishes_before_its_fiber_parks_leaves_no_stale_wake_up() {
+    // When the pool finished a job before the fiber parked, its late wake-up
+    // used to make the fiber's next park (here, a join) return early, and
+    // the join then waited forever. Many runtimes and fast jobs make the
+    // race likely; a watchdog turns a lost wake-up into a failure.
+    let (done, finished) = std::sync::mpsc::channel();
+    for _ in 0..3 {
+        let done = done.clone();
+        std::thread::spawn(move || {
+            let n = fibra::run(|| {
+                let hs: Vec<_> = (0..200)
+                    .map(|i| {
+                        fibra::spawn(move || {
+                            let x = fibra::spawn_blocking(move || i);
+                            let other = fibra::spawn(|| fibra::yield_now());
+                            other.join().unwrap();
+                            x
+                        })
+                    })
+                    .collect();
+                hs.into_iter().map(|h| h.join().unwrap()).count()
+            });
+            done.send(n).unwrap();
+        });
+    }
+    for _ in 0..3 {
+        let n = finished
+            .recv_timeout(Duration::from_secs(60))
+            .expect("a fiber waited forever: a wake-up was lost");
+        assert_eq!(n, 200);
+    }
+}

@@ -26,7 +26,9 @@
 //! from other threads can never wake the wrong park. A token taken by a
 //! running fiber is for its *next* park: waking with it before the fiber
 //! parks makes that park return at once (like `std::thread::park`'s token).
-//! Whoever takes a token must park on it before parking on anything else.
+//! Whoever takes a token must park on it before parking on anything else,
+//! or retire it ([`Core::retire_token`]) if it turns out not to park while
+//! its waker may still fire.
 //!
 //! ## Ground rules
 //!
@@ -444,6 +446,20 @@ impl Core {
             key: l.current,
             park: l.fibers[l.current as usize].park,
         }
+    }
+
+    /// Ends the current park epoch without parking: wake-ups sent with the
+    /// token handed out for it become stale. For a waiter that took a token
+    /// (see the ground rules) and then found it need not park after all,
+    /// while its waker may still fire: that wake-up would otherwise make the
+    /// next, unrelated park return at once.
+    pub(crate) fn retire_token(&self) {
+        // SAFETY: on the runtime's thread; short borrow.
+        let l = unsafe { self.local() };
+        let next_park = l.next_park();
+        let rec = &mut l.fibers[l.current as usize];
+        rec.park = next_park;
+        rec.notified = false;
     }
 
     /// Parks the current context until it is woken with its token, or until

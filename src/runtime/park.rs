@@ -177,6 +177,15 @@ impl Unparker {
     }
 }
 
+/// Retires the calling fiber's current token (see `Core::retire_token`);
+/// nothing on a plain thread, where a stray `unpark` only makes one later
+/// `park` return early, which every thread-park loop tolerates.
+pub(crate) fn retire_token() {
+    if let Some(core) = context::current() {
+        core.retire_token();
+    }
+}
+
 /// Parks the calling context: the fiber (see [`park`]) or the thread.
 /// `deadline` in ns of the monotonic clock.
 pub(crate) fn park_current(deadline: Option<u64>) -> Parked {

@@ -294,9 +294,15 @@ fn may_lateness(spread_us: u64) -> f64 {
     median(hs.into_iter().map(|h| h.join().unwrap()).collect())
 }
 
+mod echo;
+
 fn main() {
-    may::config().set_workers(1);
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("echo-server") {
+        echo::server(&args[1], args[2].parse().unwrap());
+        return;
+    }
+    may::config().set_workers(1);
     let want = |name: &str| args.is_empty() || args.iter().any(|a| a == name);
     println!("fibra vs peers: medians of {REPEATS} runs, one process");
 
@@ -328,6 +334,9 @@ fn main() {
             ],
         }
         .print();
+    }
+    if want("echo") {
+        echo::run();
     }
     if want("sleepers") {
         Table {
