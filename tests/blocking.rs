@@ -128,13 +128,13 @@ fn a_job_that_finishes_before_its_fiber_parks_leaves_no_stale_wake_up() {
                     .map(|i| {
                         fibra::spawn(move || {
                             let x = fibra::spawn_blocking(move || i);
-                            let other = fibra::spawn(|| fibra::yield_now());
+                            let other = fibra::spawn(fibra::yield_now);
                             other.join().unwrap();
                             x
                         })
                     })
                     .collect();
-                hs.into_iter().map(|h| h.join().unwrap()).count()
+                hs.into_iter().map(|h| h.join().unwrap()).sum::<usize>()
             });
             done.send(n).unwrap();
         });
@@ -143,6 +143,6 @@ fn a_job_that_finishes_before_its_fiber_parks_leaves_no_stale_wake_up() {
         let n = finished
             .recv_timeout(Duration::from_secs(60))
             .expect("a fiber waited forever: a wake-up was lost");
-        assert_eq!(n, 200);
+        assert_eq!(n, (0..200).sum::<usize>());
     }
 }
