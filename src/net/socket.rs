@@ -10,7 +10,7 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::io::Interest;
@@ -28,12 +28,6 @@ pub(crate) struct Registration {
     /// Nanoseconds; 0 means no timeout.
     read_timeout: AtomicU64,
     write_timeout: AtomicU64,
-    /// The last stream read returned less than asked: the receive buffer
-    /// was empty then, and new data will bring a new edge-triggered event.
-    /// So the next read in a fiber can wait for that event first instead of
-    /// spending a syscall on `EAGAIN` (one syscall in three of an echo
-    /// round trip; tokio spends it).
-    drained: AtomicBool,
 }
 
 impl Registration {
@@ -43,7 +37,6 @@ impl Registration {
             uid: NEXT.fetch_add(1, Ordering::Relaxed),
             read_timeout: AtomicU64::new(0),
             write_timeout: AtomicU64::new(0),
-            drained: AtomicBool::new(false),
         }
     }
 
@@ -53,22 +46,6 @@ impl Registration {
     pub(crate) fn read<R>(&self, fd: RawFd, op: impl FnMut() -> io::Result<R>) -> io::Result<R> {
         let timeout = nanos_to_timeout(self.read_timeout.load(Ordering::Relaxed));
         self.io(fd, Interest::READABLE, timeout, op)
-    }
-
-    /// A stream read of up to `len` bytes (see `drained`): in a fiber,
-    /// after a short read, it waits for readiness before the syscall.
-    pub(crate) fn read_stream(
-        &self,
-        fd: RawFd,
-        len: usize,
-        op: impl FnMut() -> io::Result<usize>,
-    ) -> io::Result<usize> {
-        let timeout = nanos_to_timeout(self.read_timeout.load(Ordering::Relaxed));
-        let wait_first = self.drained.load(Ordering::Relaxed) && context::current().is_some();
-        let result = self.io_from(fd, Interest::READABLE, timeout, wait_first, op);
-        let short = matches!(result, Ok(n) if n > 0 && n < len);
-        self.drained.store(short, Ordering::Relaxed);
-        result
     }
 
     /// Like [`Registration::read`], for writability and the write timeout.
@@ -84,28 +61,14 @@ impl Registration {
         fd: RawFd,
         interest: Interest,
         timeout: Option<Duration>,
-        op: impl FnMut() -> io::Result<R>,
-    ) -> io::Result<R> {
-        self.io_from(fd, interest, timeout, false, op)
-    }
-
-    /// The loop, optionally waiting for readiness before the first try.
-    fn io_from<R>(
-        &self,
-        fd: RawFd,
-        interest: Interest,
-        timeout: Option<Duration>,
-        mut wait_first: bool,
         mut op: impl FnMut() -> io::Result<R>,
     ) -> io::Result<R> {
         let deadline = timeout.map(clock::after_ns);
         loop {
-            if !std::mem::take(&mut wait_first) {
-                match op() {
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                    result => return result,
-                }
+            match op() {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                result => return result,
             }
             let waited = match context::current() {
                 Some(core) => self.wait_in_fiber(core, fd, interest, deadline),
@@ -246,17 +209,6 @@ impl<S: AsRawFd> Socket<S> {
     /// Runs a reading operation through the loop (read timeout applies).
     pub(crate) fn read<R>(&self, mut op: impl FnMut(&S) -> io::Result<R>) -> io::Result<R> {
         self.reg.read(self.inner.as_raw_fd(), || op(&self.inner))
-    }
-
-    /// Runs a stream read of up to `len` bytes through the loop (see
-    /// [`Registration::read_stream`]).
-    pub(crate) fn read_stream(
-        &self,
-        len: usize,
-        mut op: impl FnMut(&S) -> io::Result<usize>,
-    ) -> io::Result<usize> {
-        self.reg
-            .read_stream(self.inner.as_raw_fd(), len, || op(&self.inner))
     }
 
     /// Runs a writing operation through the loop (write timeout applies).

@@ -520,16 +520,14 @@ impl Read for &TcpStream {
         if buf.is_empty() {
             return Ok(0);
         }
-        let len = buf.len();
-        self.sock.read_stream(len, |mut s| s.read(buf))
+        self.sock.read(|mut s| s.read(buf))
     }
 
     fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
         if bufs.iter().all(|b| b.is_empty()) {
             return Ok(0);
         }
-        let len = bufs.iter().map(|b| b.len()).sum();
-        self.sock.read_stream(len, |mut s| s.read_vectored(bufs))
+        self.sock.read(|mut s| s.read_vectored(bufs))
     }
 }
 
