@@ -203,11 +203,11 @@ where
     // `f` and everything it borrows are consumed inside `complete` before
     // the outcome is stored; after that the job touches only the Arc'd slot.
     let job: Box<dyn FnOnce() + Send + '_> = Box::new(move || complete(&job_slot, f));
-    // SAFETY: the job borrows what `f` borrows. This function returns only
-    // after the job stored its outcome, which happens after `f` (and its
-    // captures) are gone, and the wait below cannot unwind (`park_raw`
-    // ignores cancellation and timeouts), so every borrow outlives its
-    // use. Only the lifetime is erased; the layout is the same.
+    // The job borrows what `f` borrows. This function returns only after
+    // the job stored its outcome, which happens after `f` (and its captures)
+    // are gone, and the wait below cannot unwind (`park_raw` ignores
+    // cancellation and timeouts), so every borrow outlives its use.
+    // SAFETY: as argued above; only the lifetime is erased, not the layout.
     let job: Job = unsafe { std::mem::transmute::<Box<dyn FnOnce() + Send + '_>, Job>(job) };
     submit(job);
     wait(&slot, || {

@@ -5,24 +5,13 @@ mod util;
 
 use std::time::Duration;
 
-use util::{is_child, run_child};
-
-fn child_ok(name: &str) {
-    let out = run_child(name);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success() && stdout.contains("CHILD OK"),
-        "status {:?}\nstdout:\n{stdout}\nstderr:\n{stderr}",
-        out.status
-    );
-}
+use util::is_child;
 
 #[test]
 fn a_signal_to_the_process_reaches_the_waiting_fibers() {
     const NAME: &str = "a_signal_to_the_process_reaches_the_waiting_fibers";
     if !is_child(NAME) {
-        return child_ok(NAME);
+        return util::assert_child_ok(NAME);
     }
     let got = fibra::run(|| {
         // Two fibers wait for SIGUSR1 (both must get it), one for SIGUSR2.
@@ -56,7 +45,7 @@ fn a_signal_to_the_process_reaches_the_waiting_fibers() {
 fn a_signal_delivered_to_another_thread_wakes_a_fiber_and_a_thread_waits_too() {
     const NAME: &str = "a_signal_delivered_to_another_thread_wakes_a_fiber_and_a_thread_waits_too";
     if !is_child(NAME) {
-        return child_ok(NAME);
+        return util::assert_child_ok(NAME);
     }
     // A plain thread waits (blocking) beside a fiber.
     let thread_waiter = std::thread::spawn(|| fibra::signal::wait(&[libc::SIGUSR2]).unwrap());

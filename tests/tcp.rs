@@ -384,15 +384,7 @@ fn peek_nodelay_ttl_and_addresses() {
 fn an_accept_loop_survives_running_out_of_file_descriptors() {
     const NAME: &str = "an_accept_loop_survives_running_out_of_file_descriptors";
     if !util::is_child(NAME) {
-        let out = util::run_child(NAME);
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            out.status.success() && stdout.contains("CHILD OK"),
-            "status {:?}\nstdout:\n{stdout}\nstderr:\n{stderr}",
-            out.status
-        );
-        return;
+        return util::assert_child_ok(NAME);
     }
     // Child: a low limit (soft and hard, since a runtime raises the soft
     // limit to the hard one).

@@ -263,3 +263,67 @@ macro_rules! fd_traits {
     )*};
 }
 pub(crate) use fd_traits;
+
+/// `Read` and `Write` for a stream type (field `sock`) and for `&` it, all
+/// through the loop. Empty buffers return 0 at once, as on a blocking std
+/// socket (a non-blocking `recv` of nothing reports `WouldBlock`). Writes go
+/// through std's, which use `send(MSG_NOSIGNAL)` for sockets: a closed peer
+/// is `BrokenPipe`, never a SIGPIPE.
+macro_rules! stream_io {
+    ($($ty:ty),*) => {$(
+        impl std::io::Read for &$ty {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                if buf.is_empty() {
+                    return Ok(0);
+                }
+                self.sock.read(|mut s| std::io::Read::read(&mut s, buf))
+            }
+            fn read_vectored(
+                &mut self,
+                bufs: &mut [std::io::IoSliceMut<'_>],
+            ) -> std::io::Result<usize> {
+                if bufs.iter().all(|b| b.is_empty()) {
+                    return Ok(0);
+                }
+                self.sock.read(|mut s| std::io::Read::read_vectored(&mut s, bufs))
+            }
+        }
+        impl std::io::Write for &$ty {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                if buf.is_empty() {
+                    return Ok(0);
+                }
+                self.sock.write(|mut s| std::io::Write::write(&mut s, buf))
+            }
+            fn write_vectored(&mut self, bufs: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
+                self.sock.write(|mut s| std::io::Write::write_vectored(&mut s, bufs))
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        impl std::io::Read for $ty {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                std::io::Read::read(&mut &*self, buf)
+            }
+            fn read_vectored(
+                &mut self,
+                bufs: &mut [std::io::IoSliceMut<'_>],
+            ) -> std::io::Result<usize> {
+                std::io::Read::read_vectored(&mut &*self, bufs)
+            }
+        }
+        impl std::io::Write for $ty {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                std::io::Write::write(&mut &*self, buf)
+            }
+            fn write_vectored(&mut self, bufs: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
+                std::io::Write::write_vectored(&mut &*self, bufs)
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+    )*};
+}
+pub(crate) use stream_io;

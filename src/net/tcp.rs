@@ -1,14 +1,14 @@
 //! TCP: [`TcpListener`] and [`TcpStream`], std's types in non-blocking mode
 //! behind the loop of `socket.rs`.
 
-use std::io::{self, IoSlice, IoSliceMut, Read, Write};
+use std::io;
 use std::net::{Shutdown, SocketAddr, ToSocketAddrs};
 use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd};
 use std::time::Duration;
 
 use crate::io::Interest;
 use crate::net::addr::{resolve, to_sockaddr};
-use crate::net::socket::{Socket, fd_traits};
+use crate::net::socket::{Socket, fd_traits, stream_io};
 
 /// A TCP socket server, listening for connections; like
 /// [`std::net::TcpListener`], but `accept` parks the fiber.
@@ -513,66 +513,7 @@ impl TcpStream {
     }
 }
 
-impl Read for &TcpStream {
-    /// An empty `buf` returns 0 at once, as a blocking std socket does (a
-    /// non-blocking `recv` of nothing would report `WouldBlock`).
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        if buf.is_empty() {
-            return Ok(0);
-        }
-        self.sock.read(|mut s| s.read(buf))
-    }
-
-    fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
-        if bufs.iter().all(|b| b.is_empty()) {
-            return Ok(0);
-        }
-        self.sock.read(|mut s| s.read_vectored(bufs))
-    }
-}
-
-impl Write for &TcpStream {
-    /// std's write uses `send(MSG_NOSIGNAL)`: a closed peer is `BrokenPipe`,
-    /// never a SIGPIPE.
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        if buf.is_empty() {
-            return Ok(0);
-        }
-        self.sock.write(|mut s| s.write(buf))
-    }
-
-    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        self.sock.write(|mut s| s.write_vectored(bufs))
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Read for TcpStream {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        (&*self).read(buf)
-    }
-
-    fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
-        (&*self).read_vectored(bufs)
-    }
-}
-
-impl Write for TcpStream {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        (&*self).write(buf)
-    }
-
-    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        (&*self).write_vectored(bufs)
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
+stream_io!(TcpStream);
 
 impl From<std::net::TcpStream> for TcpStream {
     /// Takes over a std stream (and puts it in non-blocking mode).

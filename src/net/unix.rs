@@ -1,14 +1,14 @@
 //! Unix-domain sockets: [`UnixListener`], [`UnixStream`], [`UnixDatagram`],
 //! std's types in non-blocking mode behind the loop of `socket.rs`.
 
-use std::io::{self, IoSlice, IoSliceMut, Read, Write};
+use std::io;
 use std::net::Shutdown;
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::net::SocketAddr;
 use std::path::Path;
 use std::time::Duration;
 
-use crate::net::socket::{Socket, fd_traits};
+use crate::net::socket::{Socket, fd_traits, stream_io};
 
 /// A Unix-domain socket server; like [`std::os::unix::net::UnixListener`],
 /// but `accept` parks the fiber.
@@ -229,63 +229,7 @@ impl UnixStream {
     }
 }
 
-impl Read for &UnixStream {
-    /// An empty `buf` returns 0 at once, as on a blocking std socket.
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        if buf.is_empty() {
-            return Ok(0);
-        }
-        self.sock.read(|mut s| s.read(buf))
-    }
-
-    fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
-        if bufs.iter().all(|b| b.is_empty()) {
-            return Ok(0);
-        }
-        self.sock.read(|mut s| s.read_vectored(bufs))
-    }
-}
-
-impl Write for &UnixStream {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        if buf.is_empty() {
-            return Ok(0);
-        }
-        self.sock.write(|mut s| s.write(buf))
-    }
-
-    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        self.sock.write(|mut s| s.write_vectored(bufs))
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Read for UnixStream {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        (&*self).read(buf)
-    }
-
-    fn read_vectored(&mut self, bufs: &mut [IoSliceMut<'_>]) -> io::Result<usize> {
-        (&*self).read_vectored(bufs)
-    }
-}
-
-impl Write for UnixStream {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        (&*self).write(buf)
-    }
-
-    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        (&*self).write_vectored(bufs)
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
+stream_io!(UnixStream);
 
 impl From<std::os::unix::net::UnixStream> for UnixStream {
     /// Takes over a std stream (and puts it in non-blocking mode).

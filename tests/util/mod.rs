@@ -76,3 +76,16 @@ pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
         "<non-string panic>".to_string()
     }
 }
+
+/// Runs test `name` as a child (see [`run_child`]) and asserts that it
+/// succeeded and printed `CHILD OK`.
+pub fn assert_child_ok(name: &str) {
+    let out = run_child(name);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stdout.contains("CHILD OK"),
+        "status {:?}\nstdout:\n{stdout}\nstderr:\n{stderr}",
+        out.status
+    );
+}
