@@ -167,7 +167,10 @@ fn start_server(imp: &str, port: u16) -> Child {
         .unwrap();
     let start = Instant::now();
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(start.elapsed() < Duration::from_secs(10), "{imp} server did not start");
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "{imp} server did not start"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
     child
@@ -187,7 +190,9 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 
 pub fn run() {
     pin_to(1);
-    println!("\nEcho round trips: server pinned to core 0 (its CPU time measured), load generator (fibra) on core 1, {RUN:?} per run");
+    println!(
+        "\nEcho round trips: server pinned to core 0 (its CPU time measured), load generator (fibra) on core 1, {RUN:?} per run"
+    );
     println!(
         "  {:<26} {:>12} {:>9} {:>15} {:>9} {:>9} {:>9}",
         "", "round trips/s", "vs fibra", "server us/trip", "vs fibra", "p50 us", "p99 us"

@@ -295,11 +295,24 @@ fn may_lateness(spread_us: u64) -> f64 {
 }
 
 mod echo;
+mod http;
+
+fn echo_free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some("echo-server") {
         echo::server(&args[1], args[2].parse().unwrap());
+        return;
+    }
+    if args.first().map(String::as_str) == Some("http-server") {
+        http::server(&args[1], args[2].parse().unwrap());
         return;
     }
     may::config().set_workers(1);
@@ -337,6 +350,9 @@ fn main() {
     }
     if want("echo") {
         echo::run();
+    }
+    if want("http") {
+        http::run();
     }
     if want("sleepers") {
         Table {

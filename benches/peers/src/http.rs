@@ -1,0 +1,197 @@
+//! HTTP "hello" under `wrk`: fibra's `http_hello` example against a
+//! hand-written tokio current_thread server and may_minihttp (one worker).
+//! Servers run pinned to core 0 (their CPU time measured), wrk on core 1.
+//! Needs `wrk` (Debian package `wrk`).
+
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use crate::echo::pin_to;
+
+const BODY: &str = "Hello, world!";
+
+/// `http-server IMPL PORT` (tokio and may; fibra runs its example binary).
+pub fn server(imp: &str, port: u16) {
+    pin_to(0);
+    let addr = format!("127.0.0.1:{port}");
+    match imp {
+        "tokio" => {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_io()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                let l = tokio::net::TcpListener::bind(addr.as_str()).await.unwrap();
+                loop {
+                    let (mut s, _) = l.accept().await.unwrap();
+                    tokio::spawn(async move {
+                        s.set_nodelay(true).unwrap();
+                        let mut buf = vec![0u8; 16 * 1024];
+                        let (mut filled, mut out) = (0, Vec::with_capacity(4096));
+                        loop {
+                            let n = match s.read(&mut buf[filled..]).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => n,
+                            };
+                            filled += n;
+                            let start = respond_all(&buf[..filled], &mut out);
+                            if s.write_all(&out).await.is_err() {
+                                return;
+                            }
+                            out.clear();
+                            buf.copy_within(start..filled, 0);
+                            filled -= start;
+                        }
+                    });
+                }
+            })
+        }
+        "may" => {
+            may::config().set_workers(1);
+            #[derive(Clone)]
+            struct Hello;
+            impl may_minihttp::HttpService for Hello {
+                fn call(
+                    &mut self,
+                    _req: may_minihttp::Request,
+                    rsp: &mut may_minihttp::Response,
+                ) -> std::io::Result<()> {
+                    rsp.body(BODY);
+                    Ok(())
+                }
+            }
+            let server = may_minihttp::HttpServer(Hello)
+                .start(addr.as_str())
+                .unwrap();
+            server.join().unwrap();
+        }
+        other => panic!("unknown server {other}"),
+    }
+}
+
+/// Answers every complete request in `buf`; returns where the rest starts.
+fn respond_all(buf: &[u8], out: &mut Vec<u8>) -> usize {
+    let mut start = 0;
+    loop {
+        let mut headers = [httparse::EMPTY_HEADER; 32];
+        let mut req = httparse::Request::new(&mut headers);
+        match req.parse(&buf[start..]) {
+            Ok(httparse::Status::Complete(len)) => {
+                start += len;
+                out.extend_from_slice(
+                    format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: {}\r\n\r\n{BODY}",
+                        BODY.len()
+                    )
+                    .as_bytes(),
+                );
+            }
+            _ => return start,
+        }
+    }
+}
+
+fn start(imp: &str, port: u16) -> Child {
+    let child = if imp == "fibra" {
+        let example = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../target/release/examples/http_hello");
+        assert!(
+            example.exists(),
+            "build it first: cargo build --release --example http_hello (in the repo root)"
+        );
+        Command::new("taskset")
+            .args(["-c", "0"])
+            .arg(example)
+            .arg(format!("127.0.0.1:{port}"))
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    } else {
+        Command::new(std::env::current_exe().unwrap())
+            .args(["http-server", imp, &port.to_string()])
+            .spawn()
+            .unwrap()
+    };
+    let t = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "{imp} server did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
+}
+
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    // SAFETY: sysconf has no preconditions.
+    (f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap())
+        / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
+}
+
+/// (requests/s, p50 ms, p99 ms) from wrk's output.
+fn parse_wrk(out: &str) -> (f64, f64, f64) {
+    let num = |line: &str| -> f64 {
+        let v = line.split_whitespace().last().unwrap();
+        let (n, unit) = v.split_at(v.find(|c: char| c.is_alphabetic()).unwrap_or(v.len()));
+        let n: f64 = n.parse().unwrap_or(0.0);
+        match unit {
+            "us" => n / 1000.0,
+            "s" => n * 1000.0,
+            _ => n,
+        }
+    };
+    let rps = out
+        .lines()
+        .find(|l| l.starts_with("Requests/sec:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0);
+    let p = |pct: &str| {
+        out.lines()
+            .find(|l| l.trim_start().starts_with(pct))
+            .map_or(0.0, num)
+    };
+    (rps, p("50%"), p("99%"))
+}
+
+pub fn run() {
+    println!(
+        "\nHTTP hello under wrk (-t1 -c100 -d5s --latency, pinned to core 1); servers pinned to core 0"
+    );
+    println!(
+        "  {:<26} {:>12} {:>9} {:>15} {:>9} {:>9} {:>9}",
+        "", "requests/s", "vs fibra", "server us/req", "vs fibra", "p50 ms", "p99 ms"
+    );
+    let mut base: Option<(f64, f64)> = None;
+    for imp in ["fibra", "tokio", "may"] {
+        let port = crate::echo_free_port();
+        let mut server = start(imp, port);
+        let before = cpu_seconds(server.id());
+        let out = Command::new("taskset")
+            .args(["-c", "1", "wrk", "-t1", "-c100", "-d5s", "--latency"])
+            .arg(format!("http://127.0.0.1:{port}/"))
+            .output()
+            .expect("wrk is needed: apt-get install wrk");
+        let cpu = cpu_seconds(server.id()) - before;
+        server.kill().unwrap();
+        server.wait().unwrap();
+        let (rps, p50, p99) = parse_wrk(&String::from_utf8_lossy(&out.stdout));
+        let per_req = cpu * 1e6 / (rps * 5.0);
+        let (brps, bcpu) = *base.get_or_insert((rps, per_req));
+        println!(
+            "  {:<26} {:>12.0} {:>8.2}x {:>15.2} {:>8.2}x {:>9.2} {:>9.2}",
+            imp,
+            rps,
+            rps / brps,
+            per_req,
+            per_req / bcpu,
+            p50,
+            p99
+        );
+    }
+}
