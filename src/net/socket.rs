@@ -327,3 +327,56 @@ macro_rules! stream_io {
     )*};
 }
 pub(crate) use stream_io;
+
+/// The read and write timeouts of a socket type (field `sock`), kept in its
+/// [`Registration`] (std keeps them in the kernel, where they do nothing for
+/// a non-blocking socket). An expired timeout is `WouldBlock`, as std
+/// reports it on Unix; `Some(Duration::ZERO)` is `InvalidInput`, as in std.
+macro_rules! timeouts {
+    ($($ty:ty),*) => {$(
+        impl $ty {
+            /// Sets the read timeout (`None`: wait forever). A read waiting
+            /// longer fails with `WouldBlock`, as std's does on Unix.
+            ///
+            /// ```
+            /// use std::io::Read;
+            /// use std::time::Duration;
+            ///
+            /// fibra::run(|| {
+            ///     let (mut a, _b) = fibra::net::UnixStream::pair().unwrap();
+            ///     a.set_read_timeout(Some(Duration::from_millis(10))).unwrap();
+            ///     assert_eq!(a.read_timeout().unwrap(), Some(Duration::from_millis(10)));
+            ///     let err = a.read(&mut [0; 8]).unwrap_err(); // nothing comes
+            ///     assert_eq!(err.kind(), std::io::ErrorKind::WouldBlock);
+            /// });
+            /// ```
+            ///
+            /// # Errors
+            ///
+            /// `InvalidInput` for `Some(Duration::ZERO)`, as std.
+            pub fn set_read_timeout(&self, timeout: Option<std::time::Duration>) -> std::io::Result<()> {
+                self.sock.reg.set_read_timeout(timeout)
+            }
+
+            /// Sets the write timeout (see `set_read_timeout`).
+            ///
+            /// # Errors
+            ///
+            /// `InvalidInput` for `Some(Duration::ZERO)`, as std.
+            pub fn set_write_timeout(&self, timeout: Option<std::time::Duration>) -> std::io::Result<()> {
+                self.sock.reg.set_write_timeout(timeout)
+            }
+
+            /// The read timeout.
+            pub fn read_timeout(&self) -> std::io::Result<Option<std::time::Duration>> {
+                Ok(self.sock.reg.read_timeout())
+            }
+
+            /// The write timeout.
+            pub fn write_timeout(&self) -> std::io::Result<Option<std::time::Duration>> {
+                Ok(self.sock.reg.write_timeout())
+            }
+        }
+    )*};
+}
+pub(crate) use timeouts;

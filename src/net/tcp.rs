@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use crate::io::Interest;
 use crate::net::addr::{resolve, to_sockaddr};
-use crate::net::socket::{Socket, fd_traits, stream_io};
+use crate::net::socket::{Socket, fd_traits, stream_io, timeouts};
 
 /// A TCP socket server, listening for connections; like
 /// [`std::net::TcpListener`], but `accept` parks the fiber.
@@ -444,44 +444,6 @@ impl TcpStream {
         })
     }
 
-    /// Sets the read timeout: a read waiting longer fails with `WouldBlock`
-    /// (std's kind on Unix). `None` waits forever.
-    ///
-    /// # Errors
-    ///
-    /// `InvalidInput` for `Some(Duration::ZERO)`, as std.
-    ///
-    /// ```
-    /// use std::io::Read;
-    /// use std::time::Duration;
-    ///
-    /// fibra::run(|| {
-    ///     let l = fibra::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    ///     let mut c = fibra::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
-    ///     c.set_read_timeout(Some(Duration::from_millis(10))).unwrap();
-    ///     let err = c.read(&mut [0; 8]).unwrap_err();
-    ///     assert_eq!(err.kind(), std::io::ErrorKind::WouldBlock);
-    /// });
-    /// ```
-    pub fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
-        self.sock.reg.set_read_timeout(timeout)
-    }
-
-    /// Sets the write timeout (see [`set_read_timeout`](Self::set_read_timeout)).
-    pub fn set_write_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
-        self.sock.reg.set_write_timeout(timeout)
-    }
-
-    /// The read timeout.
-    pub fn read_timeout(&self) -> io::Result<Option<Duration>> {
-        Ok(self.sock.reg.read_timeout())
-    }
-
-    /// The write timeout.
-    pub fn write_timeout(&self) -> io::Result<Option<Duration>> {
-        Ok(self.sock.reg.write_timeout())
-    }
-
     /// Reads without consuming, parking until data (or EOF) is there.
     pub fn peek(&self, buf: &mut [u8]) -> io::Result<usize> {
         self.sock.read(|s| s.peek(buf))
@@ -522,3 +484,4 @@ impl From<std::net::TcpStream> for TcpStream {
         TcpStream::from_nonblocking(inner)
     }
 }
+timeouts!(TcpStream);

@@ -3,10 +3,9 @@
 
 use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::time::Duration;
 
 use crate::net::addr::resolve;
-use crate::net::socket::{Socket, fd_traits};
+use crate::net::socket::{Socket, fd_traits, timeouts};
 
 /// A UDP socket; like [`std::net::UdpSocket`], but sends and receives park
 /// the fiber.
@@ -104,34 +103,6 @@ impl UdpSocket {
         })
     }
 
-    /// Sets the receive timeout (an expired one is `WouldBlock`, as std).
-    ///
-    /// # Errors
-    ///
-    /// `InvalidInput` for `Some(Duration::ZERO)`.
-    pub fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
-        self.sock.reg.set_read_timeout(timeout)
-    }
-
-    /// Sets the send timeout.
-    ///
-    /// # Errors
-    ///
-    /// `InvalidInput` for `Some(Duration::ZERO)`.
-    pub fn set_write_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
-        self.sock.reg.set_write_timeout(timeout)
-    }
-
-    /// The receive timeout.
-    pub fn read_timeout(&self) -> io::Result<Option<Duration>> {
-        Ok(self.sock.reg.read_timeout())
-    }
-
-    /// The send timeout.
-    pub fn write_timeout(&self) -> io::Result<Option<Duration>> {
-        Ok(self.sock.reg.write_timeout())
-    }
-
     /// Sets `SO_BROADCAST`.
     pub fn set_broadcast(&self, on: bool) -> io::Result<()> {
         self.sock.inner.set_broadcast(on)
@@ -169,3 +140,4 @@ impl From<std::net::UdpSocket> for UdpSocket {
 }
 
 fd_traits!(UdpSocket);
+timeouts!(UdpSocket);

@@ -6,9 +6,8 @@ use std::net::Shutdown;
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::net::SocketAddr;
 use std::path::Path;
-use std::time::Duration;
 
-use crate::net::socket::{Socket, fd_traits, stream_io};
+use crate::net::socket::{Socket, fd_traits, stream_io, timeouts};
 
 /// A Unix-domain socket server; like [`std::os::unix::net::UnixListener`],
 /// but `accept` parks the fiber.
@@ -195,34 +194,6 @@ impl UnixStream {
         })
     }
 
-    /// Sets the read timeout (an expired one is `WouldBlock`, as std).
-    ///
-    /// # Errors
-    ///
-    /// `InvalidInput` for `Some(Duration::ZERO)`.
-    pub fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
-        self.sock.reg.set_read_timeout(timeout)
-    }
-
-    /// Sets the write timeout.
-    ///
-    /// # Errors
-    ///
-    /// `InvalidInput` for `Some(Duration::ZERO)`.
-    pub fn set_write_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
-        self.sock.reg.set_write_timeout(timeout)
-    }
-
-    /// The read timeout.
-    pub fn read_timeout(&self) -> io::Result<Option<Duration>> {
-        Ok(self.sock.reg.read_timeout())
-    }
-
-    /// The write timeout.
-    pub fn write_timeout(&self) -> io::Result<Option<Duration>> {
-        Ok(self.sock.reg.write_timeout())
-    }
-
     /// Takes the pending socket error (`SO_ERROR`), if any.
     pub fn take_error(&self) -> io::Result<Option<io::Error>> {
         self.sock.inner.take_error()
@@ -334,24 +305,6 @@ impl UnixDatagram {
         })
     }
 
-    /// Sets the receive timeout (an expired one is `WouldBlock`, as std).
-    ///
-    /// # Errors
-    ///
-    /// `InvalidInput` for `Some(Duration::ZERO)`.
-    pub fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
-        self.sock.reg.set_read_timeout(timeout)
-    }
-
-    /// Sets the send timeout.
-    ///
-    /// # Errors
-    ///
-    /// `InvalidInput` for `Some(Duration::ZERO)`.
-    pub fn set_write_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
-        self.sock.reg.set_write_timeout(timeout)
-    }
-
     /// Takes the pending socket error (`SO_ERROR`), if any.
     pub fn take_error(&self) -> io::Result<Option<io::Error>> {
         self.sock.inner.take_error()
@@ -369,3 +322,4 @@ impl From<std::os::unix::net::UnixDatagram> for UnixDatagram {
 }
 
 fd_traits!(UnixListener, UnixStream, UnixDatagram);
+timeouts!(UnixStream, UnixDatagram);

@@ -104,7 +104,7 @@ pub fn server(imp: &str, port: u16) {
 }
 
 /// The server's CPU time so far (utime + stime), in seconds.
-fn cpu_seconds(pid: u32) -> f64 {
+pub fn cpu_seconds(pid: u32) -> f64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
     // Fields after the ")" that ends the command name; utime and stime are
     // fields 14 and 15 of the whole line.
@@ -176,7 +176,7 @@ fn start_server(imp: &str, port: u16) -> Child {
     child
 }
 
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()

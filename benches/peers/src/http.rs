@@ -6,7 +6,7 @@
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use crate::echo::pin_to;
+use crate::echo::{cpu_seconds, free_port, pin_to};
 
 const BODY: &str = "Hello, world!";
 
@@ -124,15 +124,6 @@ fn start(imp: &str, port: u16) -> Child {
     child
 }
 
-fn cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let rest = &stat[stat.rfind(')').unwrap() + 2..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    // SAFETY: sysconf has no preconditions.
-    (f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap())
-        / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
-}
-
 /// (requests/s, p50 ms, p99 ms) from wrk's output.
 fn parse_wrk(out: &str) -> (f64, f64, f64) {
     let num = |line: &str| -> f64 {
@@ -169,7 +160,7 @@ pub fn run() {
     );
     let mut base: Option<(f64, f64)> = None;
     for imp in ["fibra", "tokio", "may"] {
-        let port = crate::echo_free_port();
+        let port = free_port();
         let mut server = start(imp, port);
         let before = cpu_seconds(server.id());
         let out = Command::new("taskset")

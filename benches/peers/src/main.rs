@@ -297,14 +297,6 @@ fn may_lateness(spread_us: u64) -> f64 {
 mod echo;
 mod http;
 
-fn echo_free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().map(String::as_str) == Some("echo-server") {
