@@ -240,6 +240,27 @@ impl<S: AsRawFd> Drop for Socket<S> {
     }
 }
 
+/// One `accept4` on a listening fd: the new connection comes out
+/// non-blocking and close-on-exec, saving the `fcntl` std's accept would
+/// need before we could use it.
+pub(crate) fn accept_nonblocking(listener: RawFd) -> io::Result<std::os::fd::OwnedFd> {
+    // SAFETY: accept4 on a listening fd with null address pointers; the
+    // result is checked.
+    let conn = unsafe {
+        libc::accept4(
+            listener,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+            libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+        )
+    };
+    if conn < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `conn` is a new connected socket that nobody else owns.
+    Ok(unsafe { std::os::fd::FromRawFd::from_raw_fd(conn) })
+}
+
 /// `AsRawFd`, `AsFd` and `IntoRawFd` for a fibra socket type whose field
 /// `sock` is a [`Socket`].
 macro_rules! fd_traits {

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use crate::io::Interest;
 use crate::net::addr::{resolve, to_sockaddr};
-use crate::net::socket::{Socket, fd_traits, stream_io, timeouts};
+use crate::net::socket::{Socket, accept_nonblocking, fd_traits, stream_io, timeouts};
 
 /// A TCP socket server, listening for connections; like
 /// [`std::net::TcpListener`], but `accept` parks the fiber.
@@ -106,24 +106,10 @@ impl TcpListener {
     /// });
     /// ```
     pub fn accept(&self) -> io::Result<(TcpStream, SocketAddr)> {
-        let stream = self.sock.read(|listener| {
-            let fd = listener.as_raw_fd();
-            // SAFETY: accept4 on our listening fd with null address
-            // pointers; the result is checked.
-            let conn = unsafe {
-                libc::accept4(
-                    fd,
-                    std::ptr::null_mut(),
-                    std::ptr::null_mut(),
-                    libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-                )
-            };
-            if conn < 0 {
-                return Err(io::Error::last_os_error());
-            }
-            // SAFETY: `conn` is a new connected socket that nobody else owns.
-            Ok(unsafe { std::net::TcpStream::from_raw_fd(conn) })
-        })?;
+        let stream = std::net::TcpStream::from(
+            self.sock
+                .read(|listener| accept_nonblocking(listener.as_raw_fd()))?,
+        );
         let peer = stream.peer_addr()?;
         Ok((TcpStream::from_nonblocking(stream), peer))
     }

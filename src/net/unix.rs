@@ -3,11 +3,11 @@
 
 use std::io;
 use std::net::Shutdown;
-use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::fd::AsRawFd;
 use std::os::unix::net::SocketAddr;
 use std::path::Path;
 
-use crate::net::socket::{Socket, fd_traits, stream_io, timeouts};
+use crate::net::socket::{Socket, accept_nonblocking, fd_traits, stream_io, timeouts};
 
 /// A Unix-domain socket server; like [`std::os::unix::net::UnixListener`],
 /// but `accept` parks the fiber.
@@ -52,23 +52,10 @@ impl UnixListener {
 
     /// Accepts a connection, parking the fiber until one comes.
     pub fn accept(&self) -> io::Result<(UnixStream, SocketAddr)> {
-        let stream = self.sock.read(|listener| {
-            // SAFETY: accept4 on our listening fd with null address
-            // pointers; the result is checked.
-            let conn = unsafe {
-                libc::accept4(
-                    listener.as_raw_fd(),
-                    std::ptr::null_mut(),
-                    std::ptr::null_mut(),
-                    libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
-                )
-            };
-            if conn < 0 {
-                return Err(io::Error::last_os_error());
-            }
-            // SAFETY: `conn` is a new connected socket nobody else owns.
-            Ok(unsafe { std::os::unix::net::UnixStream::from_raw_fd(conn) })
-        })?;
+        let stream = std::os::unix::net::UnixStream::from(
+            self.sock
+                .read(|listener| accept_nonblocking(listener.as_raw_fd()))?,
+        );
         let peer = stream.peer_addr()?;
         Ok((
             UnixStream {
