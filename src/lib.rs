@@ -63,6 +63,7 @@ mod reactor;
 pub mod runtime;
 pub mod signal;
 mod stack;
+pub mod sync;
 mod time;
 
 pub use blocking::spawn_blocking;

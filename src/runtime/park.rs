@@ -211,3 +211,18 @@ pub(crate) fn park_current(deadline: Option<u64>) -> Parked {
         },
     }
 }
+
+/// Whether the calling context — a fiber, `block_on`'s closure or a plain
+/// thread — is unwinding. Inside a runtime `std::thread::panicking` cannot
+/// tell, the panic count being per thread (see
+/// `Core::current_is_unwinding`). For lock poisoning.
+#[inline]
+pub(crate) fn unwinding() -> bool {
+    if !std::thread::panicking() {
+        return false; // one relaxed load of a global: the common case
+    }
+    match context::current() {
+        Some(core) => core.current_is_unwinding(),
+        None => std::thread::panicking(),
+    }
+}

@@ -1,0 +1,206 @@
+//! The queue behind `mpsc` and `oneshot`: a FIFO of messages, a line of
+//! parked receivers and a line of parked senders, under one lock.
+//!
+//! # Invariant
+//!
+//! - A receiver is parked only while there is nothing to take: the queue
+//!   is empty and no sender is parked. So a sender that finds a parked
+//!   receiver hands its message straight into that receiver's node.
+//! - A sender is parked only while the queue is full (for a rendezvous
+//!   channel, of capacity 0, always). Its message waits in its node; a
+//!   receiver that takes from the queue moves the first parked sender's
+//!   message in behind, keeping FIFO order, and wakes it.
+//! - Either line is woken when the other side is gone: receivers find their
+//!   node empty, senders find their message still in theirs.
+
+use std::collections::VecDeque;
+use std::sync::Mutex as InnerLock;
+use std::sync::mpsc::{RecvTimeoutError, TrySendError};
+
+use crate::runtime::park::Unparker;
+use crate::sync::waiters::{Node, WaitList, Wakeups, lock, park_until_served};
+use crate::time::clock;
+
+pub(crate) struct Chan<T> {
+    state: InnerLock<State<T>>,
+}
+
+struct State<T> {
+    queue: VecDeque<T>,
+    /// `None`: unbounded.
+    capacity: Option<usize>,
+    senders: usize,
+    receiver_alive: bool,
+    receivers: WaitList<Option<T>>,
+    blocked_senders: WaitList<Option<T>>,
+}
+
+impl<T> State<T> {
+    /// The next message, and the sender to wake whose message moved up.
+    fn take(&mut self) -> Option<(T, Option<Unparker>)> {
+        if let Some(message) = self.queue.pop_front() {
+            let moved = self.blocked_senders.pop_front(|slot| slot.take());
+            let wake = moved.map(|(message, unparker)| {
+                self.queue
+                    .push_back(message.expect("a parked sender holds its message"));
+                unparker
+            });
+            return Some((message, wake));
+        }
+        // A rendezvous: straight from the sender's hand.
+        self.blocked_senders
+            .pop_front(|slot| slot.take().expect("a parked sender holds its message"))
+            .map(|(message, unparker)| (message, Some(unparker)))
+    }
+
+    /// Gives a message that a receiver received but could not keep (it was
+    /// cancelled) to the next receiver, or puts it back at the front.
+    fn give_back(&mut self, message: T) -> Option<Unparker> {
+        if self.receivers.is_empty() {
+            self.queue.push_front(message);
+            None
+        } else {
+            let ((), unparker) = self
+                .receivers
+                .pop_front(move |slot| *slot = Some(message))
+                .expect("not empty");
+            Some(unparker)
+        }
+    }
+}
+
+impl<T> Chan<T> {
+    pub(crate) fn new(capacity: Option<usize>) -> Chan<T> {
+        Chan {
+            state: InnerLock::new(State {
+                queue: VecDeque::new(),
+                capacity,
+                senders: 1,
+                receiver_alive: true,
+                receivers: WaitList::new(),
+                blocked_senders: WaitList::new(),
+            }),
+        }
+    }
+
+    /// Sends `message`; if the channel is full, waits for room when `block`
+    /// is set, or returns `Full`.
+    pub(crate) fn send(&self, message: T, block: bool) -> Result<(), TrySendError<T>> {
+        let mut state = lock(&self.state);
+        if !state.receiver_alive {
+            return Err(TrySendError::Disconnected(message));
+        }
+        if !state.receivers.is_empty() {
+            let ((), unparker) = state
+                .receivers
+                .pop_front(move |slot| *slot = Some(message))
+                .expect("not empty");
+            drop(state);
+            unparker.unpark();
+            return Ok(());
+        }
+        if state.blocked_senders.is_empty()
+            && state
+                .capacity
+                .is_none_or(|capacity| state.queue.len() < capacity)
+        {
+            state.queue.push_back(message);
+            return Ok(());
+        }
+        if !block {
+            return Err(TrySendError::Full(message));
+        }
+        let node = Node::new(Some(message));
+        let (mut state, served) = park_until_served(
+            &self.state,
+            state,
+            |s| &mut s.blocked_senders,
+            &node,
+            None,
+            || {},
+            // Unwinding: a message taken was sent; one still in the node
+            // was not, and goes down with it.
+            |_, _| {},
+        );
+        debug_assert!(served, "a send without deadline ended unserved");
+        let left = state.blocked_senders.payload(&node).take();
+        drop(state);
+        match left {
+            None => Ok(()),
+            Some(message) => Err(TrySendError::Disconnected(message)), // receiver gone
+        }
+    }
+
+    /// Receives a message, waiting until `deadline` when `block` is set.
+    pub(crate) fn recv(&self, block: bool, deadline: Option<u64>) -> Result<T, RecvTimeoutError> {
+        let mut state = lock(&self.state);
+        loop {
+            if let Some((message, wake)) = state.take() {
+                drop(state);
+                if let Some(unparker) = wake {
+                    unparker.unpark();
+                }
+                return Ok(message);
+            }
+            if state.senders == 0 {
+                return Err(RecvTimeoutError::Disconnected);
+            }
+            if !block || deadline.is_some_and(|d| d <= clock::now_ns()) {
+                return Err(RecvTimeoutError::Timeout);
+            }
+            let node = Node::new(None);
+            let (mut next, served) = park_until_served(
+                &self.state,
+                state,
+                |s| &mut s.receivers,
+                &node,
+                deadline,
+                || {},
+                |mut state, served| {
+                    // Unwinding with a message in hand: not ours any more.
+                    if served && let Some(message) = state.receivers.payload(&node).take() {
+                        let wake = state.give_back(message);
+                        drop(state);
+                        if let Some(unparker) = wake {
+                            unparker.unpark();
+                        }
+                    }
+                },
+            );
+            if served && let Some(message) = next.receivers.payload(&node).take() {
+                return Ok(message);
+            }
+            // Woken because the senders are gone, or timed out: look again.
+            state = next;
+        }
+    }
+
+    pub(crate) fn add_sender(&self) {
+        lock(&self.state).senders += 1;
+    }
+
+    /// The last sender gone wakes the receivers (to find it out).
+    pub(crate) fn drop_sender(&self) {
+        let mut state = lock(&self.state);
+        state.senders -= 1;
+        if state.senders == 0 {
+            let mut wakeups = Wakeups::default();
+            wakeups.take_all(&mut state.receivers, |_| ());
+            drop(state);
+            wakeups.wake();
+        }
+    }
+
+    /// The receiver gone: queued messages are dropped, parked senders get
+    /// theirs back.
+    pub(crate) fn drop_receiver(&self) {
+        let mut state = lock(&self.state);
+        state.receiver_alive = false;
+        let queued = std::mem::take(&mut state.queue);
+        let mut wakeups = Wakeups::default();
+        wakeups.take_all(&mut state.blocked_senders, |_| ());
+        drop(state);
+        wakeups.wake();
+        drop(queued); // their destructors run without the lock
+    }
+}

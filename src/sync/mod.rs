@@ -1,0 +1,61 @@
+//! Synchronisation for fibers and threads: locks, condition variables,
+//! semaphores, barriers, wait groups and channels, in std's shapes.
+//!
+//! Every blocking call here parks the calling fiber — its runtime runs
+//! other fibers meanwhile — or, called from a plain thread, blocks the
+//! thread. Fibers of one runtime, of several runtimes and plain threads may
+//! share any of these in any mix. (A `std::sync::Mutex` held across a park
+//! would stall the whole runtime of the fiber that waits for it; these do
+//! not.)
+//!
+//! All of them stand on the runtime's one park/unpark primitive and on one
+//! FIFO of waiters: waiters are served in the order they came,
+//! and a waiter that is cancelled, or times out, just as it is served passes
+//! what it was given on to the next in line. The uncontended paths are a
+//! single atomic operation ([`Mutex`], [`RwLock`], [`Semaphore`]) or a short
+//! critical section under a lock no other primitive shares (channels): no
+//! syscall either way.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use fibra::sync::{mpsc, Mutex};
+//!
+//! fibra::run(|| {
+//!     let total = Arc::new(Mutex::new(0));
+//!     let (tx, rx) = mpsc::sync_channel(4);
+//!     let consumer = {
+//!         let total = total.clone();
+//!         fibra::spawn(move || {
+//!             for n in rx {
+//!                 *total.lock().unwrap() += n;
+//!             }
+//!         })
+//!     };
+//!     for n in 1..=100 {
+//!         tx.send(n).unwrap(); // parks whenever 4 are queued
+//!     }
+//!     drop(tx);
+//!     consumer.join().unwrap();
+//!     assert_eq!(*total.lock().unwrap(), 5050);
+//! });
+//! ```
+
+mod barrier;
+mod chan;
+mod condvar;
+pub mod mpsc;
+mod mutex;
+pub mod oneshot;
+mod poison;
+mod rwlock;
+mod semaphore;
+mod wait_group;
+pub(crate) mod waiters;
+
+pub use barrier::{Barrier, BarrierWaitResult};
+pub use condvar::{Condvar, WaitTimeoutResult};
+pub use mutex::{Mutex, MutexGuard};
+pub use rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+pub use semaphore::{Permit, Semaphore};
+pub use std::sync::{LockResult, PoisonError, TryLockError, TryLockResult};
+pub use wait_group::WaitGroup;

@@ -1,0 +1,345 @@
+//! Multi-producer, single-consumer channels with std's interface, whose
+//! blocking calls park a fiber (or block a thread).
+//!
+//! [`channel`] is unbounded: `send` never waits. [`sync_channel`] holds at
+//! most `bound` messages: `send` waits for room, and with a bound of 0 it
+//! is a rendezvous, each `send` waiting for a `recv` to take its message.
+//! The error types are std's own, so code written against
+//! `std::sync::mpsc` keeps compiling.
+//!
+//! Any mix of fibers (of one runtime or several) and threads may send and
+//! receive. Senders waiting for room, like receivers waiting for messages,
+//! are served in FIFO order. A receiver that is cancelled just as a message
+//! reaches it hands the message on; nothing is lost.
+//!
+//! ```
+//! use fibra::sync::mpsc;
+//!
+//! fibra::run(|| {
+//!     let (tx, rx) = mpsc::channel();
+//!     for id in 0..3 {
+//!         let tx = tx.clone();
+//!         fibra::spawn(move || tx.send(id).unwrap());
+//!     }
+//!     drop(tx); // the loop below ends when every sender is gone
+//!     let mut got: Vec<i32> = rx.iter().collect();
+//!     got.sort();
+//!     assert_eq!(got, [0, 1, 2]);
+//! });
+//! ```
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use std::sync::mpsc::{RecvError, RecvTimeoutError, SendError, TryRecvError, TrySendError};
+
+use crate::sync::chan::Chan;
+use crate::time::clock;
+
+/// An unbounded channel: [`Sender::send`] never waits.
+///
+/// ```
+/// let (tx, rx) = fibra::sync::mpsc::channel();
+/// tx.send("hi").unwrap();
+/// assert_eq!(rx.recv().unwrap(), "hi");
+/// ```
+pub fn channel<T>() -> (Sender<T>, Receiver<T>) {
+    let chan = Arc::new(Chan::new(None));
+    (
+        Sender { chan: chan.clone() },
+        Receiver {
+            chan,
+            _not_sync: PhantomData,
+        },
+    )
+}
+
+/// A channel of at most `bound` queued messages: [`SyncSender::send`] waits
+/// for room. `bound` 0 makes a rendezvous channel, as in std.
+///
+/// ```
+/// use fibra::sync::mpsc::{sync_channel, TrySendError};
+///
+/// let (tx, rx) = sync_channel(1);
+/// tx.send(1).unwrap();
+/// assert_eq!(tx.try_send(2), Err(TrySendError::Full(2)));
+/// assert_eq!(rx.recv().unwrap(), 1);
+/// ```
+pub fn sync_channel<T>(bound: usize) -> (SyncSender<T>, Receiver<T>) {
+    let chan = Arc::new(Chan::new(Some(bound)));
+    (
+        SyncSender { chan: chan.clone() },
+        Receiver {
+            chan,
+            _not_sync: PhantomData,
+        },
+    )
+}
+
+/// The sending half of a [`channel`]; clone it for more producers.
+pub struct Sender<T> {
+    chan: Arc<Chan<T>>,
+}
+
+/// The sending half of a [`sync_channel`]; clone it for more producers.
+pub struct SyncSender<T> {
+    chan: Arc<Chan<T>>,
+}
+
+/// The receiving half of a channel. One consumer: it is `Send` but not
+/// `Sync` (fibers of one thread may still share it by reference).
+pub struct Receiver<T> {
+    chan: Arc<Chan<T>>,
+    _not_sync: PhantomData<std::cell::Cell<()>>,
+}
+
+impl<T> Sender<T> {
+    /// Queues `message`; never waits.
+    ///
+    /// # Errors
+    ///
+    /// Gives the message back if the receiver is gone.
+    ///
+    /// ```
+    /// let (tx, rx) = fibra::sync::mpsc::channel();
+    /// drop(rx);
+    /// assert_eq!(tx.send(5).unwrap_err().0, 5);
+    /// ```
+    pub fn send(&self, message: T) -> Result<(), SendError<T>> {
+        self.chan.send(message, false).map_err(|e| match e {
+            TrySendError::Disconnected(m) | TrySendError::Full(m) => SendError(m),
+        })
+    }
+}
+
+impl<T> SyncSender<T> {
+    /// Queues `message`, waiting for room if the channel is full (for a
+    /// rendezvous channel: until a receiver takes it). Parks the fiber, or
+    /// blocks the thread.
+    ///
+    /// # Errors
+    ///
+    /// Gives the message back if the receiver is gone (also while waiting).
+    ///
+    /// ```
+    /// let (tx, rx) = fibra::sync::mpsc::sync_channel(0);
+    /// let t = std::thread::spawn(move || rx.recv().unwrap());
+    /// tx.send(9).unwrap(); // returns once the thread has it
+    /// assert_eq!(t.join().unwrap(), 9);
+    /// ```
+    pub fn send(&self, message: T) -> Result<(), SendError<T>> {
+        self.chan.send(message, true).map_err(|e| match e {
+            TrySendError::Disconnected(m) | TrySendError::Full(m) => SendError(m),
+        })
+    }
+
+    /// Queues `message` if there is room now (for a rendezvous channel: if
+    /// a receiver is waiting).
+    ///
+    /// # Errors
+    ///
+    /// [`TrySendError::Full`] or [`TrySendError::Disconnected`], with the
+    /// message.
+    ///
+    /// ```
+    /// use fibra::sync::mpsc::{sync_channel, TrySendError};
+    ///
+    /// let (tx, _rx) = sync_channel(0);
+    /// assert_eq!(tx.try_send(1), Err(TrySendError::Full(1))); // nobody receiving
+    /// ```
+    pub fn try_send(&self, message: T) -> Result<(), TrySendError<T>> {
+        self.chan.send(message, false)
+    }
+}
+
+impl<T> Receiver<T> {
+    /// Waits for a message: parks the fiber, or blocks the thread.
+    ///
+    /// # Errors
+    ///
+    /// [`RecvError`] once the queue is empty and every sender is gone.
+    ///
+    /// ```
+    /// let (tx, rx) = fibra::sync::mpsc::channel::<()>();
+    /// drop(tx);
+    /// assert!(rx.recv().is_err());
+    /// ```
+    pub fn recv(&self) -> Result<T, RecvError> {
+        self.chan.recv(true, None).map_err(|_| RecvError)
+    }
+
+    /// A message if one is there now.
+    ///
+    /// # Errors
+    ///
+    /// [`TryRecvError::Empty`], or [`TryRecvError::Disconnected`] once
+    /// empty with every sender gone.
+    ///
+    /// ```
+    /// use fibra::sync::mpsc::{channel, TryRecvError};
+    ///
+    /// let (tx, rx) = channel();
+    /// assert_eq!(rx.try_recv(), Err(TryRecvError::Empty));
+    /// tx.send(1).unwrap();
+    /// assert_eq!(rx.try_recv(), Ok(1));
+    /// ```
+    pub fn try_recv(&self) -> Result<T, TryRecvError> {
+        self.chan.recv(false, None).map_err(|e| match e {
+            RecvTimeoutError::Timeout => TryRecvError::Empty,
+            RecvTimeoutError::Disconnected => TryRecvError::Disconnected,
+        })
+    }
+
+    /// Waits at most `timeout` for a message.
+    ///
+    /// # Errors
+    ///
+    /// [`RecvTimeoutError::Timeout`], or `Disconnected` as for `recv`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use fibra::sync::mpsc::{channel, RecvTimeoutError};
+    ///
+    /// let (_tx, rx) = channel::<u8>();
+    /// let r = rx.recv_timeout(Duration::from_millis(5));
+    /// assert_eq!(r, Err(RecvTimeoutError::Timeout));
+    /// ```
+    pub fn recv_timeout(&self, timeout: Duration) -> Result<T, RecvTimeoutError> {
+        self.chan.recv(true, Some(clock::after_ns(timeout)))
+    }
+
+    /// The messages as they come, until every sender is gone.
+    ///
+    /// ```
+    /// let (tx, rx) = fibra::sync::mpsc::channel();
+    /// tx.send(1).unwrap();
+    /// tx.send(2).unwrap();
+    /// drop(tx);
+    /// assert_eq!(rx.iter().sum::<i32>(), 3);
+    /// ```
+    pub fn iter(&self) -> Iter<'_, T> {
+        Iter { rx: self }
+    }
+
+    /// The messages there now, without waiting.
+    ///
+    /// ```
+    /// let (tx, rx) = fibra::sync::mpsc::channel();
+    /// tx.send(1).unwrap();
+    /// assert_eq!(rx.try_iter().count(), 1); // and does not wait for more
+    /// ```
+    pub fn try_iter(&self) -> TryIter<'_, T> {
+        TryIter { rx: self }
+    }
+}
+
+/// Waits for each message; see [`Receiver::iter`].
+#[derive(Debug)]
+pub struct Iter<'a, T> {
+    rx: &'a Receiver<T>,
+}
+
+/// Takes the messages there now; see [`Receiver::try_iter`].
+#[derive(Debug)]
+pub struct TryIter<'a, T> {
+    rx: &'a Receiver<T>,
+}
+
+/// Waits for each message, owning the receiver.
+#[derive(Debug)]
+pub struct IntoIter<T> {
+    rx: Receiver<T>,
+}
+
+impl<T> Iterator for Iter<'_, T> {
+    type Item = T;
+    fn next(&mut self) -> Option<T> {
+        self.rx.recv().ok()
+    }
+}
+
+impl<T> Iterator for TryIter<'_, T> {
+    type Item = T;
+    fn next(&mut self) -> Option<T> {
+        self.rx.try_recv().ok()
+    }
+}
+
+impl<T> Iterator for IntoIter<T> {
+    type Item = T;
+    fn next(&mut self) -> Option<T> {
+        self.rx.recv().ok()
+    }
+}
+
+impl<'a, T> IntoIterator for &'a Receiver<T> {
+    type Item = T;
+    type IntoIter = Iter<'a, T>;
+    fn into_iter(self) -> Iter<'a, T> {
+        self.iter()
+    }
+}
+
+impl<T> IntoIterator for Receiver<T> {
+    type Item = T;
+    type IntoIter = IntoIter<T>;
+    fn into_iter(self) -> IntoIter<T> {
+        IntoIter { rx: self }
+    }
+}
+
+impl<T> Clone for Sender<T> {
+    fn clone(&self) -> Sender<T> {
+        self.chan.add_sender();
+        Sender {
+            chan: self.chan.clone(),
+        }
+    }
+}
+
+impl<T> Clone for SyncSender<T> {
+    fn clone(&self) -> SyncSender<T> {
+        self.chan.add_sender();
+        SyncSender {
+            chan: self.chan.clone(),
+        }
+    }
+}
+
+impl<T> Drop for Sender<T> {
+    fn drop(&mut self) {
+        self.chan.drop_sender();
+    }
+}
+
+impl<T> Drop for SyncSender<T> {
+    fn drop(&mut self) {
+        self.chan.drop_sender();
+    }
+}
+
+impl<T> Drop for Receiver<T> {
+    fn drop(&mut self) {
+        self.chan.drop_receiver();
+    }
+}
+
+impl<T> fmt::Debug for Sender<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Sender").finish_non_exhaustive()
+    }
+}
+
+impl<T> fmt::Debug for SyncSender<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SyncSender").finish_non_exhaustive()
+    }
+}
+
+impl<T> fmt::Debug for Receiver<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Receiver").finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,388 @@
+//! A counting semaphore with a FIFO of waiters: [`Semaphore`] for users,
+//! and [`RawSemaphore`], on which `Mutex` and `RwLock` stand too.
+//!
+//! ## How it works
+//!
+//! The number of free permits lives in one atomic word, together with a
+//! `WAITERS` bit. When the bit is clear, acquiring and releasing are a
+//! single compare-and-swap: no lock, no syscall. When someone has to wait,
+//! it takes the waiter lock, sets the bit and queues itself; from then on
+//! every release goes through the lock and hands its permits to the waiters
+//! in order, the front one first — even a front waiter that needs more
+//! permits than are free is given what there is, and nobody behind it may
+//! overtake. That is what makes the semaphore (and the locks built on it)
+//! fair: a writer waiting for a `RwLock` is not starved by a stream of
+//! readers, and a fiber waiting for a `Mutex` is served before one that
+//! comes later.
+//!
+//! # Invariant
+//!
+//! While `WAITERS` is set, the free count is zero (released permits went to
+//! the waiters), and only a holder of the waiter lock changes the word.
+//! `WAITERS` is set exactly while the list is non-empty.
+
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use crate::sync::waiters::{Node, WaitList, Wakeups, lock, park_until_served};
+use crate::time::clock;
+
+const WAITERS: usize = 1;
+/// Permits are counted from bit 1 up.
+const ONE: usize = 2;
+
+/// The most permits a semaphore can hold (so that adding never overflows).
+pub(crate) const MAX_PERMITS: usize = usize::MAX >> 3;
+
+/// What a queued acquirer asked for and what it has been given so far.
+struct Want {
+    needed: usize,
+    assigned: usize,
+}
+
+/// The semaphore without its public face (no permit guards).
+pub(crate) struct RawSemaphore {
+    /// Free permits × 2, plus `WAITERS`.
+    state: AtomicUsize,
+    waiters: Mutex<WaitList<Want>>,
+}
+
+/// A deadline that passed before the permits were given.
+#[derive(Debug)]
+pub(crate) struct TimedOut;
+
+impl RawSemaphore {
+    pub(crate) const fn new(permits: usize) -> RawSemaphore {
+        assert!(
+            permits <= MAX_PERMITS,
+            "a semaphore cannot hold that many permits"
+        );
+        RawSemaphore {
+            state: AtomicUsize::new(permits * ONE),
+            waiters: Mutex::new(WaitList::new()),
+        }
+    }
+
+    pub(crate) fn available(&self) -> usize {
+        self.state.load(Ordering::Acquire) / ONE
+    }
+
+    /// Takes `n` permits if they are free and nobody waits (waiters come first).
+    #[inline]
+    pub(crate) fn try_acquire(&self, n: usize) -> bool {
+        let mut state = self.state.load(Ordering::Relaxed);
+        loop {
+            if state & WAITERS != 0 || state / ONE < n {
+                return false;
+            }
+            match self.state.compare_exchange_weak(
+                state,
+                state - n * ONE,
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return true,
+                Err(now) => state = now,
+            }
+        }
+    }
+
+    /// Takes `n` permits, waiting in line for them until `deadline` (ns).
+    #[inline]
+    pub(crate) fn acquire(&self, n: usize, deadline: Option<u64>) -> Result<(), TimedOut> {
+        if self.try_acquire(n) {
+            return Ok(());
+        }
+        self.acquire_slow(n, deadline)
+    }
+
+    #[cold]
+    fn acquire_slow(&self, n: usize, deadline: Option<u64>) -> Result<(), TimedOut> {
+        assert!(n <= MAX_PERMITS, "cannot acquire that many permits");
+        let guard = lock(&self.waiters);
+        // With the lock held, the word changes only by fast-path CASes,
+        // and only while WAITERS is clear.
+        let mut state = self.state.load(Ordering::Acquire);
+        let assigned = loop {
+            if state & WAITERS != 0 {
+                break 0; // no free permits (invariant): queue up
+            }
+            let free = state / ONE;
+            let (next, result) = if free >= n {
+                (state - n * ONE, None)
+            } else {
+                // Take what is free and wait, first in line, for the rest.
+                (WAITERS, Some(free))
+            };
+            match self
+                .state
+                .compare_exchange(state, next, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => match result {
+                    None => return Ok(()),
+                    Some(free) => break free,
+                },
+                Err(now) => state = now,
+            }
+        };
+        if deadline.is_some_and(|d| d <= clock::now_ns()) {
+            // Already too late: give back what was taken.
+            self.release_locked(guard, assigned);
+            return Err(TimedOut);
+        }
+        let node = Node::new(Want {
+            needed: n,
+            assigned,
+        });
+        let (guard, served) = park_until_served(
+            &self.waiters,
+            guard,
+            |list| list,
+            &node,
+            deadline,
+            || {},
+            |mut guard, served| {
+                // Unwinding: return the permits, served or partly given.
+                let given = if served {
+                    n
+                } else {
+                    guard.payload(&node).assigned
+                };
+                self.release_locked(guard, given);
+            },
+        );
+        if served {
+            return Ok(());
+        }
+        let mut guard = guard;
+        let given = guard.payload(&node).assigned;
+        self.release_locked(guard, given);
+        Err(TimedOut)
+    }
+
+    /// Returns `n` permits.
+    #[inline]
+    pub(crate) fn release(&self, n: usize) {
+        let mut state = self.state.load(Ordering::Relaxed);
+        while state & WAITERS == 0 {
+            match self.state.compare_exchange_weak(
+                state,
+                state + n * ONE,
+                Ordering::Release,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return,
+                Err(now) => state = now,
+            }
+        }
+        self.release_locked(lock(&self.waiters), n);
+    }
+
+    /// Hands `n` permits to the waiters in order, keeps the rest, and
+    /// clears `WAITERS` when nobody is left; wakes the served after
+    /// unlocking. Also called with `n == 0` after a waiter left, to keep the
+    /// invariant (and let the next in line be served).
+    #[cold]
+    fn release_locked(&self, mut guard: std::sync::MutexGuard<'_, WaitList<Want>>, n: usize) {
+        let mut left = n;
+        let mut wakeups = Wakeups::default();
+        while let Some(front) = guard.front() {
+            let give = left.min(front.needed - front.assigned);
+            front.assigned += give;
+            left -= give;
+            if front.assigned < front.needed {
+                break;
+            }
+            let ((), unparker) = guard.pop_front(|_| ()).expect("the front is there");
+            wakeups.push(unparker);
+        }
+        if guard.is_empty() {
+            // Clear WAITERS and keep the rest. A CAS, not a store: when
+            // WAITERS was already clear (a waiter that took free permits
+            // gave up), fast paths may be changing the word.
+            let mut state = self.state.load(Ordering::Acquire);
+            loop {
+                let next = (state & !WAITERS) + left * ONE;
+                match self.state.compare_exchange_weak(
+                    state,
+                    next,
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                ) {
+                    Ok(_) => break,
+                    Err(now) => state = now,
+                }
+            }
+        } else {
+            debug_assert_eq!(left, 0, "permits left over while someone waits");
+        }
+        drop(guard);
+        wakeups.wake();
+    }
+}
+
+/// A counting semaphore: at most `n` holders of a [`Permit`] at once.
+/// Waiters are served in the order they came (FIFO), so none starves.
+///
+/// A fiber waiting for a permit parks (its runtime runs other fibers); a
+/// thread blocks. Fibers of any runtime and threads may share one
+/// semaphore. Taking a free permit, or returning one nobody waits for, is a
+/// single atomic operation.
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use fibra::sync::Semaphore;
+///
+/// fibra::run(|| {
+///     let connections = Arc::new(Semaphore::new(2)); // at most 2 at a time
+///     let fibers: Vec<_> = (0..6)
+///         .map(|_| {
+///             let connections = connections.clone();
+///             fibra::spawn(move || {
+///                 let _permit = connections.acquire();
+///                 fibra::sleep(Duration::from_millis(5)); // "use a connection"
+///             })
+///         })
+///         .collect();
+///     for f in fibers {
+///         f.join().unwrap();
+///     }
+///     assert_eq!(connections.available_permits(), 2);
+/// });
+/// ```
+pub struct Semaphore {
+    raw: RawSemaphore,
+}
+
+/// A permit of a [`Semaphore`], returned to it on drop.
+#[must_use = "the permit is returned as soon as it is dropped"]
+pub struct Permit<'a> {
+    semaphore: &'a Semaphore,
+}
+
+impl Semaphore {
+    /// A semaphore with `permits` free permits; zero is fine (permits can be
+    /// added later with [`add_permits`](Self::add_permits)).
+    ///
+    /// # Panics
+    ///
+    /// If `permits` exceeds `usize::MAX / 8`.
+    ///
+    /// ```
+    /// let s = fibra::sync::Semaphore::new(0);
+    /// assert!(s.try_acquire().is_none());
+    /// s.add_permits(1);
+    /// assert!(s.try_acquire().is_some());
+    /// ```
+    pub const fn new(permits: usize) -> Semaphore {
+        Semaphore {
+            raw: RawSemaphore::new(permits),
+        }
+    }
+
+    /// Waits for a permit: parks the fiber, or blocks the thread.
+    ///
+    /// ```
+    /// let s = fibra::sync::Semaphore::new(1);
+    /// let p = s.acquire();
+    /// assert_eq!(s.available_permits(), 0);
+    /// drop(p);
+    /// assert_eq!(s.available_permits(), 1);
+    /// ```
+    pub fn acquire(&self) -> Permit<'_> {
+        self.raw.acquire(1, None).expect("no deadline, no time-out");
+        Permit { semaphore: self }
+    }
+
+    /// A permit if one is free and nobody is waiting for one.
+    ///
+    /// ```
+    /// let s = fibra::sync::Semaphore::new(1);
+    /// let p = s.try_acquire().unwrap();
+    /// assert!(s.try_acquire().is_none());
+    /// ```
+    pub fn try_acquire(&self) -> Option<Permit<'_>> {
+        self.raw
+            .try_acquire(1)
+            .then_some(Permit { semaphore: self })
+    }
+
+    /// Waits at most `timeout` for a permit.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// let s = fibra::sync::Semaphore::new(0);
+    /// assert!(s.acquire_timeout(Duration::from_millis(10)).is_none());
+    /// ```
+    pub fn acquire_timeout(&self, timeout: Duration) -> Option<Permit<'_>> {
+        let deadline = clock::after_ns(timeout);
+        self.raw
+            .acquire(1, Some(deadline))
+            .ok()
+            .map(|()| Permit { semaphore: self })
+    }
+
+    /// Adds `n` permits, serving waiters first.
+    ///
+    /// # Panics
+    ///
+    /// If the count would exceed `usize::MAX / 8`.
+    ///
+    /// ```
+    /// let s = fibra::sync::Semaphore::new(0);
+    /// s.add_permits(3);
+    /// assert_eq!(s.available_permits(), 3);
+    /// ```
+    pub fn add_permits(&self, n: usize) {
+        assert!(
+            n <= MAX_PERMITS - self.raw.available(),
+            "Semaphore::add_permits: more than usize::MAX / 8 permits"
+        );
+        self.raw.release(n);
+    }
+
+    /// The permits free right now (zero while anyone waits).
+    ///
+    /// ```
+    /// assert_eq!(fibra::sync::Semaphore::new(4).available_permits(), 4);
+    /// ```
+    pub fn available_permits(&self) -> usize {
+        self.raw.available()
+    }
+}
+
+impl Permit<'_> {
+    /// Keeps the permit taken for good: it is not returned on drop.
+    ///
+    /// ```
+    /// let s = fibra::sync::Semaphore::new(1);
+    /// s.acquire().forget();
+    /// assert_eq!(s.available_permits(), 0);
+    /// ```
+    pub fn forget(self) {
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for Permit<'_> {
+    fn drop(&mut self) {
+        self.semaphore.raw.release(1);
+    }
+}
+
+impl std::fmt::Debug for Semaphore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Semaphore")
+            .field("available_permits", &self.available_permits())
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for Permit<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Permit").finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,341 @@
+//! The FIFO of parked waiters that every primitive in `fibra::sync` keeps.
+//!
+//! A waiter (a fiber, or a plain thread) puts a [`Node`] on its own stack,
+//! links it at the back of the primitive's [`WaitList`] together with an
+//! [`Unparker`], and parks. A notifier unlinks the front node — possibly
+//! handing something over in its payload: permits, a message, a slot for
+//! one — and unparks its owner. The waiter knows it was served because its
+//! node is no longer linked.
+//!
+//! Nodes live on the waiters' stacks, so waiting allocates nothing. Fiber
+//! stacks never move and a parked waiter's frame stays put, which is what an
+//! intrusive list needs.
+//!
+//! ## Ground rules
+//!
+//! - A list, and every node linked into it, is touched only while the lock
+//!   of the primitive that owns the list is held. The methods take
+//!   `&mut WaitList` as the proof of that, even those that only read a node.
+//! - A node must stay in place, and alive, while it is linked. The waiter
+//!   guarantees it with [`park_until_served`], which on every way out —
+//!   served, timed out, cancelled, unwinding — leaves the node unlinked.
+//! - A waiter that gives up after it was served (it was cancelled, or its
+//!   `fibra::timeout` expired, while the wake-up was on its way) passes what
+//!   it received on: the `abandon` callback of [`park_until_served`] does
+//!   that for each primitive, so no notification is ever lost.
+
+use std::cell::UnsafeCell;
+use std::marker::PhantomPinned;
+use std::ptr;
+use std::sync::{Mutex, MutexGuard};
+
+use crate::runtime::park::{Parked, Unparker, park_current};
+
+/// A waiter's place in a [`WaitList`], carrying a payload `P` that the
+/// waiter and its notifier exchange under the lock.
+pub(crate) struct Node<P> {
+    cell: UnsafeCell<Links<P>>,
+    /// Linked nodes are pointed to by their neighbours.
+    _pinned: PhantomPinned,
+}
+
+struct Links<P> {
+    prev: *const Node<P>,
+    next: *const Node<P>,
+    linked: bool,
+    unparker: Option<Unparker>,
+    payload: P,
+}
+
+impl<P> Node<P> {
+    pub(crate) fn new(payload: P) -> Node<P> {
+        Node {
+            cell: UnsafeCell::new(Links {
+                prev: ptr::null(),
+                next: ptr::null(),
+                linked: false,
+                unparker: None,
+                payload,
+            }),
+            _pinned: PhantomPinned,
+        }
+    }
+}
+
+/// An intrusive FIFO of [`Node`]s; see the module docs for who may touch it.
+pub(crate) struct WaitList<P> {
+    head: *const Node<P>,
+    tail: *const Node<P>,
+}
+
+// SAFETY: the list is only reachable through the lock of its primitive
+// (see the ground rules), and the nodes it points to hold an `Unparker`
+// (Send) and a `P`: sending the list sends those.
+unsafe impl<P: Send> Send for WaitList<P> {}
+
+impl<P> WaitList<P> {
+    pub(crate) const fn new() -> WaitList<P> {
+        WaitList {
+            head: ptr::null(),
+            tail: ptr::null(),
+        }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.head.is_null()
+    }
+
+    /// The fields of a node of this list.
+    fn links(&mut self, node: *const Node<P>) -> &mut Links<P> {
+        // SAFETY: `node` is linked here or owned by the caller (ground
+        // rules), and `&mut self` proves the lock is held, so nobody else
+        // touches it while the returned borrow lives.
+        unsafe { &mut *(*node).cell.get() }
+    }
+
+    /// Links `node` at the back; `unparker` wakes its owner when served.
+    ///
+    /// # Safety
+    ///
+    /// `node` must not be linked, and must stay in place and alive until it
+    /// is unlinked again (use [`park_until_served`]).
+    pub(crate) unsafe fn push_back(&mut self, node: &Node<P>, unparker: Unparker) {
+        let node: *const Node<P> = node;
+        let tail = self.tail;
+        let links = self.links(node);
+        debug_assert!(!links.linked, "a node was linked twice");
+        links.linked = true;
+        links.unparker = Some(unparker);
+        links.prev = tail;
+        links.next = ptr::null();
+        if tail.is_null() {
+            self.head = node;
+        } else {
+            self.links(tail).next = node;
+        }
+        self.tail = node;
+    }
+
+    /// Whether `node` is still waiting (not served, not removed).
+    pub(crate) fn is_linked(&mut self, node: &Node<P>) -> bool {
+        self.links(node).linked
+    }
+
+    /// The payload of `node`, linked here or owned by the caller.
+    pub(crate) fn payload<'a>(&'a mut self, node: &'a Node<P>) -> &'a mut P {
+        &mut self.links(node).payload
+    }
+
+    /// Replaces the unparker of a linked node (for its owner's next park).
+    pub(crate) fn set_unparker(&mut self, node: &Node<P>, unparker: Unparker) {
+        self.links(node).unparker = Some(unparker);
+    }
+
+    /// The payload of the front node.
+    pub(crate) fn front(&mut self) -> Option<&mut P> {
+        let head = self.head;
+        if head.is_null() {
+            None
+        } else {
+            Some(&mut self.links(head).payload)
+        }
+    }
+
+    /// Unlinks the front node, lets `serve` hand it something through its
+    /// payload, and returns the unparker to wake its owner with — after
+    /// the lock is released, preferably.
+    pub(crate) fn pop_front<R>(
+        &mut self,
+        serve: impl FnOnce(&mut P) -> R,
+    ) -> Option<(R, Unparker)> {
+        let head = self.head;
+        if head.is_null() {
+            return None;
+        }
+        let links = self.links(head);
+        let served = serve(&mut links.payload);
+        let unparker = links
+            .unparker
+            .take()
+            .expect("a linked node has an unparker");
+        self.unlink(head);
+        Some((served, unparker))
+    }
+
+    /// Unlinks `node` if it is linked; returns whether it was.
+    pub(crate) fn remove(&mut self, node: &Node<P>) -> bool {
+        if !self.is_linked(node) {
+            return false;
+        }
+        self.links(node).unparker = None;
+        self.unlink(node);
+        true
+    }
+
+    fn unlink(&mut self, node: *const Node<P>) {
+        let links = self.links(node);
+        let (prev, next) = (links.prev, links.next);
+        links.linked = false;
+        links.prev = ptr::null();
+        links.next = ptr::null();
+        if prev.is_null() {
+            self.head = next;
+        } else {
+            self.links(prev).next = next;
+        }
+        if next.is_null() {
+            self.tail = prev;
+        } else {
+            self.links(next).prev = prev;
+        }
+    }
+}
+
+impl<P> Drop for WaitList<P> {
+    fn drop(&mut self) {
+        // Every waiter holds a reference to the primitive while it waits,
+        // so a list is dropped empty.
+        debug_assert!(self.is_empty(), "a wait list was dropped with waiters");
+    }
+}
+
+/// Wake-ups collected under a lock, to deliver after releasing it (waking
+/// a thread or another runtime's fiber is a syscall).
+#[derive(Default)]
+pub(crate) struct Wakeups {
+    first: Option<Unparker>,
+    rest: Vec<Unparker>,
+}
+
+impl Wakeups {
+    pub(crate) fn push(&mut self, unparker: Unparker) {
+        if self.first.is_none() {
+            self.first = Some(unparker);
+        } else {
+            self.rest.push(unparker);
+        }
+    }
+
+    /// Takes every waiter of `list` (served with `serve`) into the batch.
+    pub(crate) fn take_all<P>(&mut self, list: &mut WaitList<P>, mut serve: impl FnMut(&mut P)) {
+        while let Some(((), unparker)) = list.pop_front(&mut serve) {
+            self.push(unparker);
+        }
+    }
+
+    /// Wakes them all; call with no lock held.
+    pub(crate) fn wake(self) {
+        if let Some(first) = self.first {
+            first.unpark();
+        }
+        for unparker in self.rest {
+            unparker.unpark();
+        }
+    }
+}
+
+/// Locks a primitive's internal mutex. Nothing panics while holding one
+/// (no user code runs under it), but a poisoned one is still consistent.
+pub(crate) fn lock<I>(mutex: &Mutex<I>) -> MutexGuard<'_, I> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Links `node` at the back of the list in `guard`, calls `linked` (still
+/// under the lock: a condvar releases the user's mutex there), and parks
+/// until a notifier serves the node (unlinks it), or until `deadline` (ns).
+/// Returns the lock, held again, and whether the node was served; a node
+/// that timed out has been removed, and its payload is the caller's to
+/// settle.
+///
+/// If the waiter unwinds while parked (cancelled, or its `fibra::timeout`
+/// expired), `abandon` gets the lock and whether the node had been served:
+/// it must pass on what the waiter was given, or undo what its waiting
+/// meant. The node is unlinked either way.
+pub(crate) fn park_until_served<'a, I, P>(
+    mutex: &'a Mutex<I>,
+    mut guard: MutexGuard<'a, I>,
+    list: fn(&mut I) -> &mut WaitList<P>,
+    node: &Node<P>,
+    deadline: Option<u64>,
+    linked: impl FnOnce(),
+    abandon: impl FnOnce(MutexGuard<'a, I>, bool),
+) -> (MutexGuard<'a, I>, bool) {
+    // SAFETY: `node` is not linked yet (the caller made it for this wait),
+    // and `OnUnwind` below unlinks it on every path that leaves this
+    // function while it is still linked, so it stays alive and in place
+    // while linked: it is the caller's, borrowed for the whole call.
+    unsafe { list(&mut guard).push_back(node, Unparker::current()) };
+    linked();
+    drop(guard);
+
+    /// Unlinks the node (or hands on its service) if parking unwinds.
+    struct OnUnwind<'a, 'n, I, P, F: FnOnce(MutexGuard<'a, I>, bool)> {
+        mutex: &'a Mutex<I>,
+        list: fn(&mut I) -> &mut WaitList<P>,
+        node: &'n Node<P>,
+        abandon: Option<F>,
+    }
+    impl<'a, I, P, F: FnOnce(MutexGuard<'a, I>, bool)> Drop for OnUnwind<'a, '_, I, P, F> {
+        fn drop(&mut self) {
+            if let Some(abandon) = self.abandon.take() {
+                let mut guard = lock(self.mutex);
+                let served = !(self.list)(&mut guard).remove(self.node);
+                abandon(guard, served);
+            }
+        }
+    }
+    let mut on_unwind = OnUnwind {
+        mutex,
+        list,
+        node,
+        abandon: Some(abandon),
+    };
+
+    loop {
+        let parked = park_current(deadline);
+        let mut guard = lock(mutex);
+        let waiting = list(&mut guard);
+        if !waiting.is_linked(node) {
+            on_unwind.abandon = None;
+            return (guard, true);
+        }
+        if parked == Parked::TimedOut {
+            waiting.remove(node);
+            on_unwind.abandon = None;
+            return (guard, false);
+        }
+        // Woken for nothing: the last park's token is spent, so the node
+        // needs the next one.
+        waiting.set_unparker(node, Unparker::current());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fifo_order_and_removal_from_the_middle() {
+        let a = Node::new(1);
+        let b = Node::new(2);
+        let c = Node::new(3);
+        let mut list = WaitList::new();
+        let me = || Unparker::Thread(std::thread::current());
+        // SAFETY: the nodes outlive the list's use of them and are all
+        // unlinked before the end of the test.
+        unsafe {
+            list.push_back(&a, me());
+            list.push_back(&b, me());
+            list.push_back(&c, me());
+        }
+        assert!(list.remove(&b));
+        assert!(!list.remove(&b));
+        assert_eq!(*list.front().unwrap(), 1);
+        let (first, _) = list.pop_front(|p| *p).unwrap();
+        let (second, _) = list.pop_front(|p| *p).unwrap();
+        assert_eq!((first, second), (1, 3));
+        assert!(list.is_empty());
+        assert!(list.pop_front(|p| *p).is_none());
+        assert!(!list.is_linked(&a));
+    }
+}
