@@ -77,7 +77,10 @@ impl<'a> Enter<'a> {
         overflow::prepare_thread();
         let previous = CONTEXT.with(|c| c.replace(core));
         // SAFETY: on the runtime's thread (a Runtime is !Send); short borrow.
-        unsafe { core.local() }.entered = true;
+        let l = unsafe { core.local() };
+        l.entered = true;
+        // The root runs on whatever stack called us: a generator's, maybe.
+        l.fibers[ROOT as usize].running_header = overflow::running();
         let unwinding = std::thread::panicking();
         if unwinding {
             core.count_unwinding_suspended(1);

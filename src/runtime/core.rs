@@ -55,7 +55,7 @@ use crate::arch;
 use crate::reactor::Reactor;
 use crate::runtime::registry::{self, RuntimeId};
 use crate::runtime::shared::{Remote, Shared};
-use crate::stack::{self, Stack, overflow};
+use crate::stack::{self, Stack, StackHeader, overflow};
 use crate::time::clock;
 use crate::time::wheel::{Fired, Wheel};
 
@@ -154,6 +154,10 @@ pub(crate) struct Record {
     sp: *mut u8,
     /// `None` for the root, which runs on the thread's stack.
     stack: Option<Stack>,
+    /// The header of the stack the context runs on, for the overflow
+    /// report: its own stack's, or a generator's while it drives one
+    /// (null: a thread's stack).
+    pub(crate) running_header: *const StackHeader,
     /// The sequence number of the current (or next) park.
     park: u64,
     pub(crate) state: State,
@@ -225,6 +229,7 @@ impl Core {
         let root = fibers.insert(Record {
             sp: ptr::null_mut(),
             stack: None,
+            running_header: ptr::null(),
             park: 0,
             state: State::Running,
             wake: Wake::Unparked,
@@ -294,6 +299,7 @@ impl Core {
         let cancelled = l.closing;
         let key = l.fibers.insert(Record {
             sp,
+            running_header: stack.header(),
             stack: Some(stack),
             park,
             state: State::Ready,
@@ -350,6 +356,16 @@ impl Core {
         l.fibers[l.current as usize].timeout = previous;
     }
 
+    /// Records that the current context now runs on the stack of
+    /// `header` (a generator's, or its own again); returns the previous one.
+    pub(crate) fn swap_running_header(&self, header: *const StackHeader) -> *const StackHeader {
+        // SAFETY: on the runtime's thread; short borrow.
+        let l = unsafe { self.local() };
+        let rec = &mut l.fibers[l.current as usize];
+        overflow::set_running(header);
+        std::mem::replace(&mut rec.running_header, header)
+    }
+
     // ----- switching ----------------------------------------------------
 
     /// Suspends `from` and resumes `to`. `arg` is non-zero only for a fiber's
@@ -365,7 +381,7 @@ impl Core {
         let save: *mut *mut u8 = &mut l.fibers[from as usize].sp;
         let target = &l.fibers[to as usize];
         let load = target.sp;
-        let header = target.stack.as_ref().map_or(ptr::null(), |s| s.header());
+        let header = target.running_header;
         span_exit(&l.fibers[from as usize].span);
         l.current = to;
         if to != ROOT {

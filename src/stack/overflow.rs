@@ -45,6 +45,11 @@ pub(crate) fn set_running(header: *const StackHeader) {
     RUNNING.with(|r| r.set(header));
 }
 
+/// The stack this thread runs on now (null: its own).
+pub(crate) fn running() -> *const StackHeader {
+    RUNNING.with(Cell::get)
+}
+
 /// The handler that was installed before ours, written once before ours is.
 struct Previous(std::cell::UnsafeCell<MaybeUninit<libc::sigaction>>);
 // SAFETY: written exactly once, inside `INSTALL.call_once`, before our handler

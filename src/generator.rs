@@ -1,0 +1,405 @@
+//! Stackful generators: a closure on its own stack that hands values out one
+//! at a time with [`Yielder::yield_`], driven as an [`Iterator`].
+//!
+//! A generator is a coroutine with no scheduler: `next` switches straight
+//! onto its stack, `yield_` switches straight back. It needs no runtime (it
+//! works on any thread), and inside one it is just code run by the fiber
+//! that calls `next`: if the generator's body blocks (sleeps, reads a
+//! socket), that fiber parks, exactly as if the body were its own code.
+//!
+//! ## How a generator lives
+//!
+//! ```text
+//!   caller stack                       generator stack (pooled, guarded)
+//!   next() ── switch ───────────────▶  entry: body(&yielder) ...
+//!          ◀─────────────── switch ──  yield_(v)   (value in `Control`)
+//!   next() ── switch ───────────────▶  ... returns or panics (caught)
+//!          ◀──────── final switch ───  entry ends: never resumed again
+//! ```
+//!
+//! Both switches go through one call site ([`switch`]), so a suspended side
+//! always resumes at the return address the CPU predicts. The [`Control`]
+//! block both sides share is boxed: the `Generator` value may move between
+//! calls, the box does not.
+//!
+//! Dropping an unfinished generator resumes it one last time with `cancel`
+//! set: its pending `yield_` unwinds the body (running its destructors), and
+//! a generator that never started drops its closure unrun. A body that
+//! catches that unwind and yields again is unwound again; one that yields
+//! while unwinding has its value dropped, since switching away mid-unwind
+//! would leave the thread's panic count to the wrong context.
+
+use std::any::Any;
+use std::cell::Cell;
+use std::fmt;
+use std::io;
+use std::marker::PhantomData;
+use std::panic::{self, AssertUnwindSafe};
+use std::ptr;
+
+use crate::arch;
+use crate::runtime::context;
+use crate::runtime::core::FiberId;
+use crate::stack::{self, Stack, StackHeader, overflow};
+
+/// The unwind payload that ends a generator dropped half-way.
+struct GeneratorCancel;
+
+/// What the caller and the generator's body share.
+struct Control<T> {
+    /// The generator's stack pointer while it is suspended.
+    generator_sp: Cell<*mut u8>,
+    /// The caller's stack pointer while the generator runs.
+    caller_sp: Cell<*mut u8>,
+    /// The value of the last `yield_`, until `next` takes it.
+    value: Cell<Option<T>>,
+    /// Set by `Drop`: the body must unwind (or not start).
+    cancel: Cell<bool>,
+    /// The body's panic, for `next` to re-raise.
+    panic: Cell<Option<Box<dyn Any + Send>>>,
+    /// The stack the caller ran on, restored when the generator switches
+    /// back (for the overflow report).
+    caller_header: Cell<*const StackHeader>,
+}
+
+/// Where the generator is in its life.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum State {
+    /// Created or suspended in `yield_`: `next` resumes it.
+    Suspended,
+    /// Running (its `next` is on the stack): a re-entrant `next` is a bug.
+    Running,
+    /// Returned, panicked or cancelled: its stack is back in the pool.
+    Finished,
+}
+
+/// A closure running on its own stack, handing out values with
+/// [`Yielder::yield_`]; iterate it to get them.
+///
+/// It works with or without a runtime. The body may borrow from its
+/// surroundings (`'a`), and may block: inside a fiber that parks the fiber.
+/// Dropping a generator before it has finished unwinds its body, so its
+/// destructors run. A panic in the body comes out of the `next` that
+/// resumed it; the generator is finished after that.
+///
+/// ```
+/// use fibra::Generator;
+///
+/// let fibonacci = Generator::new(|y| {
+///     let (mut a, mut b) = (0u64, 1u64);
+///     loop {
+///         y.yield_(a);
+///         (a, b) = (b, a + b);
+///     }
+/// });
+/// let first: Vec<u64> = fibonacci.take(10).collect();
+/// assert_eq!(first, [0, 1, 1, 2, 3, 5, 8, 13, 21, 34]);
+/// ```
+///
+/// A generator stays on the thread that made it:
+///
+/// ```compile_fail
+/// let g = fibra::Generator::new(|y| y.yield_(1));
+/// std::thread::spawn(move || g.count());
+/// ```
+pub struct Generator<'a, T> {
+    control: Box<Control<T>>,
+    /// `None` once finished.
+    stack: Option<Stack>,
+    state: State,
+    /// The body borrows for `'a`, and runs on this thread only.
+    _marker: PhantomData<(&'a (), *const ())>,
+}
+
+/// The body's handle for handing out values; see [`Generator`].
+pub struct Yielder<T> {
+    control: *const Control<T>,
+    /// Only the generator's own thread may use it.
+    _not_send: PhantomData<*const ()>,
+}
+
+impl<'a, T> Generator<'a, T> {
+    /// A generator running `body` on a stack of the default size
+    /// ([`DEFAULT_STACK_SIZE`](crate::DEFAULT_STACK_SIZE)). The body does
+    /// not start until the first `next`.
+    ///
+    /// # Panics
+    ///
+    /// If no stack can be mapped (see [`with_stack_size`](Self::with_stack_size)
+    /// for the error instead).
+    ///
+    /// ```
+    /// let mut g = fibra::Generator::new(|y| {
+    ///     y.yield_("a");
+    ///     y.yield_("b");
+    /// });
+    /// assert_eq!(g.next(), Some("a"));
+    /// assert_eq!(g.next(), Some("b"));
+    /// assert_eq!(g.next(), None);
+    /// ```
+    pub fn new<F>(body: F) -> Generator<'a, T>
+    where
+        F: FnOnce(&Yielder<T>) + 'a,
+    {
+        match Generator::with_stack_size(crate::DEFAULT_STACK_SIZE, body) {
+            Ok(g) => g,
+            Err(e) => panic!("fibra::Generator::new: cannot create a stack: {e}"),
+        }
+    }
+
+    /// A generator on a stack of `stack_size` bytes (rounded up to pages).
+    ///
+    /// # Errors
+    ///
+    /// If the size is zero or too large, or the stack cannot be mapped.
+    ///
+    /// ```
+    /// let g = fibra::Generator::with_stack_size(64 * 1024, |y| y.yield_(1)).unwrap();
+    /// assert_eq!(g.sum::<i32>(), 1);
+    /// assert!(fibra::Generator::<()>::with_stack_size(0, |_| ()).is_err());
+    /// ```
+    pub fn with_stack_size<F>(stack_size: usize, body: F) -> io::Result<Generator<'a, T>>
+    where
+        F: FnOnce(&Yielder<T>) + 'a,
+    {
+        let usable = stack::validate_size(stack_size)?;
+        let stack = stack::take(usable)?;
+        overflow::prepare_thread(); // an overflow of the body is reported
+        let control = Box::new(Control {
+            generator_sp: Cell::new(ptr::null_mut()),
+            caller_sp: Cell::new(ptr::null_mut()),
+            value: Cell::new(None),
+            cancel: Cell::new(false),
+            panic: Cell::new(None),
+            caller_header: Cell::new(ptr::null()),
+        });
+        let (guard_lo, guard_hi) = stack.guard();
+        const NAME: &str = "<generator>";
+        // SAFETY: the header slot at the top of the stack is ours to write.
+        unsafe {
+            stack.header().write(StackHeader {
+                guard_lo,
+                guard_hi,
+                usable: stack.usable(),
+                fiber_id: FiberId::next().as_u64(),
+                name_ptr: NAME.as_ptr(),
+                name_len: NAME.len(),
+            })
+        };
+        // The body goes into a box (the first switch moves it onto the new
+        // stack); generators are made far less often than fibers.
+        let start = Box::into_raw(Box::new(Start {
+            body,
+            control: &*control as *const Control<T>,
+        }));
+        // SAFETY: the area below the header is free and 16-byte aligned;
+        // `start` stays valid until the entry takes it (or Drop frees it:
+        // it never does, it resumes the entry to drop it there).
+        let sp = unsafe { arch::init_stack(stack.below_header(), entry::<F, T>, start.cast()) };
+        control.generator_sp.set(sp);
+        Ok(Generator {
+            control,
+            stack: Some(stack),
+            state: State::Suspended,
+            _marker: PhantomData,
+        })
+    }
+
+    /// Whether the body has returned, panicked or been unwound.
+    ///
+    /// ```
+    /// let mut g = fibra::Generator::new(|y| y.yield_(()));
+    /// g.next();
+    /// assert!(!g.is_finished());
+    /// g.next();
+    /// assert!(g.is_finished());
+    /// ```
+    pub fn is_finished(&self) -> bool {
+        self.state == State::Finished
+    }
+
+    /// Runs the body until its next `yield_` (true) or its end (false).
+    fn resume(&mut self) -> bool {
+        match self.state {
+            State::Finished => return false,
+            State::Running => panic!("a fibra::Generator was resumed from its own body"),
+            State::Suspended => {}
+        }
+        let stack = self
+            .stack
+            .as_ref()
+            .expect("a suspended generator has a stack");
+        let header = stack.header();
+        self.state = State::Running;
+        let control = &*self.control;
+        control.caller_header.set(enter_stack(header));
+        // SAFETY: the generator is suspended (checked above), so
+        // `generator_sp` holds a context saved by `switch` (or built by
+        // `init_stack`) on a stack we own; `caller_sp` lives in the box,
+        // which outlives the switch. Nothing unwinds across: the entry
+        // catches everything.
+        let finished = unsafe { switch(control.caller_sp.as_ptr(), control.generator_sp.get(), 0) };
+        enter_stack(control.caller_header.get());
+        if finished == 0 {
+            self.state = State::Suspended;
+            return true;
+        }
+        self.state = State::Finished;
+        // The body is done and its stack will never be resumed again.
+        if let Some(stack) = self.stack.take() {
+            stack::give_back(stack);
+        }
+        if let Some(payload) = control.panic.take()
+            && !payload.is::<GeneratorCancel>()
+        {
+            panic::resume_unwind(payload);
+        }
+        false
+    }
+}
+
+impl<T> Iterator for Generator<'_, T> {
+    type Item = T;
+
+    /// Resumes the body until it yields a value (`Some`) or ends (`None`).
+    /// A panic in the body is re-raised here.
+    fn next(&mut self) -> Option<T> {
+        if self.resume() {
+            self.control.value.take()
+        } else {
+            None
+        }
+    }
+}
+
+impl<T> Drop for Generator<'_, T> {
+    fn drop(&mut self) {
+        if self.state != State::Suspended {
+            return; // finished (or dropped from its own body: impossible)
+        }
+        self.control.cancel.set(true);
+        // Resume it to unwind (or, never started, to drop its closure).
+        // A body that yields again while being cancelled is cancelled
+        // again; one that panics for real has that panic dropped here
+        // rather than raised from a destructor.
+        while self.state == State::Suspended {
+            if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| self.resume())) {
+                drop(payload);
+            }
+        }
+    }
+}
+
+impl<T> Yielder<T> {
+    /// Hands `value` to the `next` that resumed the generator and suspends
+    /// the body until the following `next`.
+    ///
+    /// ```
+    /// let squares = fibra::Generator::new(|y| {
+    ///     for i in 1..=3 {
+    ///         y.yield_(i * i);
+    ///     }
+    /// });
+    /// assert_eq!(squares.collect::<Vec<_>>(), [1, 4, 9]);
+    /// ```
+    pub fn yield_(&self, value: T) {
+        // SAFETY: a Yielder exists only inside its generator's body, while
+        // the generator (and its control box) is alive.
+        let control = unsafe { &*self.control };
+        if control.cancel.get() {
+            if crate::runtime::park::unwinding() {
+                return; // a destructor yielding during the cancel: drop it
+            }
+            panic::resume_unwind(Box::new(GeneratorCancel));
+        }
+        control.value.set(Some(value));
+        // SAFETY: the body runs, so its caller is suspended in `resume`
+        // with its context in `caller_sp`; `generator_sp` lives in the box.
+        unsafe { switch(control.generator_sp.as_ptr(), control.caller_sp.get(), 0) };
+        // Resumed by `next`, or by `Drop` to be cancelled.
+        if control.cancel.get() {
+            panic::resume_unwind(Box::new(GeneratorCancel));
+        }
+    }
+}
+
+/// Tells the runtime (if any) and the overflow handler which stack this
+/// thread now runs on; returns the previous one.
+fn enter_stack(header: *const StackHeader) -> *const StackHeader {
+    match context::current() {
+        Some(core) => core.swap_running_header(header),
+        None => {
+            let previous = overflow::running();
+            overflow::set_running(header);
+            previous
+        }
+    }
+}
+
+/// Every generator switch, both ways, goes through here: one call site,
+/// one return address for the CPU to predict.
+///
+/// # Safety
+///
+/// As [`arch::switch`].
+#[inline(never)]
+unsafe fn switch(save: *mut *mut u8, load: *mut u8, arg: usize) -> usize {
+    // SAFETY: forwarded from the caller.
+    unsafe { arch::switch(save, load, arg) }
+}
+
+struct Start<F, T> {
+    body: F,
+    control: *const Control<T>,
+}
+
+/// The generator's first function, on its own stack.
+///
+/// # Safety
+///
+/// Called only through the frame `init_stack` built, with `data` the boxed
+/// `Start<F, T>`, whose control box outlives the generator's run.
+unsafe extern "C" fn entry<F, T>(_arg: usize, data: *mut u8) -> !
+where
+    F: FnOnce(&Yielder<T>),
+{
+    // SAFETY: `data` is the box made by `with_stack_size`, taken once.
+    let start = unsafe { Box::from_raw(data.cast::<Start<F, T>>()) };
+    let Start { body, control } = *start;
+    // SAFETY: the control box outlives the generator's run.
+    let ctl = unsafe { &*control };
+    let yielder = Yielder {
+        control,
+        _not_send: PhantomData,
+    };
+    let outcome = if ctl.cancel.get() {
+        // Dropped before it ever ran: drop the closure unrun.
+        panic::catch_unwind(AssertUnwindSafe(move || drop(body)))
+    } else {
+        panic::catch_unwind(AssertUnwindSafe(move || body(&yielder)))
+    };
+    if let Err(payload) = outcome {
+        ctl.panic.set(Some(payload));
+    }
+    let mut dead_sp = ptr::null_mut();
+    // SAFETY: the caller is suspended in `resume`; this context is never
+    // resumed (its stack goes back to the pool), so `dead_sp` is a dummy.
+    unsafe { switch(&mut dead_sp, ctl.caller_sp.get(), 1) };
+    // Unreachable: nobody resumes a finished generator. Not a panic:
+    // nothing may unwind out of this function.
+    std::process::abort()
+}
+
+impl<T> fmt::Debug for Generator<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Generator")
+            .field("finished", &self.is_finished())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T> fmt::Debug for Yielder<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Yielder").finish_non_exhaustive()
+    }
+}
