@@ -56,6 +56,7 @@
 mod arch;
 mod blocking;
 mod fiber;
+mod future;
 mod generator;
 pub mod io;
 pub mod net;
@@ -72,6 +73,7 @@ pub use fiber::{
     Builder, Fiber, FiberId, JoinError, JoinHandle, Scope, ScopedJoinHandle, current, scope, spawn,
     yield_now,
 };
+pub use future::block_on_future;
 pub use generator::{Generator, Yielder};
 pub use runtime::{Runtime, run};
 pub use stack::{DEFAULT_STACK_SIZE, MAX_STACK_SIZE, MIN_STACK_SIZE};

@@ -4,8 +4,11 @@
 use std::any::Any;
 use std::cell::UnsafeCell;
 use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU8, Ordering};
+use std::task::{Context, Poll};
 
 use crate::fiber::Fiber;
 use crate::fiber::scope::ScopeData;
@@ -17,10 +20,13 @@ use crate::runtime::shared::Remote;
 
 /// The fiber has finished and will not touch the packet again.
 const DONE: u8 = 1;
-/// The handle has registered a waiter and waits for `DONE`.
+/// The handle has registered a waiter in the packet.
 const WAITING: u8 = 2;
 /// The handle is gone: whoever finishes last frees the packet.
 const HANDLE_GONE: u8 = 4;
+/// The fiber has its result in and is handing it over: the waiter slot is
+/// the fiber's now, and `DONE` follows within a few instructions.
+const COMPLETING: u8 = 8;
 
 /// Where a fiber leaves its result for its [`JoinHandle`]: one allocation
 /// per fiber, owned jointly by the fiber ([`FiberEnd`]) and the handle
@@ -28,16 +34,20 @@ const HANDLE_GONE: u8 = 4;
 ///
 /// # Invariant
 ///
-/// - `result` is written by the fiber before it sets `DONE` (Release), and
-///   read by the handle after it saw `DONE` (Acquire).
-/// - `waiter` is written by the handle before it sets `WAITING`; the fiber
-///   takes it only after seeing `WAITING`, and *before* setting `DONE`.
+/// - `result` is written by the fiber before it sets `COMPLETING`, and read
+///   by the handle only after it saw `DONE` (Acquire).
+/// - `waiter` belongs to the handle while `WAITING` and `COMPLETING` are
+///   both clear. The handle publishes it by setting `WAITING`, and may take
+///   it back by clearing `WAITING` with a CAS (which fails once the fiber
+///   set `COMPLETING`). The fiber sets `COMPLETING` first and takes the
+///   waiter only if `WAITING` was set at that moment.
 /// - Setting `DONE` is the fiber's last access. So a handle that saw `DONE`
-///   owns the packet alone and frees it; a fiber that finds `HANDLE_GONE`
-///   frees it; a handle that sets `HANDLE_GONE` and finds `DONE` frees it.
+///   owns the packet alone and frees it on drop; a fiber that finds
+///   `HANDLE_GONE` when it sets `COMPLETING` or `DONE` frees it; a handle
+///   that sets `HANDLE_GONE` and finds `DONE` frees it.
 ///
-/// A spawn and join costs one or two atomic read-modify-writes this way,
-/// where two `Arc`s (fiber and handle) and a state word cost seven.
+/// A spawn and join costs two atomic read-modify-writes this way, where two
+/// `Arc`s (fiber and handle) and a state word cost seven.
 struct Packet<T> {
     state: AtomicU8,
     result: UnsafeCell<Option<Result<T, JoinError>>>,
@@ -77,47 +87,34 @@ impl<T> FiberEnd<T> {
         let ptr = self.0;
         // SAFETY: until this end sets DONE the packet is alive (the handle
         // frees it only after seeing DONE), and only this end writes
-        // `result`.
+        // `result`, before COMPLETING.
         let packet = unsafe { ptr.as_ref() };
-        // SAFETY: only this end writes the result, before DONE.
+        // SAFETY: as above.
         unsafe { *packet.result.get() = Some(result) };
-        let mut state = packet.state.load(Ordering::Acquire);
-        if state & HANDLE_GONE != 0 {
-            // Nobody will read it: free the packet, and the result with it
-            // (a scope learns from the drop that a panic went unjoined).
-            // SAFETY: the handle is gone and this end is the last owner.
+        let before = packet.state.fetch_or(COMPLETING, Ordering::AcqRel);
+        let waiter = if before & HANDLE_GONE != 0 {
+            None
+        } else if before & WAITING != 0 {
+            // SAFETY: WAITING was set when COMPLETING went in, so the
+            // handle published a waiter and can no longer take it back.
+            unsafe { (*packet.waiter.get()).take() }
+        } else {
+            None
+        };
+        let gone = before & HANDLE_GONE != 0
+            // The last access unless the handle is gone: after DONE the
+            // handle may free the packet.
+            || packet.state.fetch_or(DONE, Ordering::AcqRel) & HANDLE_GONE != 0;
+        if gone {
+            // Nobody will read the result: free the packet, and the result
+            // with it (a scope learns from the drop that a panic went
+            // unjoined).
+            // SAFETY: the handle left without seeing DONE, so it left the
+            // packet to this end, the last owner.
             drop(unsafe { Box::from_raw(ptr.as_ptr()) });
-            return;
         }
-        loop {
-            if state & WAITING != 0 {
-                // SAFETY: the handle wrote `waiter` before WAITING and now
-                // only waits for DONE.
-                let waiter = unsafe { (*packet.waiter.get()).take() };
-                // The last access: the handle may free the packet after it.
-                packet.state.fetch_or(DONE, Ordering::Release);
-                if let Some(waiter) = waiter {
-                    waiter.unpark();
-                }
-                return;
-            }
-            match packet.state.compare_exchange_weak(
-                state,
-                state | DONE,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => {
-                    if state & HANDLE_GONE != 0 {
-                        // The handle left meanwhile, without freeing.
-                        // SAFETY: the handle saw no DONE, so it left the
-                        // packet to this end, the last owner.
-                        drop(unsafe { Box::from_raw(ptr.as_ptr()) });
-                    }
-                    return;
-                }
-                Err(now) => state = now,
-            }
+        if let Some(waiter) = waiter {
+            waiter.unpark();
         }
     }
 }
@@ -132,10 +129,18 @@ unsafe impl<T: Send> Send for HandleEnd<T> {}
 // SAFETY: as above; `&HandleEnd` only reads the state word.
 unsafe impl<T: Send> Sync for HandleEnd<T> {}
 
+/// What registering a waiter found.
+enum Registered {
+    /// The fiber will wake the waiter when it is done.
+    Waiting,
+    /// The fiber is done, or finishing: `DONE` comes without a wake-up.
+    Finishing,
+}
+
 impl<T> HandleEnd<T> {
     fn packet(&self) -> &Packet<T> {
         // SAFETY: the handle's end keeps the packet alive until it is
-        // dropped or has consumed it (see the invariant).
+        // dropped (see the invariant).
         unsafe { self.0.as_ref() }
     }
 
@@ -143,29 +148,86 @@ impl<T> HandleEnd<T> {
         self.packet().state.load(Ordering::Acquire) & DONE != 0
     }
 
-    /// Waits for the result, parking with `waiter`, then frees the packet.
-    fn wait(self, waiter: impl FnOnce() -> Unparker) -> Result<T, JoinError> {
+    /// Publishes the waiter `make` returns (replacing an earlier one), so
+    /// that the fiber wakes it when done.
+    fn register(&self, make: impl FnOnce() -> Unparker) -> Registered {
         let packet = self.packet();
-        if packet.state.load(Ordering::Acquire) & DONE == 0 {
-            // SAFETY: WAITING is not set, so the fiber does not read `waiter`.
-            unsafe { *packet.waiter.get() = Some(waiter()) };
-            let previous = packet.state.fetch_or(WAITING, Ordering::AcqRel);
-            if previous & DONE == 0 {
-                while !self.is_done() {
-                    park_current(None);
-                }
+        let mut state = packet.state.load(Ordering::Acquire);
+        loop {
+            if state & (DONE | COMPLETING) != 0 {
+                return Registered::Finishing;
+            }
+            if state & WAITING == 0 {
+                break;
+            }
+            // Take the slot back to put a newer waiter in (a future polled
+            // again, maybe with another waker).
+            match packet.state.compare_exchange_weak(
+                state,
+                state & !WAITING,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => break,
+                Err(now) => state = now,
             }
         }
-        // DONE seen (Acquire): the fiber is gone; this end owns the packet.
-        let ptr = self.0;
-        std::mem::forget(self);
-        // SAFETY: sole owner now (see the invariant).
-        let mut packet = unsafe { Box::from_raw(ptr.as_ptr()) };
-        packet
-            .result
-            .get_mut()
-            .take()
-            .expect("fibra: a fiber finished without a result")
+        // SAFETY: WAITING and COMPLETING are clear: the slot is ours.
+        unsafe { *packet.waiter.get() = Some(make()) };
+        if packet.state.fetch_or(WAITING, Ordering::AcqRel) & (DONE | COMPLETING) != 0 {
+            // The fiber got there first and will not look at the slot.
+            return Registered::Finishing;
+        }
+        Registered::Waiting
+    }
+
+    /// Waits out the few instructions between `COMPLETING` and `DONE` (the
+    /// fiber runs on another thread: on ours it cannot be caught between).
+    fn finish_wait(&self) {
+        let mut spins = 0u32;
+        while !self.is_done() {
+            if spins < 64 {
+                std::hint::spin_loop();
+                spins += 1;
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    }
+
+    /// The result, once `DONE` was seen.
+    fn take_result(&self) -> Result<T, JoinError> {
+        debug_assert!(self.is_done());
+        // SAFETY: DONE seen (Acquire): the fiber is gone, and the result
+        // is the handle's alone.
+        unsafe { (*self.packet().result.get()).take() }
+            .expect("fibra: a JoinHandle was polled after it returned the result")
+    }
+
+    /// Waits for the result, parking with `waiter`.
+    fn wait(self, waiter: impl FnOnce() -> Unparker) -> Result<T, JoinError> {
+        if !self.is_done() {
+            match self.register(waiter) {
+                Registered::Waiting => {
+                    while !self.is_done() {
+                        park_current(None);
+                    }
+                }
+                Registered::Finishing => self.finish_wait(),
+            }
+        }
+        self.take_result()
+    }
+
+    /// One poll of the result, for the `Future` impl.
+    fn poll(&self, cx: &mut Context<'_>) -> Poll<Result<T, JoinError>> {
+        if !self.is_done() {
+            match self.register(|| Unparker::Waker(cx.waker().clone())) {
+                Registered::Waiting => return Poll::Pending,
+                Registered::Finishing => self.finish_wait(),
+            }
+        }
+        Poll::Ready(self.take_result())
     }
 }
 
@@ -298,6 +360,31 @@ impl<T> JoinHandle<T> {
     /// ```
     pub fn fiber(&self) -> &Fiber {
         &self.fiber
+    }
+}
+
+/// Async code can await a fiber: the output is what [`join`](JoinHandle::join)
+/// returns. The fiber's runtime may run on any thread; its end wakes the
+/// awaiting task through its `Waker`.
+///
+/// ```
+/// use std::future::Future;
+/// use std::pin::pin;
+/// use std::task::{Context, Poll, Waker};
+///
+/// fibra::run(|| {
+///     let h = fibra::spawn(|| 5);
+///     fibra::yield_now(); // let it finish
+///     let mut h = pin!(h);
+///     let mut cx = Context::from_waker(Waker::noop());
+///     assert!(matches!(h.as_mut().poll(&mut cx), Poll::Ready(Ok(5))));
+/// });
+/// ```
+impl<T> Future for JoinHandle<T> {
+    type Output = Result<T, JoinError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.packet.poll(cx)
     }
 }
 

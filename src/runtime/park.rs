@@ -112,6 +112,8 @@ pub(crate) enum Unparker {
     /// no reference count to take.
     Local(LocalUnparker),
     Thread(Thread),
+    /// An async task, woken through its `Waker`.
+    Waker(std::task::Waker),
 }
 
 /// A wake token plus the identity (not ownership) of its runtime.
@@ -158,6 +160,7 @@ impl Unparker {
     pub(crate) fn unpark(&self) {
         match self {
             Unparker::Thread(thread) => thread.unpark(),
+            Unparker::Waker(waker) => waker.wake_by_ref(),
             Unparker::Local(l) => match context::current() {
                 Some(core) if ptr::eq(Arc::as_ptr(&core.shared), l.runtime) => {
                     // SAFETY: on the runtime's thread; short borrow.
