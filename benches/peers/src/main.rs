@@ -82,6 +82,19 @@ fn corosensei_resume_suspend() -> f64 {
     e.as_nanos() as f64 / SWITCHES as f64
 }
 
+fn fibra_generator() -> f64 {
+    let mut g = fibra::Generator::new(|y| {
+        loop {
+            y.yield_(());
+        }
+    });
+    let t = Instant::now();
+    for _ in 0..SWITCHES {
+        black_box(g.next());
+    }
+    t.elapsed().as_nanos() as f64 / SWITCHES as f64
+}
+
 fn may_yield() -> f64 {
     let (tx, rx) = std::sync::mpsc::channel();
     may::coroutine::scope(|s| {
@@ -296,6 +309,7 @@ fn may_lateness(spread_us: u64) -> f64 {
 
 mod echo;
 mod http;
+mod sync;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -313,10 +327,11 @@ fn main() {
 
     if want("switch") {
         Table {
-            title: "Yield round trip (two switches: fibra, may and tokio yield between two tasks; corosensei resume + suspend)",
+            title: "Yield round trip (two switches: fibra, may and tokio yield between two tasks; a generator or corosensei resume + suspend)",
             unit: "ns/round trip",
             rows: vec![
                 ("fibra yield_now (fiber <-> fiber)", measure(fibra_yield)),
+                ("fibra Generator next + yield_", measure(fibra_generator)),
                 ("corosensei resume + suspend", measure(corosensei_resume_suspend)),
                 ("may yield_now (1 worker)", measure(may_yield)),
                 ("tokio yield_now (current_thread)", measure(tokio_yield)),
@@ -339,6 +354,9 @@ fn main() {
             ],
         }
         .print();
+    }
+    if want("sync") {
+        sync::run();
     }
     if want("echo") {
         echo::run();
