@@ -15,7 +15,7 @@
 
 use std::collections::VecDeque;
 use std::sync::Mutex as InnerLock;
-use std::sync::mpsc::{RecvTimeoutError, TrySendError};
+use std::sync::mpsc::{RecvError, RecvTimeoutError, TryRecvError, TrySendError};
 
 use crate::runtime::park::Unparker;
 use crate::sync::waiters::{Node, WaitList, Wakeups, lock, park_until_served};
@@ -173,6 +173,22 @@ impl<T> Chan<T> {
             // Woken because the senders are gone, or timed out: look again.
             state = next;
         }
+    }
+
+    /// `recv` as both channel kinds show it.
+    pub(crate) fn recv_blocking(&self) -> Result<T, RecvError> {
+        self.recv(true, None).map_err(|_| RecvError)
+    }
+
+    pub(crate) fn try_recv(&self) -> Result<T, TryRecvError> {
+        self.recv(false, None).map_err(|e| match e {
+            RecvTimeoutError::Timeout => TryRecvError::Empty,
+            RecvTimeoutError::Disconnected => TryRecvError::Disconnected,
+        })
+    }
+
+    pub(crate) fn recv_timeout(&self, timeout: std::time::Duration) -> Result<T, RecvTimeoutError> {
+        self.recv(true, Some(clock::after_ns(timeout)))
     }
 
     pub(crate) fn add_sender(&self) {

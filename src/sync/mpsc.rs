@@ -36,7 +36,6 @@ use std::time::Duration;
 pub use std::sync::mpsc::{RecvError, RecvTimeoutError, SendError, TryRecvError, TrySendError};
 
 use crate::sync::chan::Chan;
-use crate::time::clock;
 
 /// An unbounded channel: [`Sender::send`] never waits.
 ///
@@ -167,7 +166,7 @@ impl<T> Receiver<T> {
     /// assert!(rx.recv().is_err());
     /// ```
     pub fn recv(&self) -> Result<T, RecvError> {
-        self.chan.recv(true, None).map_err(|_| RecvError)
+        self.chan.recv_blocking()
     }
 
     /// A message if one is there now.
@@ -186,10 +185,7 @@ impl<T> Receiver<T> {
     /// assert_eq!(rx.try_recv(), Ok(1));
     /// ```
     pub fn try_recv(&self) -> Result<T, TryRecvError> {
-        self.chan.recv(false, None).map_err(|e| match e {
-            RecvTimeoutError::Timeout => TryRecvError::Empty,
-            RecvTimeoutError::Disconnected => TryRecvError::Disconnected,
-        })
+        self.chan.try_recv()
     }
 
     /// Waits at most `timeout` for a message.
@@ -207,7 +203,7 @@ impl<T> Receiver<T> {
     /// assert_eq!(r, Err(RecvTimeoutError::Timeout));
     /// ```
     pub fn recv_timeout(&self, timeout: Duration) -> Result<T, RecvTimeoutError> {
-        self.chan.recv(true, Some(clock::after_ns(timeout)))
+        self.chan.recv_timeout(timeout)
     }
 
     /// The messages as they come, until every sender is gone.

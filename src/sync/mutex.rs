@@ -97,13 +97,7 @@ impl<T> Mutex<T> {
     /// assert_eq!(m.into_inner().unwrap(), "x");
     /// ```
     pub fn into_inner(self) -> LockResult<T> {
-        let poisoned = self.poison.get();
-        let data = self.data.into_inner();
-        if poisoned {
-            Err(std::sync::PoisonError::new(data))
-        } else {
-            Ok(data)
-        }
+        poison::map_result(&self.poison, self.data.into_inner())
     }
 }
 
@@ -200,19 +194,7 @@ impl<T: ?Sized> Mutex<T> {
     /// assert_eq!(*m.lock().unwrap(), 2);
     /// ```
     pub fn get_mut(&mut self) -> LockResult<&mut T> {
-        let poisoned = self.poison.get();
-        let data = self.data.get_mut();
-        if poisoned {
-            Err(std::sync::PoisonError::new(data))
-        } else {
-            Ok(data)
-        }
-    }
-
-    /// Unlocks without poisoning (the condvar's wait releases this way:
-    /// the guard is consumed, the holder is not unwinding).
-    pub(crate) fn unlock(&self) {
-        self.sem.release(1);
+        poison::map_result(&self.poison, self.data.get_mut())
     }
 }
 
@@ -220,7 +202,7 @@ impl<T: ?Sized> Drop for MutexGuard<'_, T> {
     #[inline]
     fn drop(&mut self) {
         self.mutex.poison.done(&self.poison);
-        self.mutex.unlock();
+        self.mutex.sem.release(1);
     }
 }
 

@@ -19,7 +19,6 @@ use std::time::Duration;
 pub use std::sync::mpsc::{RecvError, RecvTimeoutError, TryRecvError};
 
 use crate::sync::chan::Chan;
-use crate::time::clock;
 
 /// A new one-message channel.
 ///
@@ -76,7 +75,7 @@ impl<T> Receiver<T> {
     /// assert!(rx.recv().is_err());
     /// ```
     pub fn recv(self) -> Result<T, RecvError> {
-        self.chan.recv(true, None).map_err(|_| RecvError)
+        self.chan.recv_blocking()
     }
 
     /// The value if it has been sent.
@@ -95,10 +94,7 @@ impl<T> Receiver<T> {
     /// assert_eq!(rx.try_recv(), Ok(3));
     /// ```
     pub fn try_recv(&self) -> Result<T, TryRecvError> {
-        self.chan.recv(false, None).map_err(|e| match e {
-            RecvTimeoutError::Timeout => TryRecvError::Empty,
-            RecvTimeoutError::Disconnected => TryRecvError::Disconnected,
-        })
+        self.chan.try_recv()
     }
 
     /// Waits at most `timeout` for the value.
@@ -114,7 +110,7 @@ impl<T> Receiver<T> {
     /// assert!(rx.recv_timeout(Duration::from_millis(2)).is_err());
     /// ```
     pub fn recv_timeout(&self, timeout: Duration) -> Result<T, RecvTimeoutError> {
-        self.chan.recv(true, Some(clock::after_ns(timeout)))
+        self.chan.recv_timeout(timeout)
     }
 }
 

@@ -86,13 +86,7 @@ impl<T> RwLock<T> {
     /// assert_eq!(fibra::sync::RwLock::new(3).into_inner().unwrap(), 3);
     /// ```
     pub fn into_inner(self) -> LockResult<T> {
-        let poisoned = self.poison.get();
-        let data = self.data.into_inner();
-        if poisoned {
-            Err(std::sync::PoisonError::new(data))
-        } else {
-            Ok(data)
-        }
+        poison::map_result(&self.poison, self.data.into_inner())
     }
 }
 
@@ -216,13 +210,7 @@ impl<T: ?Sized> RwLock<T> {
     /// assert_eq!(*l.read().unwrap(), 5);
     /// ```
     pub fn get_mut(&mut self) -> LockResult<&mut T> {
-        let poisoned = self.poison.get();
-        let data = self.data.get_mut();
-        if poisoned {
-            Err(std::sync::PoisonError::new(data))
-        } else {
-            Ok(data)
-        }
+        poison::map_result(&self.poison, self.data.get_mut())
     }
 }
 
