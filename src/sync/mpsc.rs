@@ -89,6 +89,12 @@ pub struct SyncSender<T> {
 
 /// The receiving half of a channel. One consumer: it is `Send` but not
 /// `Sync` (fibers of one thread may still share it by reference).
+///
+/// ```compile_fail
+/// let (_tx, rx) = fibra::sync::mpsc::channel::<u8>();
+/// let rx = std::sync::Arc::new(rx);
+/// std::thread::spawn(move || rx.recv());
+/// ```
 pub struct Receiver<T> {
     chan: Arc<Chan<T>>,
     _not_sync: PhantomData<std::cell::Cell<()>>,

@@ -65,6 +65,12 @@ unsafe impl<T: ?Sized + Send> Sync for Mutex<T> {}
 ///
 /// Like std's, a guard stays on the thread that took it (`!Send`) — and a
 /// fiber never changes threads, so a fiber may keep it across parks.
+///
+/// ```compile_fail
+/// static M: fibra::sync::Mutex<i32> = fibra::sync::Mutex::new(0);
+/// let guard = M.lock().unwrap();
+/// std::thread::spawn(move || drop(guard)); // `MutexGuard` is not `Send`
+/// ```
 #[must_use = "the mutex is unlocked as soon as the guard is dropped"]
 pub struct MutexGuard<'a, T: ?Sized + 'a> {
     pub(crate) mutex: &'a Mutex<T>,
