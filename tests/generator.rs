@@ -246,3 +246,48 @@ fn bad_stack_sizes_are_errors() {
     assert!(Generator::<u8>::with_stack_size(0, |_| ()).is_err());
     assert!(Generator::<u8>::with_stack_size(usize::MAX, |_| ()).is_err());
 }
+
+#[test]
+fn a_suspended_generator_dropped_while_its_fiber_unwinds_is_unwound_too() {
+    fibra::run(|| {
+        let drops = DropCount::default();
+        let d = drops.clone();
+        let h = fibra::spawn(move || {
+            let d2 = d.clone();
+            let mut g = Generator::new(move |y| {
+                let _gen_guard = d2.guard();
+                loop {
+                    y.yield_(());
+                }
+            });
+            g.next();
+            let _fiber_guard = d.guard();
+            fibra::sleep(Duration::from_secs(3600)); // cancelled here
+            drop(g);
+        });
+        fibra::sleep(Duration::from_millis(5));
+        h.cancel();
+        assert!(h.join().unwrap_err().is_cancelled());
+        assert_eq!(drops.get(), 2, "the generator's frame was not unwound");
+    });
+}
+
+#[test]
+fn a_panicking_fiber_unwinds_the_generator_it_owns() {
+    fibra::run(|| {
+        let drops = DropCount::default();
+        let d = drops.clone();
+        let h = fibra::spawn(move || {
+            let d2 = d.clone();
+            let mut g = Generator::new(move |y| {
+                let _gen_guard = d2.guard();
+                y.yield_(1);
+                y.yield_(2);
+            });
+            assert_eq!(g.next(), Some(1));
+            panic!("the fiber fails while its generator is suspended");
+        });
+        assert!(h.join().unwrap_err().is_panic());
+        assert_eq!(drops.get(), 1);
+    });
+}
