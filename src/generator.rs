@@ -233,11 +233,11 @@ impl<'a, T> Generator<'a, T> {
         self.state = State::Running;
         let control = &*self.control;
         control.caller_header.set(enter_stack(header));
-        // SAFETY: the generator is suspended (checked above), so
-        // `generator_sp` holds a context saved by `switch` (or built by
-        // `init_stack`) on a stack we own; `caller_sp` lives in the box,
-        // which outlives the switch. Nothing unwinds across: the entry
-        // catches everything.
+        // The generator is suspended (checked above), so `generator_sp`
+        // holds a context saved by `switch` (or built by `init_stack`) on a
+        // stack we own; `caller_sp` lives in the box, which outlives the
+        // switch. Nothing unwinds across: the entry catches everything.
+        // SAFETY: as just argued.
         let finished = unsafe { switch(control.caller_sp.as_ptr(), control.generator_sp.get(), 0) };
         enter_stack(control.caller_header.get());
         if finished == 0 {

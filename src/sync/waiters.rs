@@ -247,30 +247,25 @@ pub(crate) fn lock<I>(mutex: &Mutex<I>) -> MutexGuard<'_, I> {
 /// that timed out has been removed, and its payload is the caller's to
 /// settle.
 ///
-/// If the waiter unwinds while parked (cancelled, or its `fibra::timeout`
-/// expired), `abandon` gets the lock and whether the node had been served:
-/// it must pass on what the waiter was given, or undo what its waiting
-/// meant. The node is unlinked either way.
+/// If the waiter unwinds while its node is linked (cancelled or timed out
+/// by `fibra::timeout` while parked, or a panic in `linked`), `abandon` gets
+/// the lock and whether the node had been served: it must pass on what the
+/// waiter was given, or undo what its waiting meant. The node is unlinked
+/// either way.
 pub(crate) fn park_until_served<'a, I, P>(
     mutex: &'a Mutex<I>,
-    mut guard: MutexGuard<'a, I>,
+    guard: MutexGuard<'a, I>,
     list: fn(&mut I) -> &mut WaitList<P>,
     node: &Node<P>,
     deadline: Option<u64>,
     linked: impl FnOnce(),
     abandon: impl FnOnce(MutexGuard<'a, I>, bool),
 ) -> (MutexGuard<'a, I>, bool) {
-    // SAFETY: `node` is not linked yet (the caller made it for this wait),
-    // and `OnUnwind` below unlinks it on every path that leaves this
-    // function while it is still linked, so it stays alive and in place
-    // while linked: it is the caller's, borrowed for the whole call.
-    unsafe { list(&mut guard).push_back(node, Unparker::current()) };
-    linked();
-    drop(guard);
-
-    /// Unlinks the node (or hands on its service) if parking unwinds.
+    /// Unlinks the node (or hands on its service) if anything unwinds
+    /// while it is linked; `held` is the lock while this function has it.
     struct OnUnwind<'a, 'n, I, P, F: FnOnce(MutexGuard<'a, I>, bool)> {
         mutex: &'a Mutex<I>,
+        held: Option<MutexGuard<'a, I>>,
         list: fn(&mut I) -> &mut WaitList<P>,
         node: &'n Node<P>,
         abandon: Option<F>,
@@ -278,7 +273,7 @@ pub(crate) fn park_until_served<'a, I, P>(
     impl<'a, I, P, F: FnOnce(MutexGuard<'a, I>, bool)> Drop for OnUnwind<'a, '_, I, P, F> {
         fn drop(&mut self) {
             if let Some(abandon) = self.abandon.take() {
-                let mut guard = lock(self.mutex);
+                let mut guard = self.held.take().unwrap_or_else(|| lock(self.mutex));
                 let served = !(self.list)(&mut guard).remove(self.node);
                 abandon(guard, served);
             }
@@ -286,10 +281,18 @@ pub(crate) fn park_until_served<'a, I, P>(
     }
     let mut on_unwind = OnUnwind {
         mutex,
+        held: Some(guard),
         list,
         node,
         abandon: Some(abandon),
     };
+    let held = on_unwind.held.as_mut().expect("just set");
+    // The node is new (not linked), and `on_unwind` unlinks it on every way
+    // out of this function while linked, so it stays in place while linked.
+    // SAFETY: as just argued; the node is the caller's for the whole call.
+    unsafe { list(held).push_back(node, Unparker::current()) };
+    linked();
+    drop(on_unwind.held.take());
 
     loop {
         let parked = park_current(deadline);
