@@ -182,6 +182,21 @@ fn disconnection_is_seen_on_both_sides_and_wakes_waiters() {
 }
 
 #[test]
+fn senders_clone_whatever_the_message_type() {
+    struct NotClone(u8);
+    let (tx, rx) = mpsc::channel::<NotClone>();
+    let (stx, srx) = mpsc::sync_channel::<NotClone>(1);
+    tx.clone().send(NotClone(1)).unwrap();
+    stx.clone().send(NotClone(2)).unwrap();
+    assert_eq!(rx.recv().unwrap().0 + srx.recv().unwrap().0, 3);
+    drop((tx, stx));
+    assert!(
+        rx.recv().is_err() && srx.recv().is_err(),
+        "clones were counted"
+    );
+}
+
+#[test]
 fn queued_messages_are_dropped_with_the_receiver() {
     let drops = util::SyncDropCount::default();
     let (tx, rx) = mpsc::channel();

@@ -14,8 +14,8 @@
 //!   node empty, senders find their message still in theirs.
 
 use std::collections::VecDeque;
-use std::sync::Mutex as InnerLock;
 use std::sync::mpsc::{RecvError, RecvTimeoutError, TryRecvError, TrySendError};
+use std::sync::{Arc, Mutex as InnerLock};
 
 use crate::runtime::park::Unparker;
 use crate::sync::waiters::{Node, WaitList, Wakeups, lock, park_until_served};
@@ -191,12 +191,8 @@ impl<T> Chan<T> {
         self.recv(true, Some(clock::after_ns(timeout)))
     }
 
-    pub(crate) fn add_sender(&self) {
-        lock(&self.state).senders += 1;
-    }
-
     /// The last sender gone wakes the receivers (to find it out).
-    pub(crate) fn drop_sender(&self) {
+    fn drop_sender(&self) {
         let mut state = lock(&self.state);
         state.senders -= 1;
         if state.senders == 0 {
@@ -209,7 +205,7 @@ impl<T> Chan<T> {
 
     /// The receiver gone: queued messages are dropped, parked senders get
     /// theirs back.
-    pub(crate) fn drop_receiver(&self) {
+    fn drop_receiver(&self) {
         let mut state = lock(&self.state);
         state.receiver_alive = false;
         let queued = std::mem::take(&mut state.queue);
@@ -218,5 +214,52 @@ impl<T> Chan<T> {
         drop(state);
         wakeups.wake();
         drop(queued); // their destructors run without the lock
+    }
+}
+
+/// A sender's share of a channel: counted, so the last one to go tells the
+/// receiver. Every sending face (`mpsc::Sender`, `SyncSender`,
+/// `oneshot::Sender`) holds one.
+pub(crate) struct SendHalf<T>(Arc<Chan<T>>);
+
+/// The receiver's share: dropping it disconnects the senders.
+pub(crate) struct RecvHalf<T>(Arc<Chan<T>>);
+
+/// A new channel's two halves.
+pub(crate) fn halves<T>(capacity: Option<usize>) -> (SendHalf<T>, RecvHalf<T>) {
+    let chan = Arc::new(Chan::new(capacity));
+    (SendHalf(chan.clone()), RecvHalf(chan))
+}
+
+impl<T> std::ops::Deref for SendHalf<T> {
+    type Target = Chan<T>;
+    fn deref(&self) -> &Chan<T> {
+        &self.0
+    }
+}
+
+impl<T> std::ops::Deref for RecvHalf<T> {
+    type Target = Chan<T>;
+    fn deref(&self) -> &Chan<T> {
+        &self.0
+    }
+}
+
+impl<T> Clone for SendHalf<T> {
+    fn clone(&self) -> SendHalf<T> {
+        lock(&self.0.state).senders += 1;
+        SendHalf(self.0.clone())
+    }
+}
+
+impl<T> Drop for SendHalf<T> {
+    fn drop(&mut self) {
+        self.0.drop_sender();
+    }
+}
+
+impl<T> Drop for RecvHalf<T> {
+    fn drop(&mut self) {
+        self.0.drop_receiver();
     }
 }

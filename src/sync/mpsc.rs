@@ -30,12 +30,11 @@
 
 use std::fmt;
 use std::marker::PhantomData;
-use std::sync::Arc;
 use std::time::Duration;
 
 pub use std::sync::mpsc::{RecvError, RecvTimeoutError, SendError, TryRecvError, TrySendError};
 
-use crate::sync::chan::Chan;
+use crate::sync::chan::{RecvHalf, SendHalf, halves};
 
 /// An unbounded channel: [`Sender::send`] never waits.
 ///
@@ -45,11 +44,11 @@ use crate::sync::chan::Chan;
 /// assert_eq!(rx.recv().unwrap(), "hi");
 /// ```
 pub fn channel<T>() -> (Sender<T>, Receiver<T>) {
-    let chan = Arc::new(Chan::new(None));
+    let (tx, rx) = halves(None);
     (
-        Sender { chan: chan.clone() },
+        Sender { chan: tx },
         Receiver {
-            chan,
+            chan: rx,
             _not_sync: PhantomData,
         },
     )
@@ -67,11 +66,11 @@ pub fn channel<T>() -> (Sender<T>, Receiver<T>) {
 /// assert_eq!(rx.recv().unwrap(), 1);
 /// ```
 pub fn sync_channel<T>(bound: usize) -> (SyncSender<T>, Receiver<T>) {
-    let chan = Arc::new(Chan::new(Some(bound)));
+    let (tx, rx) = halves(Some(bound));
     (
-        SyncSender { chan: chan.clone() },
+        SyncSender { chan: tx },
         Receiver {
-            chan,
+            chan: rx,
             _not_sync: PhantomData,
         },
     )
@@ -79,12 +78,12 @@ pub fn sync_channel<T>(bound: usize) -> (SyncSender<T>, Receiver<T>) {
 
 /// The sending half of a [`channel`]; clone it for more producers.
 pub struct Sender<T> {
-    chan: Arc<Chan<T>>,
+    chan: SendHalf<T>,
 }
 
 /// The sending half of a [`sync_channel`]; clone it for more producers.
 pub struct SyncSender<T> {
-    chan: Arc<Chan<T>>,
+    chan: SendHalf<T>,
 }
 
 /// The receiving half of a channel. One consumer: it is `Send` but not
@@ -96,7 +95,7 @@ pub struct SyncSender<T> {
 /// std::thread::spawn(move || rx.recv());
 /// ```
 pub struct Receiver<T> {
-    chan: Arc<Chan<T>>,
+    chan: RecvHalf<T>,
     _not_sync: PhantomData<std::cell::Cell<()>>,
 }
 
@@ -292,9 +291,9 @@ impl<T> IntoIterator for Receiver<T> {
     }
 }
 
+// Not derived: a derive would demand `T: Clone`.
 impl<T> Clone for Sender<T> {
     fn clone(&self) -> Sender<T> {
-        self.chan.add_sender();
         Sender {
             chan: self.chan.clone(),
         }
@@ -303,28 +302,9 @@ impl<T> Clone for Sender<T> {
 
 impl<T> Clone for SyncSender<T> {
     fn clone(&self) -> SyncSender<T> {
-        self.chan.add_sender();
         SyncSender {
             chan: self.chan.clone(),
         }
-    }
-}
-
-impl<T> Drop for Sender<T> {
-    fn drop(&mut self) {
-        self.chan.drop_sender();
-    }
-}
-
-impl<T> Drop for SyncSender<T> {
-    fn drop(&mut self) {
-        self.chan.drop_sender();
-    }
-}
-
-impl<T> Drop for Receiver<T> {
-    fn drop(&mut self) {
-        self.chan.drop_receiver();
     }
 }
 

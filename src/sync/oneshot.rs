@@ -12,13 +12,12 @@
 //! ```
 
 use std::fmt;
-use std::sync::Arc;
 use std::sync::mpsc::TrySendError;
 use std::time::Duration;
 
 pub use std::sync::mpsc::{RecvError, RecvTimeoutError, TryRecvError};
 
-use crate::sync::chan::Chan;
+use crate::sync::chan::{RecvHalf, SendHalf, halves};
 
 /// A new one-message channel.
 ///
@@ -28,18 +27,18 @@ use crate::sync::chan::Chan;
 /// assert_eq!(rx.recv().unwrap(), "done");
 /// ```
 pub fn channel<T>() -> (Sender<T>, Receiver<T>) {
-    let chan = Arc::new(Chan::new(Some(1)));
-    (Sender { chan: chan.clone() }, Receiver { chan })
+    let (tx, rx) = halves(Some(1));
+    (Sender { chan: tx }, Receiver { chan: rx })
 }
 
 /// Sends the one message; consumed by [`send`](Sender::send).
 pub struct Sender<T> {
-    chan: Arc<Chan<T>>,
+    chan: SendHalf<T>,
 }
 
 /// Receives the one message.
 pub struct Receiver<T> {
-    chan: Arc<Chan<T>>,
+    chan: RecvHalf<T>,
 }
 
 impl<T> Sender<T> {
@@ -111,18 +110,6 @@ impl<T> Receiver<T> {
     /// ```
     pub fn recv_timeout(&self, timeout: Duration) -> Result<T, RecvTimeoutError> {
         self.chan.recv_timeout(timeout)
-    }
-}
-
-impl<T> Drop for Sender<T> {
-    fn drop(&mut self) {
-        self.chan.drop_sender();
-    }
-}
-
-impl<T> Drop for Receiver<T> {
-    fn drop(&mut self) {
-        self.chan.drop_receiver();
     }
 }
 
