@@ -15,9 +15,9 @@ use crate::arch;
 use crate::fiber::Fiber;
 use crate::fiber::join::{FiberEnd, FiberRef, JoinError, JoinHandle, packet};
 use crate::runtime::context;
-use crate::runtime::core::{Core, FiberId};
+use crate::runtime::core::{Core, FiberId, Key};
 use crate::runtime::park::CancelUnwind;
-use crate::stack::{self, StackHeader};
+use crate::stack::{self, Stack, StackHeader};
 
 struct Start<F, T> {
     f: F,
@@ -58,9 +58,43 @@ where
         None => (None, None),
     };
     let (fiber_end, handle_end) = packet(scope_data);
+    let fiber = Fiber {
+        id,
+        name: name.clone(),
+    };
+    // SAFETY: forwarded from the caller.
+    let key = unsafe { start_fiber(core, stack, f, fiber_end, id, name, on_exit) };
+    Ok(JoinHandle::new(
+        handle_end,
+        FiberRef::At {
+            runtime: core.id,
+            key,
+        },
+        fiber,
+    ))
+}
+
+/// Queues a fiber `id` on `core` that runs `f` on `stack` and hands its
+/// outcome to `end`; returns its key.
+///
+/// # Safety
+///
+/// As for [`spawn_unchecked`]: what `f` and `T` borrow outlives the fiber.
+pub(crate) unsafe fn start_fiber<F, T>(
+    core: &Core,
+    stack: Stack,
+    f: F,
+    end: FiberEnd<T>,
+    id: FiberId,
+    name: Option<Arc<str>>,
+    on_exit: Option<OnExit>,
+) -> Key
+where
+    F: FnOnce() -> T,
+{
     let start = Start {
         f,
-        packet: fiber_end,
+        packet: end,
         on_exit,
     };
 
@@ -98,19 +132,7 @@ where
     // aligned to 16) with the rest of the usable stack below it; `data` stays
     // valid until the entry reads it.
     let sp = unsafe { arch::init_stack(frame_top as *mut u8, entry, data) };
-    let fiber = Fiber {
-        id,
-        name: name.clone(),
-    };
-    let key = core.add_fiber(stack, sp, id, name);
-    Ok(JoinHandle::new(
-        handle_end,
-        FiberRef {
-            runtime: core.id,
-            key,
-        },
-        fiber,
-    ))
+    core.add_fiber(stack, sp, id, name)
 }
 
 /// Spawns a `'static` fiber: the safe face of [`spawn_unchecked`].

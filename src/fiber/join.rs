@@ -7,10 +7,12 @@ use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::ptr::NonNull;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::task::{Context, Poll};
 
 use crate::fiber::Fiber;
+use crate::fiber::queued::Placement;
 use crate::fiber::scope::ScopeData;
 use crate::runtime::context;
 use crate::runtime::core::{FiberId, Key};
@@ -80,6 +82,13 @@ pub(crate) fn packet<T>(scope: Option<*const ScopeData>) -> (FiberEnd<T>, Handle
 
 /// The fiber's end of a packet: [`complete`](FiberEnd::complete) once.
 pub(crate) struct FiberEnd<T>(NonNull<Packet<T>>);
+
+// SAFETY: the state protocol serialises every access to the packet, from
+// any thread; the result is written on the fiber's thread and read on the
+// handle's, hence `T: Send`. (A scoped packet's `scope` is dereferenced on
+// drop; scoped fibers are spawned on their scope's thread and their ends
+// never leave it.)
+unsafe impl<T: Send> Send for FiberEnd<T> {}
 
 impl<T> FiberEnd<T> {
     /// Hands the fiber's outcome to the handle, waking it if it waits.
@@ -242,9 +251,22 @@ impl<T> Drop for HandleEnd<T> {
 }
 
 /// Where a fiber lives, to cancel it.
-pub(crate) struct FiberRef {
-    pub(crate) runtime: RuntimeId,
-    pub(crate) key: Key,
+#[derive(Clone)]
+pub(crate) enum FiberRef {
+    /// In slot `key` of runtime `runtime`.
+    At { runtime: RuntimeId, key: Key },
+    /// Sent to a runtime of workers, where it may not have started yet.
+    Queued(Arc<Placement>),
+}
+
+impl FiberRef {
+    /// Cancels fiber `id`, wherever it is.
+    pub(crate) fn cancel(&self, id: FiberId) {
+        match self {
+            FiberRef::At { runtime, key } => cancel_fiber(*runtime, *key, id),
+            FiberRef::Queued(placement) => placement.cancel(id),
+        }
+    }
 }
 
 /// Cancels the fiber `id` in slot `key` of runtime `runtime`: directly on
@@ -299,13 +321,17 @@ impl<T> JoinHandle<T> {
     #[track_caller]
     pub fn join(self) -> Result<T, JoinError> {
         let JoinHandle { packet, at, fiber } = self;
-        packet.wait(|| match context::current() {
+        packet.wait(|| match (context::current(), &at) {
             // Joined from its own runtime: it completes right here.
-            Some(core) if core.id == at.runtime => Unparker::local(core),
-            _ => {
-                check_can_finish(at.runtime, fiber.id());
+            (Some(core), FiberRef::At { runtime, .. }) if core.id == *runtime => {
+                Unparker::local(core)
+            }
+            (_, FiberRef::At { runtime, .. }) => {
+                check_can_finish(*runtime, fiber.id());
                 Unparker::current()
             }
+            // On a worker: never this thread outside its runtime.
+            (_, FiberRef::Queued(_)) => Unparker::current(),
         })
     }
 
@@ -327,13 +353,13 @@ impl<T> JoinHandle<T> {
     /// ```
     pub fn cancel(&self) {
         if !self.packet.is_done() {
-            cancel_fiber(self.at.runtime, self.at.key, self.fiber.id());
+            self.at.cancel(self.fiber.id());
         }
     }
 
-    /// Where the fiber lives: its runtime, slot and id.
-    pub(crate) fn location(&self) -> (RuntimeId, Key, FiberId) {
-        (self.at.runtime, self.at.key, self.fiber.id())
+    /// Where the fiber lives, to cancel it later.
+    pub(crate) fn location(&self) -> FiberRef {
+        self.at.clone()
     }
 
     /// Whether the fiber has finished (`join` would not wait).

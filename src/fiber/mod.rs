@@ -32,6 +32,7 @@
 mod builder;
 pub(crate) mod entry;
 pub(crate) mod join;
+pub(crate) mod queued;
 pub(crate) mod scope;
 
 pub use builder::Builder;

@@ -14,7 +14,6 @@ use std::panic::{self, AssertUnwindSafe};
 
 use crate::fiber::JoinHandle;
 use crate::fiber::entry::{OnExit, spawn_unchecked};
-use crate::fiber::join::cancel_fiber;
 use crate::runtime::context;
 use crate::runtime::core::{Core, WakeToken};
 use crate::runtime::park::{CancelUnwind, TimeoutUnwind};
@@ -183,10 +182,11 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         }
         .expect("fibra::Scope::spawn: cannot create a fiber");
         self.data.running.set(self.data.running.get() + 1);
-        let (runtime, key, id) = handle.location();
-        self.data.handles.borrow_mut().push(Box::new(move || {
-            cancel_fiber(runtime, key, id);
-        }));
+        let (at, id) = (handle.location(), handle.fiber().id());
+        self.data
+            .handles
+            .borrow_mut()
+            .push(Box::new(move || at.cancel(id)));
         ScopedJoinHandle {
             inner: handle,
             scope: PhantomData,

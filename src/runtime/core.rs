@@ -53,6 +53,7 @@ use slab::Slab;
 
 use crate::arch;
 use crate::reactor::Reactor;
+use crate::runtime::pool::WorkerLink;
 use crate::runtime::registry::{self, RuntimeId};
 use crate::runtime::shared::{Remote, Shared};
 use crate::stack::{self, Stack, StackHeader, overflow};
@@ -183,6 +184,8 @@ pub(crate) enum Until {
     NoFibers,
     /// Until the budget set by the caller is spent or nothing is ready.
     BatchDone,
+    /// Until the runtime of workers this core belongs to is dropped.
+    Stopped,
 }
 
 pub(crate) struct Local {
@@ -219,10 +222,12 @@ pub(crate) struct Core {
     /// This runtime's name in the registry, for handles of its fibers.
     pub(crate) id: RuntimeId,
     pub(crate) default_stack: usize,
+    /// For a worker of a runtime of several: its inbox and siblings.
+    worker: Option<WorkerLink>,
 }
 
 impl Core {
-    pub(crate) fn new(default_stack: usize) -> std::io::Result<Core> {
+    pub(crate) fn new(default_stack: usize, worker: Option<WorkerLink>) -> std::io::Result<Core> {
         let reactor = Reactor::new()?;
         let shared = Arc::new(Shared::new(reactor.registry())?);
         let mut fibers = Slab::with_capacity(64);
@@ -263,6 +268,7 @@ impl Core {
             id: registry::register(shared.clone()),
             shared,
             default_stack,
+            worker,
         })
     }
 
@@ -291,7 +297,12 @@ impl Core {
         id: FiberId,
         name: Option<Arc<str>>,
     ) -> Key {
-        let span = tracing::trace_span!("fiber", id = id.as_u64(), name = name.as_deref());
+        let span = tracing::trace_span!(
+            "fiber",
+            id = id.as_u64(),
+            name = name.as_deref(),
+            worker = self.worker.as_ref().map(WorkerLink::index)
+        );
         // SAFETY: on the runtime's thread (spawning needs the runtime entered
         // or owned by this thread); no other borrow is live.
         let l = unsafe { self.local() };
@@ -599,10 +610,14 @@ impl Core {
                 Until::RootWoken if root.state == State::Running => return,
                 Until::NoFibers if l.live == 0 => return,
                 Until::BatchDone if l.budget == 0 || l.run_queue.is_empty() => return,
+                Until::Stopped if self.worker.as_ref().is_some_and(WorkerLink::stopping) => return,
                 _ => {}
             }
             if l.run_queue.is_empty() {
-                self.poll(None);
+                match &self.worker {
+                    Some(worker) => worker.wait_for_work(self, l.closing),
+                    None => self.poll(None),
+                }
                 continue;
             }
             if until != Until::BatchDone && l.budget == 0 {
@@ -661,6 +676,30 @@ impl Core {
     }
 
     fn poll_with(&self, timeout: Option<std::time::Duration>, skip_epoll: bool) {
+        self.poll_events(timeout, skip_epoll);
+        if let Some(worker) = &self.worker {
+            // SAFETY: on the runtime's thread; short borrow.
+            let l = unsafe { self.local() };
+            if !l.closing {
+                worker.start_own(self);
+            }
+            let (alive, ready) = self.figures();
+            worker.publish(alive, ready);
+        }
+    }
+
+    /// Fibers alive, and of those the ones ready to run (for metrics; a
+    /// fiber woken twice may count twice in `ready` until it runs).
+    pub(crate) fn figures(&self) -> (usize, usize) {
+        // SAFETY: on the runtime's thread; short borrow.
+        let l = unsafe { self.local() };
+        let root_ready = usize::from(l.fibers[ROOT as usize].state == State::Ready);
+        let ready = l.run_queue.len().saturating_sub(root_ready);
+        (l.live, ready.min(l.live))
+    }
+
+    /// The body of [`Core::poll_with`] that every runtime shares.
+    fn poll_events(&self, timeout: Option<std::time::Duration>, skip_epoll: bool) {
         // SAFETY: on the runtime's thread; no switch happens in here.
         let l = unsafe { self.local() };
         let zero = timeout == Some(std::time::Duration::ZERO);

@@ -26,15 +26,46 @@
 //!
 //! A runtime and its fibers belong to the thread that created it: `Runtime`
 //! is neither `Send` nor `Sync`, and a fiber never moves to another thread.
+//!
+//! ## Runtimes of several workers
+//!
+//! [`Builder::workers`] makes a `Runtime<Workers>`: `n` threads, each with a
+//! runtime of its own, that run without the caller driving them. Fibers
+//! spawned with [`Runtime::spawn`](Runtime#method.spawn-1) (`F: Send`) are
+//! spread over the workers, and [`fibra::spawn`](crate::spawn) inside a fiber
+//! keeps the new fiber on the caller's worker (`F` need not be `Send`).
+//! A worker with nothing to run takes fibers that have not started yet from
+//! a busy one; a fiber that has started never changes thread, so it may keep
+//! `Rc`s and thread-locals across blocking calls.
+//!
+//! ```
+//! use std::thread;
+//!
+//! let rt = fibra::Runtime::builder().workers(2).build()?;
+//! let handles: Vec<_> = (0..8)
+//!     .map(|_| {
+//!         rt.spawn(|| {
+//!             let me = thread::current().id();
+//!             fibra::sleep(std::time::Duration::from_millis(1));
+//!             assert_eq!(thread::current().id(), me); // never migrates
+//!         })
+//!     })
+//!     .collect();
+//! rt.block_on(|| handles.into_iter().for_each(|h| h.join().unwrap()));
+//! # Ok::<(), std::io::Error>(())
+//! ```
 
 mod builder;
 pub(crate) mod context;
 pub(crate) mod core;
 pub(crate) mod park;
+mod pool;
 pub(crate) mod registry;
 pub(crate) mod shared;
+mod workers;
 
 pub use builder::Builder;
+pub use workers::{WorkerMetrics, Workers};
 
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
@@ -45,16 +76,40 @@ use crate::fiber::{self, JoinHandle};
 use crate::runtime::context::Enter;
 use crate::runtime::core::{Core, Until};
 
-/// A fiber runtime on the current thread. See the [module docs](self).
+/// A fiber runtime. See the [module docs](self).
 ///
-/// A `Runtime` cannot leave its thread:
+/// `Runtime` (that is, `Runtime<CurrentThread>`) runs on the thread that
+/// drives it and cannot leave it:
 ///
 /// ```compile_fail
 /// let rt = fibra::Runtime::new().unwrap();
 /// std::thread::spawn(move || drop(rt));
 /// ```
-pub struct Runtime {
+///
+/// `Runtime<Workers>`, from [`Builder::workers`], runs on threads of its own
+/// and may be shared between threads.
+pub struct Runtime<Flavor = CurrentThread> {
+    flavor: Flavor,
+}
+
+/// A runtime on the thread that drives it: the default flavor of [`Runtime`].
+pub struct CurrentThread {
     core: Box<Core>,
+}
+
+impl CurrentThread {
+    pub(crate) fn new(core: Core) -> CurrentThread {
+        CurrentThread {
+            core: Box::new(core),
+        }
+    }
+}
+
+impl<Flavor> Runtime<Flavor> {
+    pub(crate) fn from_flavor(flavor: Flavor) -> Runtime<Flavor> {
+        raise_fd_limit();
+        Runtime { flavor }
+    }
 }
 
 impl Runtime {
@@ -84,11 +139,8 @@ impl Runtime {
         Builder::new()
     }
 
-    fn from_core(core: Core) -> Runtime {
-        raise_fd_limit();
-        Runtime {
-            core: Box::new(core),
-        }
+    fn core(&self) -> &Core {
+        &self.flavor.core
     }
 
     /// Runs `f` on this thread as the runtime's root, running the runtime's
@@ -116,7 +168,7 @@ impl Runtime {
     /// ```
     #[track_caller]
     pub fn block_on<T>(&self, f: impl FnOnce() -> T) -> T {
-        let enter = Enter::new(&self.core, "Runtime::block_on");
+        let enter = Enter::new(self.core(), "Runtime::block_on");
         let result = panic::catch_unwind(AssertUnwindSafe(f));
         drop(enter);
         match result {
@@ -142,8 +194,8 @@ impl Runtime {
     /// ```
     #[track_caller]
     pub fn run(&self) {
-        let _enter = Enter::new(&self.core, "Runtime::run");
-        self.core.run_root(Until::NoFibers);
+        let _enter = Enter::new(self.core(), "Runtime::run");
+        self.core().run_root(Until::NoFibers);
     }
 
     /// One step for an outer loop: runs the fibers that are ready; if none
@@ -173,8 +225,8 @@ impl Runtime {
     /// ```
     #[track_caller]
     pub fn turn(&self, timeout: Option<Duration>) -> usize {
-        let _enter = Enter::new(&self.core, "Runtime::turn");
-        let core = &self.core;
+        let _enter = Enter::new(self.core(), "Runtime::turn");
+        let core = self.core();
         // SAFETY: on the runtime's thread (Runtime is !Send); short borrow.
         let before = unsafe { core.local() }.resumed;
         core.poll(Some(Duration::ZERO));
@@ -224,8 +276,8 @@ impl Runtime {
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
-        let stack = self.core.default_stack;
-        fiber::spawn_on(&self.core, f, None, stack).expect("fibra: cannot spawn a fiber")
+        let stack = self.core().default_stack;
+        fiber::spawn_on(self.core(), f, None, stack).expect("fibra: cannot spawn a fiber")
     }
 
     /// How many fibers this runtime has that have not finished.
@@ -240,15 +292,36 @@ impl Runtime {
     /// ```
     pub fn fibers(&self) -> usize {
         // SAFETY: on the runtime's thread (Runtime is !Send); short borrow.
-        unsafe { self.core.local() }.live
+        unsafe { self.core().local() }.live
     }
 }
 
 impl Runtime {
+    /// This runtime's figures: one [`WorkerMetrics`] (its worker is 0).
+    ///
+    /// ```
+    /// let rt = fibra::Runtime::new()?;
+    /// rt.spawn(|| ());
+    /// let m = &rt.metrics()[0];
+    /// assert_eq!((m.alive, m.ready, m.parked), (1, 1, 0));
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn metrics(&self) -> Vec<WorkerMetrics> {
+        let (alive, ready) = self.core().figures();
+        vec![WorkerMetrics {
+            worker: 0,
+            alive,
+            ready,
+            parked: alive - ready,
+            queued: 0,
+            stolen: 0,
+        }]
+    }
+
     /// This runtime's id in the registry (for tests).
     #[cfg(test)]
     pub(crate) fn id(&self) -> registry::RuntimeId {
-        self.core.id
+        self.core().id
     }
 }
 
@@ -258,20 +331,26 @@ impl AsRawFd for Runtime {
     /// Call [`Runtime::turn`] when it is.
     fn as_raw_fd(&self) -> RawFd {
         // SAFETY: on the runtime's thread (Runtime is !Send); short borrow.
-        unsafe { self.core.local() }.reactor.fd()
+        unsafe { self.core().local() }.reactor.fd()
     }
 }
 
-impl Drop for Runtime {
+impl Drop for CurrentThread {
     /// Cancels every fiber left, unwinding each from where it is parked so
     /// its destructors run, and waits until all have finished.
     fn drop(&mut self) {
-        let enter = Enter::nested(&self.core);
-        self.core.shutdown();
-        drop(enter);
-        registry::unregister(self.core.id);
-        self.core.shared.close();
+        close(&self.core);
     }
+}
+
+/// Cancels the fibers left in `core`, runs them to their end, and takes the
+/// runtime out of the registry.
+pub(crate) fn close(core: &Core) {
+    let enter = Enter::nested(core);
+    core.shutdown();
+    drop(enter);
+    registry::unregister(core.id);
+    core.shared.close();
 }
 
 impl std::fmt::Debug for Runtime {

@@ -1,0 +1,153 @@
+//! Fibers sent to a runtime of workers: a [`Job`] waits in a worker's inbox
+//! until some worker starts it, maybe not the one it was sent to (an idle
+//! worker takes jobs from a busy one). Until it starts, a job is just a
+//! `Send` closure, so handing it to another thread is sound; once started it
+//! is a fiber like any other and never leaves its worker.
+//!
+//! The job's [`JoinHandle`] cannot name the fiber's slot before it starts:
+//! it holds a [`Placement`] that the starting worker fills in, so `cancel`
+//! works at every stage.
+
+use std::sync::{Arc, Mutex};
+
+use crate::fiber::Fiber;
+use crate::fiber::entry::start_fiber;
+use crate::fiber::join::{FiberEnd, FiberRef, JoinError, JoinHandle, cancel_fiber, packet};
+use crate::runtime::core::{Core, FiberId, Key};
+use crate::runtime::registry::RuntimeId;
+use crate::stack;
+
+/// A fiber that has not started: where it goes, it is created and queued.
+pub(crate) struct Job {
+    /// Starts the fiber on the worker given. Dropped unrun (the runtime is
+    /// shutting down), it completes the join handle as cancelled.
+    start: Box<dyn FnOnce(&Core) + Send + 'static>,
+}
+
+impl Job {
+    /// A job running `f`, and the handle to join it.
+    pub(crate) fn new<F, T>(f: F) -> (Job, JoinHandle<T>)
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        // SAFETY: everything is 'static.
+        unsafe { Job::new_unchecked(f) }
+    }
+
+    /// Like [`Job::new`] for a closure that borrows.
+    ///
+    /// # Safety
+    ///
+    /// What `f` and `T` borrow must outlive the job: the caller waits until
+    /// the handle's result is in (which happens after the fiber dropped
+    /// everything of `f`, or after the job was dropped unrun).
+    pub(crate) unsafe fn new_unchecked<'a, F, T>(f: F) -> (Job, JoinHandle<T>)
+    where
+        F: FnOnce() -> T + Send + 'a,
+        T: Send + 'a,
+    {
+        let id = FiberId::next();
+        let (fiber_end, handle_end) = packet(None);
+        let placement = Arc::new(Placement {
+            place: Mutex::new(Place::Queued),
+        });
+        let mut unstarted = Unstarted {
+            end: Some(fiber_end),
+            id,
+        };
+        let placed = placement.clone();
+        let start = move |core: &Core| {
+            let stack = match stack::take(core.default_stack) {
+                Ok(stack) => stack,
+                Err(e) => {
+                    tracing::error!(error = %e, fiber = id.as_u64(), "cannot start a fiber");
+                    let message = format!("fibra: cannot map the stack of fiber {id}: {e}");
+                    unstarted.fail(JoinError::panic(id, Box::new(message)));
+                    return;
+                }
+            };
+            let end = unstarted.end.take().expect("a job starts once");
+            // SAFETY: forwarded from `new_unchecked`'s caller.
+            let key = unsafe { start_fiber(core, stack, f, end, id, None, None) };
+            if placed.place(core.id, key) {
+                core.cancel(key, id);
+            }
+        };
+        let start: Box<dyn FnOnce(&Core) + Send + 'a> = Box::new(start);
+        // SAFETY: only the lifetime changes; the caller keeps what the
+        // closure borrows alive until the job has run or been dropped.
+        let start: Box<dyn FnOnce(&Core) + Send + 'static> = unsafe { std::mem::transmute(start) };
+        let fiber = Fiber { id, name: None };
+        let handle = JoinHandle::new(handle_end, FiberRef::Queued(placement), fiber);
+        (Job { start }, handle)
+    }
+
+    /// Creates the fiber on `core` (the worker running this), queued to run.
+    pub(crate) fn start(self, core: &Core) {
+        (self.start)(core)
+    }
+}
+
+/// A fiber's end of the packet until the fiber exists: dropped with it, the
+/// job reports that the fiber was cancelled.
+struct Unstarted<T> {
+    end: Option<FiberEnd<T>>,
+    id: FiberId,
+}
+
+impl<T> Unstarted<T> {
+    fn fail(&mut self, error: JoinError) {
+        if let Some(end) = self.end.take() {
+            end.complete(Err(error));
+        }
+    }
+}
+
+impl<T> Drop for Unstarted<T> {
+    fn drop(&mut self) {
+        let id = self.id;
+        self.fail(JoinError::cancelled(id));
+    }
+}
+
+/// Where a job's fiber went, for its handle's `cancel`.
+pub(crate) struct Placement {
+    place: Mutex<Place>,
+}
+
+enum Place {
+    Queued,
+    /// Cancelled while queued: it is cancelled as soon as it starts.
+    Cancelled,
+    At(RuntimeId, Key),
+}
+
+impl Placement {
+    /// Records where the fiber started; returns whether it was cancelled
+    /// before (the caller cancels it now).
+    fn place(&self, runtime: RuntimeId, key: Key) -> bool {
+        let mut place = self.place.lock().unwrap_or_else(|e| e.into_inner());
+        let cancelled = matches!(*place, Place::Cancelled);
+        *place = Place::At(runtime, key);
+        cancelled
+    }
+
+    /// Cancels fiber `id`: now if it has started, when it starts otherwise.
+    pub(crate) fn cancel(&self, id: FiberId) {
+        let at = {
+            let mut place = self.place.lock().unwrap_or_else(|e| e.into_inner());
+            match *place {
+                Place::Queued => {
+                    *place = Place::Cancelled;
+                    None
+                }
+                Place::Cancelled => None,
+                Place::At(runtime, key) => Some((runtime, key)),
+            }
+        };
+        if let Some((runtime, key)) = at {
+            cancel_fiber(runtime, key, id);
+        }
+    }
+}

@@ -1,0 +1,234 @@
+//! The public face of a runtime of several workers: `Runtime<Workers>`.
+//! The machinery (inboxes, stealing, the worker threads) is in `pool.rs`.
+
+use std::sync::Arc;
+use std::thread;
+
+use crate::fiber::JoinHandle;
+use crate::fiber::queued::Job;
+use crate::runtime::Runtime;
+use crate::runtime::context;
+use crate::runtime::pool::Pool;
+
+/// What a worker's figures say; see [`Runtime::metrics`](crate::Runtime::metrics).
+///
+/// A worker publishes its figures every time it polls for I/O (at least
+/// every [`BUDGET`](crate::runtime) fibers it runs, and before it sleeps),
+/// so they may lag by that much.
+///
+/// ```
+/// let rt = fibra::Runtime::builder().workers(2).build()?;
+/// let metrics = rt.metrics();
+/// assert_eq!(metrics.len(), 2);
+/// assert_eq!(metrics[0].worker, 0);
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct WorkerMetrics {
+    /// The worker's index (`fibra-worker-N`); 0 for a current-thread runtime.
+    pub worker: usize,
+    /// Fibers started on this worker that have not finished.
+    pub alive: usize,
+    /// Of those, the ones ready to run.
+    pub ready: usize,
+    /// Of those, the ones parked (waiting for I/O, a timer, a lock...).
+    pub parked: usize,
+    /// Fibers sent to this worker that have not started yet.
+    pub queued: usize,
+    /// Jobs this worker took from other workers' inboxes, in all.
+    pub stolen: u64,
+}
+
+/// The worker threads of a [`Runtime`] built with
+/// [`workers`](crate::runtime::Builder::workers): the runtime's flavor, as
+/// in `Runtime<Workers>`.
+pub struct Workers {
+    pool: Arc<Pool>,
+    threads: Vec<thread::JoinHandle<()>>,
+}
+
+impl Workers {
+    pub(crate) fn start(n: usize, stack_size: usize) -> std::io::Result<Workers> {
+        let (pool, threads) = Pool::start(n, stack_size)?;
+        Ok(Workers { pool, threads })
+    }
+}
+
+impl Drop for Workers {
+    /// Stops the workers: each cancels its fibers, unwinding them so their
+    /// destructors run, and exits; waits for all of them.
+    fn drop(&mut self) {
+        self.pool.stop();
+        let me = thread::current().id();
+        for thread in self.threads.drain(..) {
+            if thread.thread().id() == me {
+                // Dropped by one of its own fibers: that worker stops when
+                // the fiber returns to it; waiting for it here would hang.
+                continue;
+            }
+            if thread.join().is_err() {
+                tracing::error!("a fibra worker thread panicked");
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for Workers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Workers")
+            .field("workers", &self.pool.workers())
+            .finish()
+    }
+}
+
+impl Runtime<Workers> {
+    fn pool(&self) -> &Pool {
+        &self.flavor.pool
+    }
+
+    /// Runs `f` as a fiber on one of the workers and waits for it, blocking
+    /// the calling thread; returns what `f` returns, or re-raises its panic.
+    ///
+    /// `f` may borrow from the caller (the call does not return before the
+    /// fiber is gone), and must be `Send`, since it runs on another thread.
+    /// Fibers `f` spawns with [`fibra::spawn`](crate::spawn) run on the same
+    /// worker; those still alive when it returns go on running.
+    ///
+    /// # Panics
+    ///
+    /// When called from a fiber or inside another runtime's `block_on`: it
+    /// would block that runtime's thread. Spawn the work and join it there.
+    ///
+    /// ```
+    /// let rt = fibra::Runtime::builder().workers(2).build()?;
+    /// let words = vec!["a", "b"];
+    /// let n = rt.block_on(|| {
+    ///     let h = fibra::spawn(|| 40);
+    ///     h.join().unwrap() + words.len()
+    /// });
+    /// assert_eq!(n, 42);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn block_on<F, T>(&self, f: F) -> T
+    where
+        F: FnOnce() -> T + Send,
+        T: Send,
+    {
+        if context::in_runtime() {
+            panic!(
+                "`Runtime::block_on` cannot be called from a fiber or from inside \
+                 `block_on`: it would block the runtime running there. Spawn the \
+                 work on this runtime and join it instead."
+            );
+        }
+        // SAFETY: the join below waits until the fiber has dropped `f` and
+        // handed over its result (or the job was dropped unrun); it cannot
+        // unwind (a thread's park does not), so the borrows outlive both.
+        let (job, handle) = unsafe { Job::new_unchecked(f) };
+        self.pool().submit(job, None);
+        match handle.join() {
+            Ok(value) => value,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(e) => panic!("`Runtime::block_on`: {e} (the runtime was shutting down)"),
+        }
+    }
+
+    /// Spawns a fiber on one of the workers: an idle one if there is one,
+    /// the next in turn otherwise. Until it starts, an idle worker may take
+    /// it over; once started it stays on its worker.
+    ///
+    /// ```
+    /// let rt = fibra::Runtime::builder().workers(2).build()?;
+    /// let handles: Vec<_> = (0..4).map(|i| rt.spawn(move || i * 2)).collect();
+    /// let sum: i32 = handles.into_iter().map(|h| h.join().unwrap()).sum();
+    /// assert_eq!(sum, 12);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn spawn<F, T>(&self, f: F) -> JoinHandle<T>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let (job, handle) = Job::new(f);
+        self.pool().submit(job, None);
+        handle
+    }
+
+    /// Spawns a fiber on worker `worker` (`0..workers()`), where it stays:
+    /// for work that must run on every worker, like a listener per worker
+    /// with [`TcpListener::bind_reuse_port`](crate::net::TcpListener::bind_reuse_port).
+    ///
+    /// # Panics
+    ///
+    /// When `worker` is not below [`workers`](Runtime::workers).
+    ///
+    /// ```
+    /// let rt = fibra::Runtime::builder().workers(2).build()?;
+    /// let names: Vec<_> = (0..rt.workers())
+    ///     .map(|w| rt.spawn_on(w, || std::thread::current().name().unwrap().to_owned()))
+    ///     .map(|h| h.join().unwrap())
+    ///     .collect();
+    /// assert_eq!(names, ["fibra-worker-0", "fibra-worker-1"]);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn spawn_on<F, T>(&self, worker: usize, f: F) -> JoinHandle<T>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let workers = self.workers();
+        assert!(
+            worker < workers,
+            "Runtime::spawn_on: worker {worker} does not exist (this runtime has {workers})"
+        );
+        let (job, handle) = Job::new(f);
+        self.pool().submit(job, Some(worker));
+        handle
+    }
+
+    /// How many workers this runtime has.
+    ///
+    /// ```
+    /// let rt = fibra::Runtime::builder().workers(3).build()?;
+    /// assert_eq!(rt.workers(), 3);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn workers(&self) -> usize {
+        self.pool().workers()
+    }
+
+    /// Each worker's figures, as last published; see [`WorkerMetrics`].
+    ///
+    /// ```
+    /// let rt = fibra::Runtime::builder().workers(2).build()?;
+    /// assert!(rt.metrics().iter().all(|m| m.alive == 0));
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn metrics(&self) -> Vec<WorkerMetrics> {
+        self.pool().metrics()
+    }
+
+    /// How many fibers of this runtime have not finished, started or not
+    /// (from the figures the workers last published).
+    ///
+    /// ```
+    /// let rt = fibra::Runtime::builder().workers(2).build()?;
+    /// assert_eq!(rt.fibers(), 0);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn fibers(&self) -> usize {
+        self.metrics().iter().map(|m| m.alive + m.queued).sum()
+    }
+}
+
+impl std::fmt::Debug for Runtime<Workers> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("workers", &self.workers())
+            .field("fibers", &self.fibers())
+            .finish()
+    }
+}

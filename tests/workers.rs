@@ -1,0 +1,346 @@
+//! Runtimes of several workers: fibers spread over worker threads, never
+//! migrate once started, unstarted ones are taken by idle workers, and
+//! dropping the runtime unwinds what is left on every worker.
+
+mod util;
+
+use std::collections::HashSet;
+use std::io::{Read, Write};
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Barrier, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use fibra::net::{TcpListener, TcpStream};
+use fibra::runtime::Workers;
+use util::SyncDropCount;
+
+fn two_workers() -> fibra::Runtime<Workers> {
+    fibra::Runtime::builder().workers(2).build().unwrap()
+}
+
+fn worker_name() -> String {
+    thread::current().name().unwrap_or("?").to_owned()
+}
+
+/// Spins (without parking) until `flag` is set or `limit` passes: long
+/// work that keeps a worker's thread busy.
+fn busy_until(flag: &AtomicBool, limit: Duration) {
+    let start = Instant::now();
+    while !flag.load(Ordering::SeqCst) && start.elapsed() < limit {
+        std::hint::spin_loop();
+    }
+}
+
+#[test]
+fn two_hundred_fibers_over_two_workers_never_change_thread() {
+    let rt = two_workers();
+    let (tx, rx) = fibra::sync::mpsc::channel::<u32>();
+    let resumes = Arc::new(AtomicUsize::new(0));
+    let handles: Vec<_> = (0..200u32)
+        .map(|i| {
+            let tx = tx.clone();
+            let resumes = resumes.clone();
+            rt.spawn(move || {
+                let me = thread::current().id();
+                let name = worker_name();
+                // Rc and thread-locals stay valid: the fiber stays put.
+                let local = Rc::new(i);
+                for round in 0..10u32 {
+                    match round % 3 {
+                        0 => fibra::yield_now(),
+                        1 => fibra::sleep(Duration::from_micros(200 + u64::from(i % 7) * 100)),
+                        _ => tx.send(i).unwrap(),
+                    }
+                    assert_eq!(
+                        thread::current().id(),
+                        me,
+                        "fiber {i} moved in round {round}"
+                    );
+                    resumes.fetch_add(1, Ordering::Relaxed);
+                }
+                assert_eq!(*local, i);
+                name
+            })
+        })
+        .collect();
+    drop(tx);
+    let names: Vec<String> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    assert_eq!(resumes.load(Ordering::Relaxed), 200 * 10);
+    assert_eq!(rx.iter().count(), 200 * 3);
+    let workers: HashSet<&str> = names.iter().map(String::as_str).collect();
+    assert_eq!(
+        workers,
+        HashSet::from(["fibra-worker-0", "fibra-worker-1"]),
+        "both workers ran fibers"
+    );
+}
+
+#[test]
+fn spawn_inside_a_fiber_stays_on_its_worker_without_send() {
+    let rt = two_workers();
+    for worker in 0..2 {
+        let (outer, inner) = rt
+            .spawn_on(worker, || {
+                let shared = Rc::new(std::cell::Cell::new(0)); // !Send
+                let s = shared.clone();
+                let h = fibra::spawn(move || {
+                    s.set(7);
+                    worker_name()
+                });
+                let inner = h.join().unwrap();
+                assert_eq!(shared.get(), 7);
+                (worker_name(), inner)
+            })
+            .join()
+            .unwrap();
+        assert_eq!(outer, format!("fibra-worker-{worker}"));
+        assert_eq!(inner, outer);
+    }
+}
+
+#[test]
+fn block_on_runs_on_a_worker_borrows_and_reraises_panics() {
+    let rt = two_workers();
+    let mut seen = Vec::new();
+    let name = rt.block_on(|| {
+        seen.push(1);
+        fibra::sleep(Duration::from_millis(1));
+        worker_name()
+    });
+    assert!(name.starts_with("fibra-worker-"), "ran on {name}");
+    assert_eq!(seen, [1]);
+
+    let err = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        rt.block_on(|| panic!("boom in block_on"))
+    }))
+    .unwrap_err();
+    assert_eq!(*err.downcast::<&str>().unwrap(), "boom in block_on");
+    // The runtime, and the worker the panic ran on, carry on.
+    assert_eq!(rt.block_on(|| 5), 5);
+}
+
+#[test]
+fn a_panicking_fiber_does_not_take_its_worker_down() {
+    let rt = two_workers();
+    for worker in 0..2 {
+        let err = rt
+            .spawn_on(worker, || panic!("fiber panics"))
+            .join()
+            .unwrap_err();
+        assert!(err.is_panic());
+    }
+    for worker in 0..2 {
+        assert_eq!(
+            rt.spawn_on(worker, worker_name).join().unwrap(),
+            format!("fibra-worker-{worker}")
+        );
+    }
+}
+
+#[test]
+fn zero_workers_is_an_error() {
+    let err = fibra::Runtime::builder().workers(0).build().unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
+    assert!(err.to_string().contains("workers(0)"), "{err}");
+}
+
+#[test]
+fn an_idle_worker_takes_unstarted_fibers_from_a_busy_one() {
+    let rt = two_workers();
+    let release0 = Arc::new(AtomicBool::new(false));
+    let release1 = Arc::new(AtomicBool::new(false));
+    let started = Arc::new(Barrier::new(3));
+
+    // Both workers busy in long work that never parks.
+    let busy: Vec<_> = [(0, release0.clone()), (1, release1.clone())]
+        .into_iter()
+        .map(|(w, release)| {
+            let started = started.clone();
+            rt.spawn_on(w, move || {
+                started.wait();
+                // The limit only keeps a broken build from hanging.
+                busy_until(&release, Duration::from_secs(20));
+            })
+        })
+        .collect();
+    started.wait();
+
+    // No worker idle: the jobs go round-robin, half to worker 0's inbox.
+    let jobs: Vec<_> = (0..20).map(|_| rt.spawn(worker_name)).collect();
+    assert!(rt.metrics()[0].queued > 0, "{:?}", rt.metrics());
+
+    // Worker 1 finishes its work and, idle, takes worker 0's jobs too,
+    // while worker 0 stays stuck.
+    release1.store(true, Ordering::SeqCst);
+    let names: Vec<String> = jobs.into_iter().map(|h| h.join().unwrap()).collect();
+    assert!(!release0.load(Ordering::SeqCst));
+    assert!(
+        names.iter().all(|n| n == "fibra-worker-1"),
+        "every job ran on the idle worker: {names:?}"
+    );
+    assert!(rt.metrics()[1].stolen > 0, "{:?}", rt.metrics());
+
+    release0.store(true, Ordering::SeqCst);
+    for h in busy {
+        h.join().unwrap();
+    }
+}
+
+#[test]
+fn a_fiber_cancelled_before_it_started_never_runs() {
+    let rt = two_workers();
+    let release = Arc::new(AtomicBool::new(false));
+    let started = Arc::new(Barrier::new(2));
+    let blocker = {
+        let (release, started) = (release.clone(), started.clone());
+        rt.spawn_on(0, move || {
+            started.wait();
+            busy_until(&release, Duration::from_secs(20));
+        })
+    };
+    started.wait();
+    let ran = Arc::new(AtomicBool::new(false));
+    let queued = {
+        let ran = ran.clone();
+        rt.spawn_on(0, move || ran.store(true, Ordering::SeqCst))
+    };
+    queued.cancel();
+    release.store(true, Ordering::SeqCst);
+    assert!(queued.join().unwrap_err().is_cancelled());
+    assert!(!ran.load(Ordering::SeqCst));
+    blocker.join().unwrap();
+}
+
+#[test]
+fn dropping_the_runtime_unwinds_the_fibers_parked_on_every_worker() {
+    let rt = two_workers();
+    let drops = SyncDropCount::default();
+    let started = Arc::new(AtomicUsize::new(0));
+    let mut handles = Vec::new();
+    for worker in 0..2 {
+        for _ in 0..25 {
+            let (guard, started) = (drops.guard(), started.clone());
+            handles.push(rt.spawn_on(worker, move || {
+                let _guard = guard;
+                started.fetch_add(1, Ordering::SeqCst);
+                fibra::sleep(Duration::from_secs(3600));
+            }));
+        }
+        // Some parked on a channel that never gets a message, on each worker.
+        let (tx, rx) = fibra::sync::mpsc::channel::<()>();
+        let (guard, started) = (drops.guard(), started.clone());
+        handles.push(rt.spawn_on(worker, move || {
+            let _guard = guard;
+            let _tx = tx;
+            started.fetch_add(1, Ordering::SeqCst);
+            let _ = rx.recv();
+        }));
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while started.load(Ordering::SeqCst) < 52 {
+        assert!(Instant::now() < deadline, "fibers did not start");
+        thread::sleep(Duration::from_millis(1));
+    }
+    let metrics = rt.metrics();
+    assert_eq!(metrics.len(), 2);
+    drop(rt);
+    assert_eq!(drops.get(), 52, "every fiber's destructors ran");
+    for h in handles {
+        assert!(h.join().unwrap_err().is_cancelled());
+    }
+}
+
+#[test]
+fn metrics_show_parked_fibers_per_worker() {
+    let rt = two_workers();
+    let gate = Arc::new(fibra::sync::Semaphore::new(0));
+    let handles: Vec<_> = (0..6)
+        .map(|_| {
+            let gate = gate.clone();
+            rt.spawn_on(1, move || drop(gate.acquire()))
+        })
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let m = &rt.metrics()[1];
+        if m.parked == 6 {
+            assert_eq!((m.alive, m.ready, m.queued), (6, 0, 0));
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "metrics never showed 6 parked: {m:?}"
+        );
+        thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(rt.metrics()[0].alive, 0);
+    assert_eq!(rt.fibers(), 6);
+    gate.add_permits(6);
+    for h in handles {
+        h.join().unwrap();
+    }
+}
+
+/// A 2-worker echo server, one `bind_reuse_port` listener per worker.
+fn reuse_port_echo_server(rt: &fibra::Runtime<Workers>) -> (SocketAddr, Arc<Mutex<Vec<usize>>>) {
+    let first = TcpListener::bind_reuse_port("127.0.0.1:0").unwrap();
+    let addr = first.local_addr().unwrap();
+    let accepted = Arc::new(Mutex::new(vec![0; rt.workers()]));
+    let mut first = Some(first);
+    for worker in 0..rt.workers() {
+        let listener = match first.take() {
+            Some(l) => l,
+            None => TcpListener::bind_reuse_port(addr).unwrap(),
+        };
+        let accepted = accepted.clone();
+        rt.spawn_on(worker, move || {
+            loop {
+                let (mut stream, _) = listener.accept().unwrap();
+                accepted.lock().unwrap()[worker] += 1;
+                fibra::spawn(move || {
+                    let mut buf = [0u8; 4096];
+                    loop {
+                        match stream.read(&mut buf) {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => stream.write_all(&buf[..n]).unwrap(),
+                        }
+                    }
+                });
+            }
+        });
+    }
+    (addr, accepted)
+}
+
+#[test]
+fn a_reuse_port_echo_server_accepts_on_both_workers() {
+    let rt = two_workers();
+    let (addr, accepted) = reuse_port_echo_server(&rt);
+    // Clients in fibers of another runtime, on this thread.
+    fibra::run(|| {
+        let clients: Vec<_> = (0..64)
+            .map(|c| {
+                fibra::spawn(move || {
+                    let mut stream = TcpStream::connect(addr).unwrap();
+                    for round in 0..20u32 {
+                        let msg = format!("client {c} round {round}\n");
+                        stream.write_all(msg.as_bytes()).unwrap();
+                        let mut back = vec![0; msg.len()];
+                        stream.read_exact(&mut back).unwrap();
+                        assert_eq!(back, msg.as_bytes());
+                    }
+                })
+            })
+            .collect();
+        clients.into_iter().for_each(|h| h.join().unwrap());
+    });
+    let accepted = accepted.lock().unwrap().clone();
+    assert_eq!(accepted.iter().sum::<usize>(), 64);
+    assert!(
+        accepted.iter().all(|&n| n > 0),
+        "both workers accepted: {accepted:?}"
+    );
+}
