@@ -12,7 +12,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use crate::runtime::context;
-use crate::runtime::park::Unparker;
+use crate::runtime::park::{Unparker, WaitOn};
 
 /// The most threads the pool runs at once; more work waits in a queue.
 pub const MAX_THREADS: usize = 512;
@@ -182,7 +182,7 @@ where
     let job_slot = slot.clone();
     submit(Box::new(move || complete(&job_slot, f)));
     wait(&slot, || {
-        crate::runtime::park::park_current(None);
+        crate::runtime::park::park_current(None, WaitOn::Blocking);
     })
 }
 
@@ -211,6 +211,6 @@ where
     let job: Job = unsafe { std::mem::transmute::<Box<dyn FnOnce() + Send + '_>, Job>(job) };
     submit(job);
     wait(&slot, || {
-        core.park_raw(None);
+        core.park_raw(None, WaitOn::Blocking);
     })
 }

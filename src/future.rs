@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
 
-use crate::runtime::park::{self, Unparker, park_current};
+use crate::runtime::park::{self, Unparker, WaitOn, park_current};
 
 /// Runs `future` to completion from a fiber (which parks while the future
 /// is pending, so its runtime runs on) or from a plain thread (which
@@ -84,7 +84,7 @@ pub fn block_on_future<F: Future>(future: F) -> F::Output {
             return output;
         }
         if !wake.woken.swap(false, Ordering::AcqRel) {
-            park_current(None);
+            park_current(None, WaitOn::Future);
             wake.woken.store(false, Ordering::Release);
         } else {
             park::retire_token(); // woken while polling: poll again at once

@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use libc::c_int;
 
-use crate::runtime::park::{Unparker, park_current};
+use crate::runtime::park::{Unparker, WaitOn, park_current};
 
 /// Signals a handler may not be installed for: they cannot be caught, or
 /// they report faults that the process must not survive silently.
@@ -127,6 +127,12 @@ extern "C" fn handle(signal: c_int) {
     }
 }
 
+/// Installs fibra's handler for `signal` ahead of any wait (the signal's
+/// default action stops at once).
+pub(crate) fn install_handler(signal: c_int) -> io::Result<()> {
+    install(dispatcher()?, signal)
+}
+
 fn install(d: &Dispatcher, signal: c_int) -> io::Result<()> {
     let mut installed = lock(&d.installed);
     if installed.contains(&signal) {
@@ -214,6 +220,6 @@ pub fn wait(signals: &[c_int]) -> io::Result<c_int> {
             }
             slot.1 = Unparker::current();
         }
-        park_current(None);
+        park_current(None, WaitOn::Signal);
     }
 }

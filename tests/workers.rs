@@ -344,3 +344,122 @@ fn a_reuse_port_echo_server_accepts_on_both_workers() {
         "both workers accepted: {accepted:?}"
     );
 }
+
+#[test]
+fn a_dump_lists_every_fiber_with_what_it_waits_for() {
+    let rt = two_workers();
+    let lock = Arc::new(fibra::sync::Mutex::new(()));
+    let held = lock.clone();
+    let (tx, rx) = fibra::sync::mpsc::channel::<()>();
+    let (mut client, server) = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let c = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        (c, l.accept().unwrap().0)
+    };
+    let parked = Arc::new(AtomicUsize::new(0));
+    let named = |name: &str| fibra::Builder::new().name(name.to_owned());
+    let p = parked.clone();
+    let _holder = rt.spawn_on(0, move || {
+        let _guard = held.lock().unwrap();
+        p.fetch_add(1, Ordering::SeqCst);
+        fibra::sleep(Duration::from_secs(3600));
+    });
+    while parked.load(Ordering::SeqCst) < 1 {
+        thread::sleep(Duration::from_millis(1));
+    }
+    let p = parked.clone();
+    let _others = rt.spawn_on(1, move || {
+        let l = lock.clone();
+        let _a = named("locker").spawn(move || drop(l.lock())).unwrap();
+        let _b = named("receiver").spawn(move || rx.recv()).unwrap();
+        let _c = named("reader")
+            .spawn(move || {
+                let mut s = TcpStream::from(server);
+                s.read(&mut [0; 8])
+            })
+            .unwrap();
+        let sleeper = named("sleeper")
+            .spawn(|| fibra::sleep(Duration::from_secs(600)))
+            .unwrap();
+        p.fetch_add(1, Ordering::SeqCst);
+        sleeper.join().unwrap()
+    });
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let dump = loop {
+        let dump = rt.dump();
+        if dump
+            .fibers()
+            .filter(|f| f.state == fibra::runtime::FiberState::Parked)
+            .count()
+            == 6
+        {
+            break dump;
+        }
+        assert!(Instant::now() < deadline, "not all parked:\n{dump}");
+        thread::sleep(Duration::from_millis(2));
+    };
+    assert!(dump.is_complete());
+    let text = dump.to_string();
+    for line in [
+        r#""locker" [parked: Mutex::lock]"#,
+        r#""receiver" [parked: channel receive]"#,
+        r#""reader" [parked: fd "#,
+        r#""sleeper" [parked: sleep, "#,
+        "[parked: join of fiber",
+        "thread \"fibra-worker-0\": 1 fibers",
+        "thread \"fibra-worker-1\": 5 fibers",
+    ] {
+        assert!(text.contains(line), "{line:?} missing from\n{text}");
+    }
+    let sleeper = dump
+        .fibers()
+        .find(|f| f.name.as_deref() == Some("sleeper"))
+        .unwrap();
+    let left = sleeper.deadline_in.unwrap();
+    assert!(
+        left > Duration::from_secs(500) && left <= Duration::from_secs(600),
+        "{left:?}"
+    );
+
+    // From a fiber of a worker (block_on's closure borrows the runtime:
+    // it is Sync), that worker answers for itself.
+    let from_fiber = rt.block_on(|| rt.dump());
+    assert!(from_fiber.is_complete());
+    assert!(from_fiber.to_string().contains("[running]"), "{from_fiber}");
+    client.write_all(b"x").unwrap();
+    drop(tx);
+}
+
+#[test]
+fn sigquit_prints_a_dump_when_asked_to() {
+    const NAME: &str = "sigquit_prints_a_dump_when_asked_to";
+    if util::is_child(NAME) {
+        fibra::runtime::dump_on_sigquit().unwrap();
+        let rt = two_workers();
+        let h = fibra::Builder::new().name("patient".into());
+        let _patient = rt.spawn_on(1, move || {
+            h.spawn(|| fibra::sleep(Duration::from_secs(60)))
+                .unwrap()
+                .join()
+        });
+        thread::sleep(Duration::from_millis(100));
+        // SAFETY: raising a signal fibra handles now.
+        unsafe { libc::raise(libc::SIGQUIT) };
+        thread::sleep(Duration::from_millis(1500));
+        println!("CHILD OK");
+        return;
+    }
+    let out = util::run_child(NAME);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stdout.contains("CHILD OK"),
+        "{stdout}\n{stderr}"
+    );
+    assert!(stderr.contains("fibra: SIGQUIT: fiber dump"), "{stderr}");
+    assert!(stderr.contains(r#""patient" [parked: sleep"#), "{stderr}");
+    assert!(
+        stderr.contains("thread \"fibra-worker-0\": 0 fibers"),
+        "{stderr}"
+    );
+}

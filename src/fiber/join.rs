@@ -16,7 +16,7 @@ use crate::fiber::queued::Placement;
 use crate::fiber::scope::ScopeData;
 use crate::runtime::context;
 use crate::runtime::core::{FiberId, Key};
-use crate::runtime::park::{Unparker, park_current};
+use crate::runtime::park::{Unparker, WaitOn, park_current};
 use crate::runtime::registry::{self, RuntimeId};
 use crate::runtime::shared::Remote;
 
@@ -214,12 +214,12 @@ impl<T> HandleEnd<T> {
     }
 
     /// Waits for the result, parking with `waiter`.
-    fn wait(self, waiter: impl FnOnce() -> Unparker) -> Result<T, JoinError> {
+    fn wait(self, waiter: impl FnOnce() -> Unparker, id: FiberId) -> Result<T, JoinError> {
         if !self.is_done() {
             match self.register(waiter) {
                 Registered::Waiting => {
                     while !self.is_done() {
-                        park_current(None);
+                        park_current(None, WaitOn::Join(id));
                     }
                 }
                 Registered::Finishing => self.finish_wait(),
@@ -321,18 +321,21 @@ impl<T> JoinHandle<T> {
     #[track_caller]
     pub fn join(self) -> Result<T, JoinError> {
         let JoinHandle { packet, at, fiber } = self;
-        packet.wait(|| match (context::current(), &at) {
-            // Joined from its own runtime: it completes right here.
-            (Some(core), FiberRef::At { runtime, .. }) if core.id == *runtime => {
-                Unparker::local(core)
-            }
-            (_, FiberRef::At { runtime, .. }) => {
-                check_can_finish(*runtime, fiber.id());
-                Unparker::current()
-            }
-            // On a worker: never this thread outside its runtime.
-            (_, FiberRef::Queued(_)) => Unparker::current(),
-        })
+        packet.wait(
+            || match (context::current(), &at) {
+                // Joined from its own runtime: it completes right here.
+                (Some(core), FiberRef::At { runtime, .. }) if core.id == *runtime => {
+                    Unparker::local(core)
+                }
+                (_, FiberRef::At { runtime, .. }) => {
+                    check_can_finish(*runtime, fiber.id());
+                    Unparker::current()
+                }
+                // On a worker: never this thread outside its runtime.
+                (_, FiberRef::Queued(_)) => Unparker::current(),
+            },
+            fiber.id(),
+        )
     }
 
     /// Asks the fiber to stop: it unwinds from the park it is in (or its

@@ -16,7 +16,7 @@ use crate::fiber::JoinHandle;
 use crate::fiber::entry::{OnExit, spawn_unchecked};
 use crate::runtime::context;
 use crate::runtime::core::{Core, WakeToken};
-use crate::runtime::park::{CancelUnwind, TimeoutUnwind};
+use crate::runtime::park::{CancelUnwind, TimeoutUnwind, WaitOn};
 use crate::time::clock;
 
 /// What a scope's fibers share with it; lives on the scope owner's stack.
@@ -122,7 +122,7 @@ fn wait_for_all(core: &Core, data: &ScopeData) -> Option<Box<dyn Any + Send>> {
             }
         }
         data.owner.set(Some(core.current_token()));
-        core.park_raw(deadline);
+        core.park_raw(deadline, WaitOn::Scope);
     }
     unwind
 }

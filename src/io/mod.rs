@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use crate::runtime::context;
 use crate::runtime::core::Core;
-use crate::runtime::park::{Parked, park};
+use crate::runtime::park::{Parked, WaitOn, park};
 use crate::time::clock;
 
 /// Readiness to wait for, or that was found: readable, writable, or both.
@@ -157,7 +157,7 @@ fn wait_in_fiber(
     }
     let mut guard = Registered { core, reg };
     loop {
-        let parked = park(core, deadline);
+        let parked = park(core, deadline, WaitOn::Fd(fd, interest));
         // SAFETY: on the runtime's thread; short borrow.
         let reactor = &mut unsafe { core.local() }.reactor;
         let ready = reactor.ready(guard.reg);

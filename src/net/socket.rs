@@ -17,7 +17,7 @@ use crate::io::Interest;
 use crate::reactor::Registration as Waiting;
 use crate::runtime::context;
 use crate::runtime::core::Core;
-use crate::runtime::park::{Parked, park};
+use crate::runtime::park::{Parked, WaitOn, park};
 use crate::time::clock;
 
 /// Per-socket state beside the fd.
@@ -116,7 +116,7 @@ impl Registration {
             }
         }
         let _guard = Guard(core, waiting);
-        match park(core, deadline) {
+        match park(core, deadline, WaitOn::Fd(fd, interest)) {
             Parked::TimedOut => Err(io::ErrorKind::TimedOut.into()),
             Parked::Woken => Ok(()),
         }

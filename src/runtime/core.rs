@@ -53,6 +53,8 @@ use slab::Slab;
 
 use crate::arch;
 use crate::reactor::Reactor;
+use crate::runtime::dump::{FiberInfo, FiberState, Section};
+use crate::runtime::park::WaitOn;
 use crate::runtime::pool::WorkerLink;
 use crate::runtime::registry::{self, RuntimeId};
 use crate::runtime::shared::{Remote, Shared};
@@ -172,6 +174,8 @@ pub(crate) struct Record {
     pub(crate) id: FiberId,
     pub(crate) name: Option<Arc<str>>,
     pub(crate) timeout: Option<TimeoutScope>,
+    /// What its last park waited for, and until when (for dumps).
+    waiting_on: Option<(WaitOn, Option<u64>)>,
     span: tracing::Span,
 }
 
@@ -244,6 +248,7 @@ impl Core {
             id: FiberId::next(),
             name: None,
             timeout: None,
+            waiting_on: None,
             span: tracing::Span::none(),
         });
         debug_assert_eq!(root, ROOT as usize);
@@ -321,6 +326,7 @@ impl Core {
             id,
             name,
             timeout: None,
+            waiting_on: None,
             span,
         }) as Key;
         l.live += 1;
@@ -492,7 +498,7 @@ impl Core {
     /// Parks the current context until it is woken with its token, or until
     /// `deadline` (ns). Neither unwinds nor looks at cancellation: see
     /// `runtime::park` for the layer that does.
-    pub(crate) fn park_raw(&self, deadline: Option<u64>) -> Wake {
+    pub(crate) fn park_raw(&self, deadline: Option<u64>, on: WaitOn) -> Wake {
         // SAFETY: on the runtime's thread; the borrow ends before the switch.
         let l = unsafe { self.local() };
         let me = l.current;
@@ -508,6 +514,7 @@ impl Core {
             park: rec.park,
         };
         rec.state = State::Parked;
+        rec.waiting_on = Some((on, deadline));
         tracing::trace!(fiber = rec.id.as_u64(), "park");
         let timer = deadline.map(|d| l.timers.insert(d, token));
         if me == ROOT {
@@ -553,9 +560,9 @@ impl Core {
     }
 
     /// Parks a context that is unwinding, counted as such while suspended.
-    pub(crate) fn park_unwinding(&self, deadline: Option<u64>) -> Wake {
+    pub(crate) fn park_unwinding(&self, deadline: Option<u64>, on: WaitOn) -> Wake {
         self.count_unwinding_suspended(1);
-        let wake = self.park_raw(deadline);
+        let wake = self.park_raw(deadline, on);
         self.count_unwinding_suspended(-1);
         wake
     }
@@ -736,6 +743,7 @@ impl Core {
             }
             l.io_ready = ready;
         }
+        let mut dumps = Vec::new();
         if remote {
             let mut msgs = std::mem::take(&mut l.remote);
             self.shared.drain(&mut msgs);
@@ -745,6 +753,7 @@ impl Core {
                         l.wake(token, Wake::Unparked, &self.shared);
                     }
                     Remote::Cancel(key, id) => l.cancel(key, id, &self.shared),
+                    Remote::Dump(answer) => dumps.push(answer),
                 }
             }
             l.remote = msgs;
@@ -758,6 +767,45 @@ impl Core {
                 l.wake(f.value, Wake::TimedOut, &self.shared);
             }
             l.fired = fired;
+        }
+        // Answered last: `l` is not used again (an answer may wake a fiber).
+        for answer in dumps {
+            answer(self.dump_section());
+        }
+    }
+
+    /// This runtime's fibers, for a dump.
+    pub(crate) fn dump_section(&self) -> Section {
+        // SAFETY: on the runtime's thread; short borrow.
+        let l = unsafe { self.local() };
+        let now = clock::now_ns();
+        let fibers = l
+            .fibers
+            .iter()
+            .filter(|(key, rec)| *key != ROOT as usize || rec.state != State::Running)
+            .filter(|(_, rec)| rec.state != State::Done)
+            .map(|(key, rec)| {
+                let parked = rec.state == State::Parked;
+                let waiting = rec.waiting_on.filter(|_| parked);
+                FiberInfo {
+                    id: rec.id,
+                    name: rec.name.as_deref().map(str::to_owned),
+                    root: key == ROOT as usize,
+                    state: match rec.state {
+                        State::Ready => FiberState::Ready,
+                        State::Parked => FiberState::Parked,
+                        State::Running | State::Done => FiberState::Running,
+                    },
+                    waiting_on: waiting.map(|(on, _)| on.to_string()),
+                    deadline_in: waiting
+                        .and_then(|(_, deadline)| deadline)
+                        .map(|d| std::time::Duration::from_nanos(d.saturating_sub(now))),
+                }
+            })
+            .collect();
+        Section {
+            thread: self.shared.thread_name.clone(),
+            fibers: Some(fibers),
         }
     }
 

@@ -58,6 +58,7 @@
 mod builder;
 pub(crate) mod context;
 pub(crate) mod core;
+mod dump;
 pub(crate) mod park;
 mod pool;
 pub(crate) mod registry;
@@ -65,6 +66,7 @@ pub(crate) mod shared;
 mod workers;
 
 pub use builder::Builder;
+pub use dump::{Dump, FiberInfo, FiberState, dump_on_sigquit};
 pub use workers::{WorkerMetrics, Workers};
 
 use std::io;
@@ -316,6 +318,32 @@ impl Runtime {
             queued: 0,
             stolen: 0,
         }]
+    }
+
+    /// Every fiber of this runtime with its id, name, state and what it
+    /// waits for: see [`Dump`]. Call it from the runtime's thread, or
+    /// from a fiber.
+    ///
+    /// ```
+    /// let rt = fibra::Runtime::new()?;
+    /// rt.block_on(|| {
+    ///     let (tx, rx) = fibra::sync::mpsc::channel::<()>();
+    ///     let h = fibra::Builder::new()
+    ///         .name("waiter".into())
+    ///         .spawn(move || rx.recv())
+    ///         .unwrap();
+    ///     fibra::yield_now(); // it parks on the channel
+    ///     let dump = rt.dump().to_string();
+    ///     assert!(dump.contains(r#""waiter" [parked: channel receive]"#), "{dump}");
+    ///     drop(tx);
+    ///     h.join().unwrap().unwrap_err();
+    /// });
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn dump(&self) -> Dump {
+        Dump {
+            sections: vec![self.core().dump_section()],
+        }
     }
 
     /// This runtime's id in the registry (for tests).

@@ -13,12 +13,15 @@
 //! destructor that blocks does block instead of aborting the process with a
 //! panic inside a panic.
 
+use std::fmt;
+use std::os::fd::RawFd;
 use std::ptr;
 use std::sync::Arc;
 use std::thread::Thread;
 
+use crate::io::Interest;
 use crate::runtime::context;
-use crate::runtime::core::{Core, TimeoutScope, Wake, WakeToken};
+use crate::runtime::core::{Core, FiberId, TimeoutScope, Wake, WakeToken};
 use crate::runtime::shared::{Remote, Shared};
 use crate::time::clock;
 
@@ -28,6 +31,35 @@ pub(crate) struct CancelUnwind;
 /// The unwind payload of an expired `fibra::timeout`.
 pub(crate) struct TimeoutUnwind {
     pub(crate) id: u64,
+}
+
+/// What a park waits for, as [`Runtime::dump`](crate::Runtime::dump) shows it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WaitOn {
+    Sleep,
+    Fd(RawFd, Interest),
+    Join(FiberId),
+    /// A primitive of `fibra::sync`, by the name of the call.
+    Sync(&'static str),
+    Signal,
+    Future,
+    Blocking,
+    Scope,
+}
+
+impl fmt::Display for WaitOn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WaitOn::Sleep => f.write_str("sleep"),
+            WaitOn::Fd(fd, interest) => write!(f, "fd {fd} {interest:?}"),
+            WaitOn::Join(id) => write!(f, "join of fiber {id}"),
+            WaitOn::Sync(what) => f.write_str(what),
+            WaitOn::Signal => f.write_str("signal::wait"),
+            WaitOn::Future => f.write_str("block_on_future"),
+            WaitOn::Blocking => f.write_str("spawn_blocking"),
+            WaitOn::Scope => f.write_str("the fibers of its scope"),
+        }
+    }
 }
 
 /// How a park in a fiber ended, when it did not unwind.
@@ -77,9 +109,9 @@ fn unwind(core: &Core, payload: Box<dyn std::any::Any + Send>) -> ! {
 ///
 /// A context that is unwinding parks plainly (a destructor that blocks does
 /// block): unwinding it again from inside its own cleanup would abort.
-pub(crate) fn park(core: &Core, deadline: Option<u64>) -> Parked {
+pub(crate) fn park(core: &Core, deadline: Option<u64>, on: WaitOn) -> Parked {
     if core.current_is_unwinding() {
-        let wake = core.park_unwinding(deadline);
+        let wake = core.park_unwinding(deadline, on);
         return if wake == Wake::TimedOut {
             Parked::TimedOut
         } else {
@@ -91,7 +123,7 @@ pub(crate) fn park(core: &Core, deadline: Option<u64>) -> Parked {
         (Some(d), Some(s)) => Some(d.min(s.deadline)),
         (d, s) => d.or(s.map(|s| s.deadline)),
     };
-    match core.park_raw(effective) {
+    match core.park_raw(effective, on) {
         Wake::Unparked => Parked::Woken,
         Wake::Cancelled => unwind(core, Box::new(CancelUnwind)),
         Wake::TimedOut => match scope {
@@ -191,9 +223,9 @@ pub(crate) fn retire_token() {
 
 /// Parks the calling context: the fiber (see [`park`]) or the thread.
 /// `deadline` in ns of the monotonic clock.
-pub(crate) fn park_current(deadline: Option<u64>) -> Parked {
+pub(crate) fn park_current(deadline: Option<u64>, on: WaitOn) -> Parked {
     match context::current() {
-        Some(core) => park(core, deadline),
+        Some(core) => park(core, deadline, on),
         None => match deadline {
             None => {
                 std::thread::park();

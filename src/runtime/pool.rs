@@ -219,6 +219,15 @@ impl Pool {
             .collect()
     }
 
+    /// Each worker's thread name and runtime, for dumps.
+    pub(crate) fn runtimes(&self) -> Vec<(String, Arc<Shared>)> {
+        self.slots
+            .iter()
+            .filter_map(|slot| slot.shared.get())
+            .map(|shared| (shared.thread_name.clone(), shared.clone()))
+            .collect()
+    }
+
     /// Asks every worker to stop: each cancels its fibers and exits.
     pub(crate) fn stop(&self) {
         self.stop.store(true, Ordering::SeqCst);

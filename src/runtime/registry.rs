@@ -61,6 +61,15 @@ pub(crate) fn unregister(id: RuntimeId) {
     }
 }
 
+/// Every live runtime, with the name of its thread.
+pub(crate) fn all() -> Vec<(String, Arc<Shared>)> {
+    registry()
+        .iter()
+        .filter_map(|slot| slot.shared.clone())
+        .map(|shared| (shared.thread_name.clone(), shared))
+        .collect()
+}
+
 /// The runtime `id` names, if it is still alive.
 pub(crate) fn get(id: RuntimeId) -> Option<Arc<Shared>> {
     let slots = registry();

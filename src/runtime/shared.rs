@@ -18,10 +18,13 @@ use std::thread::ThreadId;
 
 use crate::reactor::WAKER;
 use crate::runtime::core::{FiberId, Key, WakeToken};
+use crate::runtime::dump::Section;
 
 pub(crate) enum Remote {
     Unpark(WakeToken),
     Cancel(Key, FiberId),
+    /// Answer with the runtime's fibers (see `runtime::dump`).
+    Dump(Box<dyn FnOnce(Section) + Send>),
 }
 
 pub(crate) struct Shared {
@@ -31,6 +34,8 @@ pub(crate) struct Shared {
     waker: mio::Waker,
     /// The thread the runtime runs on.
     pub(crate) owner: ThreadId,
+    /// That thread's name, for dumps.
+    pub(crate) thread_name: String,
 }
 
 struct Queue {
@@ -49,6 +54,10 @@ impl Shared {
             woken: AtomicBool::new(false),
             waker: mio::Waker::new(registry, WAKER)?,
             owner: std::thread::current().id(),
+            thread_name: std::thread::current().name().map_or_else(
+                || format!("{:?}", std::thread::current().id()),
+                str::to_owned,
+            ),
         })
     }
 

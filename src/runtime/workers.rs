@@ -8,6 +8,7 @@ use crate::fiber::JoinHandle;
 use crate::fiber::queued::Job;
 use crate::runtime::Runtime;
 use crate::runtime::context;
+use crate::runtime::dump::{self, Dump};
 use crate::runtime::pool::Pool;
 
 /// What a worker's figures say; see [`Runtime::metrics`](crate::Runtime::metrics).
@@ -209,6 +210,35 @@ impl Runtime<Workers> {
     /// ```
     pub fn metrics(&self) -> Vec<WorkerMetrics> {
         self.pool().metrics()
+    }
+
+    /// Every fiber of every worker, with its id, name, state and what it
+    /// waits for: see [`Dump`]. Each worker answers at its next poll; one
+    /// that does not within a second (a fiber computing without blocking)
+    /// is listed as such. Works from any thread and from a fiber.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// let rt = fibra::Runtime::builder().workers(2).build()?;
+    /// for w in 0..2 {
+    ///     rt.spawn_on(w, || fibra::sleep(Duration::from_secs(60)));
+    /// }
+    /// while rt.metrics().iter().map(|m| m.parked).sum::<usize>() < 2 {
+    ///     std::thread::sleep(Duration::from_millis(1));
+    /// }
+    /// let dump = rt.dump();
+    /// assert!(dump.is_complete());
+    /// assert_eq!(dump.fibers().count(), 2);
+    /// println!("{dump}"); // thread "fibra-worker-0": 1 fibers ...
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn dump(&self) -> Dump {
+        dump::collect(self.pool().runtimes(), |shared| match context::current() {
+            // Asked from a fiber of one of the workers: it answers itself.
+            Some(core) if Arc::ptr_eq(&core.shared, shared) => Some(core.dump_section()),
+            _ => None,
+        })
     }
 
     /// How many fibers of this runtime have not finished, started or not

@@ -122,7 +122,9 @@ impl<T: ?Sized> Mutex<T> {
     /// ```
     #[inline]
     pub fn lock(&self) -> LockResult<MutexGuard<'_, T>> {
-        self.sem.acquire(1, None).expect("no deadline, no time-out");
+        self.sem
+            .acquire(1, None, "Mutex::lock")
+            .expect("no deadline, no time-out");
         self.guard()
     }
 
@@ -158,7 +160,9 @@ impl<T: ?Sized> Mutex<T> {
     /// ```
     pub fn lock_timeout(&self, timeout: Duration) -> Option<LockResult<MutexGuard<'_, T>>> {
         let deadline = clock::after_ns(timeout);
-        self.sem.acquire(1, Some(deadline)).ok()?;
+        self.sem
+            .acquire(1, Some(deadline), "Mutex::lock_timeout")
+            .ok()?;
         Some(self.guard())
     }
 

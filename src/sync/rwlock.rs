@@ -104,7 +104,9 @@ impl<T: ?Sized> RwLock<T> {
     /// assert_eq!(*a + *b, 2);
     /// ```
     pub fn read(&self) -> LockResult<RwLockReadGuard<'_, T>> {
-        self.sem.acquire(1, None).expect("no deadline, no time-out");
+        self.sem
+            .acquire(1, None, "RwLock::read")
+            .expect("no deadline, no time-out");
         self.read_guard()
     }
 
@@ -139,7 +141,7 @@ impl<T: ?Sized> RwLock<T> {
     /// ```
     pub fn write(&self) -> LockResult<RwLockWriteGuard<'_, T>> {
         self.sem
-            .acquire(READERS, None)
+            .acquire(READERS, None, "RwLock::write")
             .expect("no deadline, no time-out");
         self.write_guard()
     }

@@ -88,17 +88,28 @@ impl RawSemaphore {
         }
     }
 
-    /// Takes `n` permits, waiting in line for them until `deadline` (ns).
+    /// Takes `n` permits, waiting in line for them until `deadline` (ns);
+    /// `what` names the wait in fiber dumps.
     #[inline]
-    pub(crate) fn acquire(&self, n: usize, deadline: Option<u64>) -> Result<(), TimedOut> {
+    pub(crate) fn acquire(
+        &self,
+        n: usize,
+        deadline: Option<u64>,
+        what: &'static str,
+    ) -> Result<(), TimedOut> {
         if self.try_acquire(n) {
             return Ok(());
         }
-        self.acquire_slow(n, deadline)
+        self.acquire_slow(n, deadline, what)
     }
 
     #[cold]
-    fn acquire_slow(&self, n: usize, deadline: Option<u64>) -> Result<(), TimedOut> {
+    fn acquire_slow(
+        &self,
+        n: usize,
+        deadline: Option<u64>,
+        what: &'static str,
+    ) -> Result<(), TimedOut> {
         assert!(n <= MAX_PERMITS, "cannot acquire that many permits");
         let guard = lock(&self.waiters);
         // With the lock held, the word changes only by fast-path CASes,
@@ -141,6 +152,7 @@ impl RawSemaphore {
             |list| list,
             &node,
             deadline,
+            what,
             || {},
             |mut guard, served| {
                 // Unwinding: return the permits, served or partly given.
@@ -292,7 +304,9 @@ impl Semaphore {
     /// assert_eq!(s.available_permits(), 1);
     /// ```
     pub fn acquire(&self) -> Permit<'_> {
-        self.raw.acquire(1, None).expect("no deadline, no time-out");
+        self.raw
+            .acquire(1, None, "Semaphore::acquire")
+            .expect("no deadline, no time-out");
         Permit { semaphore: self }
     }
 
@@ -320,7 +334,7 @@ impl Semaphore {
     pub fn acquire_timeout(&self, timeout: Duration) -> Option<Permit<'_>> {
         let deadline = clock::after_ns(timeout);
         self.raw
-            .acquire(1, Some(deadline))
+            .acquire(1, Some(deadline), "Semaphore::acquire_timeout")
             .ok()
             .map(|()| Permit { semaphore: self })
     }

@@ -78,6 +78,7 @@ impl WaitGroup {
             |s| &mut s.waiters,
             &node,
             None,
+            "WaitGroup::wait",
             || {},
             |_, _| {}, // it left the group already: nothing to undo
         );

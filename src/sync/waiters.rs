@@ -29,7 +29,7 @@ use std::marker::PhantomPinned;
 use std::ptr;
 use std::sync::{Mutex, MutexGuard};
 
-use crate::runtime::park::{Parked, Unparker, park_current};
+use crate::runtime::park::{Parked, Unparker, WaitOn, park_current};
 
 /// A waiter's place in a [`WaitList`], carrying a payload `P` that the
 /// waiter and its notifier exchange under the lock.
@@ -242,7 +242,8 @@ pub(crate) fn lock<I>(mutex: &Mutex<I>) -> MutexGuard<'_, I> {
 
 /// Links `node` at the back of the list in `guard`, calls `linked` (still
 /// under the lock: a condvar releases the user's mutex there), and parks
-/// until a notifier serves the node (unlinks it), or until `deadline` (ns).
+/// until a notifier serves the node (unlinks it), or until `deadline` (ns);
+/// `on` names the wait in fiber dumps.
 /// Returns the lock, held again, and whether the node was served; a node
 /// that timed out has been removed, and its payload is the caller's to
 /// settle.
@@ -252,12 +253,16 @@ pub(crate) fn lock<I>(mutex: &Mutex<I>) -> MutexGuard<'_, I> {
 /// the lock and whether the node had been served: it must pass on what the
 /// waiter was given, or undo what its waiting meant. The node is unlinked
 /// either way.
+// Each argument is one part of the wait every primitive spells out; a
+// struct to bundle them would only rename them.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn park_until_served<'a, I, P>(
     mutex: &'a Mutex<I>,
     guard: MutexGuard<'a, I>,
     list: fn(&mut I) -> &mut WaitList<P>,
     node: &Node<P>,
     deadline: Option<u64>,
+    on: &'static str,
     linked: impl FnOnce(),
     abandon: impl FnOnce(MutexGuard<'a, I>, bool),
 ) -> (MutexGuard<'a, I>, bool) {
@@ -295,7 +300,7 @@ pub(crate) fn park_until_served<'a, I, P>(
     drop(on_unwind.held.take());
 
     loop {
-        let parked = park_current(deadline);
+        let parked = park_current(deadline, WaitOn::Sync(on));
         let mut guard = lock(mutex);
         let waiting = list(&mut guard);
         if !waiting.is_linked(node) {

@@ -14,7 +14,7 @@ use std::panic::{self, AssertUnwindSafe};
 use std::time::{Duration, Instant};
 
 use crate::runtime::context;
-use crate::runtime::park::{Parked, TimeoutUnwind, park};
+use crate::runtime::park::{Parked, TimeoutUnwind, WaitOn, park};
 
 /// Blocks the current fiber for at least `d` while other fibers run. Outside
 /// a runtime, sleeps the thread.
@@ -67,7 +67,9 @@ fn sleep_ns(core: &crate::runtime::core::Core, deadline: u64) {
         return;
     }
     loop {
-        if park(core, Some(deadline)) == Parked::TimedOut || clock::now_ns() >= deadline {
+        if park(core, Some(deadline), WaitOn::Sleep) == Parked::TimedOut
+            || clock::now_ns() >= deadline
+        {
             return;
         }
     }
