@@ -133,3 +133,40 @@ fn each_fiber_has_a_span_entered_only_while_it_runs() {
         );
     }
 }
+
+#[test]
+fn fiber_spans_on_a_runtime_of_workers_name_their_worker() {
+    let log = Arc::new(Log::default());
+    // Workers are threads of their own: only a global subscriber sees them.
+    // (The other tests here set thread-local ones, which take precedence.)
+    tracing::subscriber::set_global_default(Recorder {
+        log: log.clone(),
+        next: AtomicU64::new(0),
+    })
+    .unwrap();
+    let rt = fibra::Runtime::builder().workers(2).build().unwrap();
+    let id = rt
+        .spawn_on(1, || {
+            fibra::Builder::new()
+                .name("on-one".into())
+                .spawn(|| fibra::current().id())
+                .unwrap()
+                .join()
+                .unwrap()
+        })
+        .join()
+        .unwrap();
+    drop(rt);
+    let spans = log.spans.lock().unwrap();
+    assert!(
+        spans
+            .iter()
+            .any(|(_, f)| f.starts_with("fibra-worker ") && f.contains("worker=1 ")),
+        "{spans:?}"
+    );
+    let fiber = format!("fiber id={} name=\"on-one\" worker=1 ", id.as_u64());
+    assert!(
+        spans.iter().any(|(_, f)| *f == fiber),
+        "{fiber:?} not in {spans:?}"
+    );
+}
