@@ -22,10 +22,16 @@
 //!
 //! A socket (`crate::net`) is registered the first time one of its calls
 //! would block, for reading and writing at once, edge-triggered, and stays
-//! registered until it is dropped. Its source remembers the readiness that
-//! events reported ([`Reactor::take_ready`]), so a fiber parks only after
-//! the syscall said `WouldBlock` *and* no readiness is left unconsumed; the
-//! reader and the writer wait separately.
+//! registered until it is dropped. A fiber always tries its syscall first
+//! and parks only when it said `WouldBlock`; an edge that comes after the
+//! syscall and before the park is not lost, since the waiter is in place
+//! before the next `epoll_wait`. The reader and the writer wait separately.
+//!
+//! A source also remembers when a short read or write showed the socket
+//! drained ([`Reactor::mark_drained`]): until an event says otherwise, the
+//! next call waits for that event instead of trying a syscall that could
+//! only say `WouldBlock` (tokio does the same). That saves one syscall per
+//! message in a request-response loop.
 //!
 //! A source records the socket it belongs to (a unique id), and mio tokens
 //! carry the source's generation: if a socket's fd is closed without
@@ -87,8 +93,13 @@ struct Source {
     /// The socket that owns this registration (it stays until the socket
     /// deregisters); `None` for the one-shot registrations of `io::wait`.
     owner: Option<u64>,
-    /// Readiness reported by events and not yet consumed (sockets only).
-    ready: Interest,
+    /// Readiness that a short read or write showed gone, with no event
+    /// since: a syscall would only say `WouldBlock` (sockets only).
+    drained: Interest,
+    /// Directions an event reported closed (a FIN, an error): a short read
+    /// then does not mean the next one would block (it returns 0 or the
+    /// error), and no new edge will come to say so.
+    closed: Interest,
     /// Changes whenever the slot or its owner changes; part of the token.
     generation: u32,
 }
@@ -204,7 +215,8 @@ impl Reactor {
                     interest,
                     waiters: Vec::with_capacity(1),
                     owner: None,
-                    ready: Interest::EMPTY,
+                    drained: Interest::EMPTY,
+                    closed: Interest::EMPTY,
                     generation,
                 });
                 self.by_fd.insert(fd, key);
@@ -300,7 +312,8 @@ impl Reactor {
             src.owner = Some(owner);
             src.generation = generation;
             src.interest = both;
-            src.ready = Interest::EMPTY;
+            src.drained = Interest::EMPTY;
+            src.closed = Interest::EMPTY;
             let registry = self.poll.registry();
             let tok = mio_token(key, generation);
             match registry.reregister(&mut SourceFd(&fd), tok, to_mio(both)) {
@@ -325,20 +338,35 @@ impl Reactor {
             interest: both,
             waiters: Vec::with_capacity(2),
             owner: Some(owner),
-            ready: Interest::EMPTY,
+            drained: Interest::EMPTY,
+            closed: Interest::EMPTY,
             generation,
         });
         self.by_fd.insert(fd, key);
         Ok(key)
     }
 
-    /// Consumes remembered readiness for `interest`: whether an event said
-    /// the socket became ready since it was last consumed.
-    pub(crate) fn take_ready(&mut self, key: usize, interest: Interest) -> bool {
-        let src = &mut self.sources[key];
-        let hit = src.ready & interest;
-        src.ready = Interest(src.ready.0 & !hit.0);
-        !hit.is_empty()
+    /// The source of socket `owner` on `fd`, if it is registered here.
+    fn owned(&self, fd: RawFd, owner: u64) -> Option<usize> {
+        let &key = self.by_fd.get(&fd)?;
+        (self.sources[key].owner == Some(owner)).then_some(key)
+    }
+
+    /// Whether socket `owner` on `fd` is known not to be ready for
+    /// `interest`: a short read or write said so, and no event since.
+    pub(crate) fn is_drained(&self, fd: RawFd, owner: u64, interest: Interest) -> bool {
+        self.owned(fd, owner)
+            .is_some_and(|key| !(self.sources[key].drained & interest).is_empty())
+    }
+
+    /// Records that a short read or write left socket `owner` on `fd` not
+    /// ready for `interest` (if it is registered here; else the next call
+    /// just tries its syscall).
+    pub(crate) fn mark_drained(&mut self, fd: RawFd, owner: u64, interest: Interest) {
+        if let Some(key) = self.owned(fd, owner) {
+            let src = &mut self.sources[key];
+            src.drained = src.drained | Interest(interest.0 & !src.closed.0);
+        }
     }
 
     /// Registers a waiter on a socket's source (see [`Reactor::socket`]).
@@ -437,8 +465,12 @@ impl Reactor {
                     if event.is_writable() || event.is_write_closed() || event.is_error() {
                         ready = ready | Interest::WRITABLE;
                     }
-                    if src.owner.is_some() {
-                        src.ready = src.ready | ready;
+                    src.drained = Interest(src.drained.0 & !ready.0);
+                    if event.is_read_closed() || event.is_error() {
+                        src.closed = src.closed | Interest::READABLE;
+                    }
+                    if event.is_write_closed() || event.is_error() {
+                        src.closed = src.closed | Interest::WRITABLE;
                     }
                     for w in &mut src.waiters {
                         let hit = w.interest & ready;

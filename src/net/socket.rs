@@ -61,14 +61,83 @@ impl Registration {
         fd: RawFd,
         interest: Interest,
         timeout: Option<Duration>,
+        op: impl FnMut() -> io::Result<R>,
+    ) -> io::Result<R> {
+        self.io_from(fd, interest, timeout, op, false)
+    }
+
+    /// Like [`Registration::read`] for a stream socket, with `op` reading
+    /// into buffers of `len` bytes in all. A short read shows the receive
+    /// buffer empty: the next read waits for an event first (see the
+    /// reactor's `mark_drained`).
+    pub(crate) fn read_stream(
+        &self,
+        fd: RawFd,
+        len: usize,
+        op: impl FnMut() -> io::Result<usize>,
+    ) -> io::Result<usize> {
+        let timeout = nanos_to_timeout(self.read_timeout.load(Ordering::Relaxed));
+        self.stream_io(fd, Interest::READABLE, timeout, len, op)
+    }
+
+    /// Like [`Registration::read_stream`], for writes: a short write shows
+    /// the send buffer full.
+    pub(crate) fn write_stream(
+        &self,
+        fd: RawFd,
+        len: usize,
+        op: impl FnMut() -> io::Result<usize>,
+    ) -> io::Result<usize> {
+        let timeout = nanos_to_timeout(self.write_timeout.load(Ordering::Relaxed));
+        self.stream_io(fd, Interest::WRITABLE, timeout, len, op)
+    }
+
+    fn stream_io(
+        &self,
+        fd: RawFd,
+        interest: Interest,
+        timeout: Option<Duration>,
+        len: usize,
+        op: impl FnMut() -> io::Result<usize>,
+    ) -> io::Result<usize> {
+        let Some(core) = context::current() else {
+            return self.io_from(fd, interest, timeout, op, false);
+        };
+        // SAFETY: on the runtime's thread; short borrows, none across the
+        // parks inside `io_from`.
+        let drained = unsafe { core.local() }
+            .reactor
+            .is_drained(fd, self.uid, interest);
+        let result = self.io_from(fd, interest, timeout, op, drained);
+        if let Ok(n) = result
+            && n > 0
+            && n < len
+        {
+            // SAFETY: as above.
+            unsafe { core.local() }
+                .reactor
+                .mark_drained(fd, self.uid, interest);
+        }
+        result
+    }
+
+    /// The loop, starting with a wait if the socket is known not ready.
+    fn io_from<R>(
+        &self,
+        fd: RawFd,
+        interest: Interest,
+        timeout: Option<Duration>,
         mut op: impl FnMut() -> io::Result<R>,
+        mut wait_first: bool,
     ) -> io::Result<R> {
         let deadline = timeout.map(clock::after_ns);
         loop {
-            match op() {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                result => return result,
+            if !std::mem::take(&mut wait_first) {
+                match op() {
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    result => return result,
+                }
             }
             let waited = match context::current() {
                 Some(core) => self.wait_in_fiber(core, fd, interest, deadline),
@@ -100,9 +169,6 @@ impl Registration {
         let key = l.reactor.socket(fd, self.uid, &mut stale)?;
         for token in stale {
             l.wake(token, crate::runtime::core::Wake::Unparked, &core.shared);
-        }
-        if l.reactor.take_ready(key, interest) {
-            return Ok(()); // an event came since the last try: try again
         }
         let waiting = l
             .reactor
@@ -211,6 +277,28 @@ impl<S: AsRawFd> Socket<S> {
         self.reg.read(self.inner.as_raw_fd(), || op(&self.inner))
     }
 
+    /// Runs a read of a stream socket into `len` bytes of buffers; see
+    /// [`Registration::read_stream`].
+    pub(crate) fn read_stream(
+        &self,
+        len: usize,
+        mut op: impl FnMut(&S) -> io::Result<usize>,
+    ) -> io::Result<usize> {
+        self.reg
+            .read_stream(self.inner.as_raw_fd(), len, || op(&self.inner))
+    }
+
+    /// Runs a write of `len` bytes to a stream socket; see
+    /// [`Registration::write_stream`].
+    pub(crate) fn write_stream(
+        &self,
+        len: usize,
+        mut op: impl FnMut(&S) -> io::Result<usize>,
+    ) -> io::Result<usize> {
+        self.reg
+            .write_stream(self.inner.as_raw_fd(), len, || op(&self.inner))
+    }
+
     /// Runs a writing operation through the loop (write timeout applies).
     pub(crate) fn write<R>(&self, mut op: impl FnMut(&S) -> io::Result<R>) -> io::Result<R> {
         self.reg.write(self.inner.as_raw_fd(), || op(&self.inner))
@@ -297,7 +385,7 @@ macro_rules! stream_io {
                 if buf.is_empty() {
                     return Ok(0);
                 }
-                self.sock.read(|mut s| std::io::Read::read(&mut s, buf))
+                self.sock.read_stream(buf.len(), |mut s| std::io::Read::read(&mut s, buf))
             }
             fn read_vectored(
                 &mut self,
@@ -306,7 +394,9 @@ macro_rules! stream_io {
                 if bufs.iter().all(|b| b.is_empty()) {
                     return Ok(0);
                 }
-                self.sock.read(|mut s| std::io::Read::read_vectored(&mut s, bufs))
+                let len = bufs.iter().map(|b| b.len()).sum();
+                self.sock
+                    .read_stream(len, |mut s| std::io::Read::read_vectored(&mut s, bufs))
             }
         }
         impl std::io::Write for &$ty {
@@ -314,10 +404,12 @@ macro_rules! stream_io {
                 if buf.is_empty() {
                     return Ok(0);
                 }
-                self.sock.write(|mut s| std::io::Write::write(&mut s, buf))
+                self.sock.write_stream(buf.len(), |mut s| std::io::Write::write(&mut s, buf))
             }
             fn write_vectored(&mut self, bufs: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
-                self.sock.write(|mut s| std::io::Write::write_vectored(&mut s, bufs))
+                let len = bufs.iter().map(|b| b.len()).sum();
+                self.sock
+                    .write_stream(len, |mut s| std::io::Write::write_vectored(&mut s, bufs))
             }
             fn flush(&mut self) -> std::io::Result<()> {
                 Ok(())

@@ -23,24 +23,43 @@ pub fn pin_to(core: usize) {
     }
 }
 
+/// One echo connection in a fibra fiber.
+fn fibra_echo(mut s: fibra::net::TcpStream) {
+    s.set_nodelay(true).unwrap();
+    let mut buf = [0u8; 16 * 1024];
+    while let Ok(n) = s.read(&mut buf) {
+        if n == 0 || s.write_all(&buf[..n]).is_err() {
+            return;
+        }
+    }
+}
+
+/// Lets this thread (and the threads and processes it starts) run on every
+/// core, undoing `pin_to` or an outer `taskset`.
+pub fn unpin() {
+    // SAFETY: as in `pin_to`, with every online CPU set.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for core in 0..libc::sysconf(libc::_SC_NPROCESSORS_ONLN).max(1) as usize {
+            libc::CPU_SET(core, &mut set);
+        }
+        libc::sched_setaffinity(0, size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
 /// `echo-server IMPL PORT`: serve until killed.
 pub fn server(imp: &str, port: u16) {
-    pin_to(0);
     let addr = format!("127.0.0.1:{port}");
+    if imp.ends_with("-2w") {
+        return server_two_workers(imp, &addr);
+    }
+    pin_to(0);
     match imp {
         "fibra" => fibra::run(|| {
             let l = fibra::net::TcpListener::bind(addr.as_str()).unwrap();
             for s in l.incoming() {
-                let mut s = s.unwrap();
-                fibra::spawn(move || {
-                    s.set_nodelay(true).unwrap();
-                    let mut buf = [0u8; 16 * 1024];
-                    while let Ok(n) = s.read(&mut buf) {
-                        if n == 0 || s.write_all(&buf[..n]).is_err() {
-                            return;
-                        }
-                    }
-                });
+                let s = s.unwrap();
+                fibra::spawn(move || fibra_echo(s));
             }
         }),
         "tokio" => {
@@ -103,6 +122,74 @@ pub fn server(imp: &str, port: u16) {
     }
 }
 
+/// The servers of the two-worker table: each runs two scheduler threads,
+/// unpinned, as a user would.
+fn server_two_workers(imp: &str, addr: &str) {
+    match imp {
+        // One SO_REUSEPORT listener per worker: the kernel spreads the
+        // connections and none crosses threads.
+        "fibra-2w" => {
+            let rt = fibra::Runtime::builder().workers(2).build().unwrap();
+            let first = fibra::net::TcpListener::bind_reuse_port(addr).unwrap();
+            let mut first = Some(first);
+            for w in 0..2 {
+                let l = first
+                    .take()
+                    .unwrap_or_else(|| fibra::net::TcpListener::bind_reuse_port(addr).unwrap());
+                rt.spawn_on(w, move || {
+                    for s in l.incoming() {
+                        let s = s.unwrap();
+                        fibra::spawn(move || fibra_echo(s));
+                    }
+                });
+            }
+            loop {
+                std::thread::park();
+            }
+        }
+        "tokio-2w" => {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_io()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                let l = tokio::net::TcpListener::bind(addr).await.unwrap();
+                loop {
+                    let (mut s, _) = l.accept().await.unwrap();
+                    tokio::spawn(async move {
+                        s.set_nodelay(true).unwrap();
+                        let mut buf = [0u8; 16 * 1024];
+                        while let Ok(n) = s.read(&mut buf).await {
+                            if n == 0 || s.write_all(&buf[..n]).await.is_err() {
+                                return;
+                            }
+                        }
+                    });
+                }
+            })
+        }
+        "may-2w" => {
+            may::config().set_workers(2);
+            let l = may::net::TcpListener::bind(addr).unwrap();
+            for s in l.incoming() {
+                let mut s = s.unwrap();
+                may::go!(move || {
+                    s.set_nodelay(true).unwrap();
+                    let mut buf = [0u8; 16 * 1024];
+                    while let Ok(n) = s.read(&mut buf) {
+                        if n == 0 || s.write_all(&buf[..n]).is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        }
+        other => panic!("unknown server {other}"),
+    }
+}
+
 /// The server's CPU time so far (utime + stime), in seconds.
 pub fn cpu_seconds(pid: u32) -> f64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
@@ -121,43 +208,57 @@ struct Load {
     latencies: Vec<f64>,
 }
 
-/// `conns` connections, each sending `size` bytes and reading them back
-/// until RUN is over.
+/// One client: sends `size` bytes and reads them back until `deadline`;
+/// returns its round trips and latency samples (every 8th, in us).
+fn client(port: u16, size: usize, deadline: Instant) -> (u64, Vec<f64>) {
+    let mut s = fibra::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_nodelay(true).unwrap();
+    let msg = vec![7u8; size];
+    let mut back = vec![0u8; size];
+    let (mut n, mut lat) = (0u64, Vec::new());
+    while Instant::now() < deadline {
+        let t = Instant::now();
+        s.write_all(&msg).unwrap();
+        s.read_exact(&mut back).unwrap();
+        if n % 8 == 0 {
+            lat.push(t.elapsed().as_nanos() as f64 / 1000.0);
+        }
+        n += 1;
+    }
+    (n, lat)
+}
+
+fn total(results: impl Iterator<Item = (u64, Vec<f64>)>) -> Load {
+    let mut total = Load {
+        round_trips: 0,
+        latencies: Vec::new(),
+    };
+    for (n, mut lat) in results {
+        total.round_trips += n;
+        total.latencies.append(&mut lat);
+    }
+    total
+}
+
+/// `conns` connections from fibers of one thread until RUN is over.
 fn load(port: u16, conns: usize, size: usize) -> Load {
     fibra::run(|| {
         let deadline = Instant::now() + RUN;
         let clients: Vec<_> = (0..conns)
-            .map(|_| {
-                fibra::spawn(move || {
-                    let mut s = fibra::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-                    s.set_nodelay(true).unwrap();
-                    let msg = vec![7u8; size];
-                    let mut back = vec![0u8; size];
-                    let (mut n, mut lat) = (0u64, Vec::new());
-                    while Instant::now() < deadline {
-                        let t = Instant::now();
-                        s.write_all(&msg).unwrap();
-                        s.read_exact(&mut back).unwrap();
-                        if n % 8 == 0 {
-                            lat.push(t.elapsed().as_nanos() as f64 / 1000.0);
-                        }
-                        n += 1;
-                    }
-                    (n, lat)
-                })
-            })
+            .map(|_| fibra::spawn(move || client(port, size, deadline)))
             .collect();
-        let mut total = Load {
-            round_trips: 0,
-            latencies: Vec::new(),
-        };
-        for c in clients {
-            let (n, mut lat) = c.join().unwrap();
-            total.round_trips += n;
-            total.latencies.append(&mut lat);
-        }
-        total
+        total(clients.into_iter().map(|c| c.join().unwrap()))
     })
+}
+
+/// `conns` connections from fibra fibers on two workers until RUN is over.
+fn load_two_workers(port: u16, conns: usize, size: usize) -> Load {
+    let rt = fibra::Runtime::builder().workers(2).build().unwrap();
+    let deadline = Instant::now() + RUN;
+    let clients: Vec<_> = (0..conns)
+        .map(|i| rt.spawn_on(i % 2, move || client(port, size, deadline)))
+        .collect();
+    total(clients.into_iter().map(|c| c.join().unwrap()))
 }
 
 fn start_server(imp: &str, port: u16) -> Child {
@@ -186,6 +287,58 @@ pub fn free_port() -> u16 {
 
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     sorted[((sorted.len() as f64 - 1.0) * p) as usize]
+}
+
+/// Echo with servers of two worker threads, server and load generator
+/// (fibra, two workers) unpinned on the same two cores.
+pub fn run_two_workers() {
+    unpin();
+    println!(
+        "\nEcho round trips, servers of 2 worker threads; server and load generator (fibra, 2 workers, its own process) share both cores, unpinned; {RUN:?} per run, median of 3"
+    );
+    println!(
+        "  {:<26} {:>12} {:>9} {:>15} {:>9} {:>9} {:>9}",
+        "", "round trips/s", "vs fibra", "server us/trip", "vs fibra", "p50 us", "p99 us"
+    );
+    for (conns, size) in [(100, 64), (1000, 64), (1000, 4096)] {
+        println!("  -- {conns} connections, {size} B messages");
+        let mut base: Option<(f64, f64)> = None;
+        for imp in ["fibra-2w", "tokio-2w", "may-2w"] {
+            let mut runs: Vec<(f64, f64, f64, f64)> = (0..3)
+                .map(|_| {
+                    let port = free_port();
+                    let mut server = start_server(imp, port);
+                    let cpu_before = cpu_seconds(server.id());
+                    let t = Instant::now();
+                    let mut l = load_two_workers(port, conns, size);
+                    let secs = t.elapsed().as_secs_f64();
+                    let cpu = cpu_seconds(server.id()) - cpu_before;
+                    server.kill().unwrap();
+                    server.wait().unwrap();
+                    l.latencies.sort_by(|a, b| a.partial_cmp(b).unwrap());
+                    (
+                        l.round_trips as f64 / secs,
+                        cpu * 1e6 / l.round_trips as f64,
+                        percentile(&l.latencies, 0.5),
+                        percentile(&l.latencies, 0.99),
+                    )
+                })
+                .collect();
+            runs.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap());
+            let (rate, cpu_us, p50, p99) = runs[1];
+            let (base_rate, base_cpu) = *base.get_or_insert((rate, cpu_us));
+            println!(
+                "  {:<26} {:>12.0} {:>8.2}x {:>15.2} {:>8.2}x {:>9.1} {:>9.1}",
+                imp,
+                rate,
+                rate / base_rate,
+                cpu_us,
+                cpu_us / base_cpu,
+                p50,
+                p99,
+            );
+        }
+    }
 }
 
 pub fn run() {

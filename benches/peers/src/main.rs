@@ -361,6 +361,9 @@ fn main() {
     if want("echo") {
         echo::run();
     }
+    if want("echo2") {
+        echo::run_two_workers();
+    }
     if want("http") {
         http::run();
     }
