@@ -251,6 +251,12 @@ fn load(port: u16, conns: usize, size: usize) -> Load {
     })
 }
 
+/// The load generator alone (pinned to core 1): round trips in RUN.
+pub fn load_only(port: u16, conns: usize, size: usize) -> u64 {
+    pin_to(1);
+    load(port, conns, size).round_trips
+}
+
 /// `conns` connections from fibra fibers on two workers until RUN is over.
 fn load_two_workers(port: u16, conns: usize, size: usize) -> Load {
     let rt = fibra::Runtime::builder().workers(2).build().unwrap();

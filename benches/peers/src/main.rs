@@ -317,6 +317,17 @@ fn main() {
         echo::server(&args[1], args[2].parse().unwrap());
         return;
     }
+    if args.first().map(String::as_str) == Some("echo-load") {
+        // `echo-load PORT CONNS SIZE`: the load generator alone, against a
+        // server started by hand (to count its syscalls with perf, say).
+        let trips = echo::load_only(
+            args[1].parse().unwrap(),
+            args[2].parse().unwrap(),
+            args[3].parse().unwrap(),
+        );
+        println!("{trips} round trips");
+        return;
+    }
     if args.first().map(String::as_str) == Some("http-server") {
         http::server(&args[1], args[2].parse().unwrap());
         return;
