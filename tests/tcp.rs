@@ -455,3 +455,53 @@ fn an_accept_loop_survives_running_out_of_file_descriptors() {
     });
     println!("CHILD OK");
 }
+
+#[test]
+fn a_socket_that_always_has_data_does_not_starve_the_other_fibers() {
+    use std::cell::Cell;
+    use std::rc::Rc;
+
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    const TOTAL: usize = 8 << 20;
+    // A thread keeps the socket full: the reader always finds data.
+    let writer = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        let chunk = [1u8; 64 * 1024];
+        for _ in 0..TOTAL / chunk.len() {
+            s.write_all(&chunk).unwrap();
+        }
+    });
+    fibra::run(|| {
+        let ticks = Rc::new(Cell::new(0u32));
+        let ticks_seen_by_reader = Rc::new(Cell::new(0u32));
+        let t = ticks.clone();
+        let ticker = fibra::spawn(move || {
+            loop {
+                fibra::sleep(Duration::from_millis(1));
+                t.set(t.get() + 1);
+            }
+        });
+        let (t, seen) = (ticks.clone(), ticks_seen_by_reader.clone());
+        let reader = fibra::spawn(move || {
+            let mut s = TcpStream::connect(addr).unwrap();
+            std::thread::sleep(Duration::from_millis(50)); // let the buffer fill
+            let mut buf = [0u8; 16];
+            let mut got = 0;
+            while got < TOTAL {
+                got += s.read(&mut buf).unwrap();
+            }
+            seen.set(t.get());
+        });
+        reader.join().unwrap();
+        ticker.cancel();
+        // 8 MiB in 16-byte reads is half a million calls: without a budget
+        // the reader would never park and the ticker would never run.
+        assert!(
+            ticks_seen_by_reader.get() >= 3,
+            "the ticker ran {} times during the read",
+            ticks_seen_by_reader.get()
+        );
+    });
+    writer.join().unwrap();
+}

@@ -130,6 +130,13 @@ impl Registration {
         mut op: impl FnMut() -> io::Result<R>,
         mut wait_first: bool,
     ) -> io::Result<R> {
+        if let Some(core) = context::current()
+            && core.io_budget_spent()
+        {
+            // Before the call, not after: a cancelled fiber unwinds here
+            // without losing what the call would have read or accepted.
+            crate::fiber::yield_now();
+        }
         let deadline = timeout.map(clock::after_ns);
         loop {
             if !std::mem::take(&mut wait_first) {

@@ -75,6 +75,12 @@ pub(crate) const ROOT: Key = 0;
 /// I/O latency a busy loop adds.
 pub(crate) const BUDGET: u32 = 128;
 
+/// How many socket calls in a row a fiber may make without parking before
+/// it yields to the others: a connection whose data is always there would
+/// otherwise keep its fiber running and starve every other fiber, timer
+/// and I/O poll of the thread (tokio's cooperative budget is 128 too).
+const IO_BUDGET: u32 = 128;
+
 /// How long the runtime must expect to sleep before it releases the memory
 /// of pooled stacks (see `stack::release_pending`).
 const IDLE_RELEASE_NS: u64 = 5_000_000;
@@ -210,6 +216,9 @@ pub(crate) struct Local {
     pub(crate) closing: bool,
     /// Switches into fibers, for `turn`'s count.
     pub(crate) resumed: u64,
+    /// Socket calls since `resumed` was `io_since` (see [`IO_BUDGET`]).
+    io_calls: u32,
+    io_since: u64,
     /// Contexts suspended in the middle of unwinding. Each makes
     /// `std::thread::panicking()` true for every context of the thread (the
     /// panic count is per thread, not per fiber).
@@ -265,6 +274,8 @@ impl Core {
                 entered: false,
                 closing: false,
                 resumed: 0,
+                io_calls: 0,
+                io_since: 0,
                 unwinding_suspended: 0,
                 fired: Vec::new(),
                 io_ready: Vec::new(),
@@ -571,6 +582,28 @@ impl Core {
         // SAFETY: on the runtime's thread; short borrow.
         let l = unsafe { self.local() };
         l.unwinding_suspended = l.unwinding_suspended.wrapping_add_signed(delta);
+    }
+
+    /// Counts a socket call of the current fiber; true when it has made
+    /// [`IO_BUDGET`] of them since it was last switched in: it should
+    /// yield.
+    #[inline]
+    pub(crate) fn io_budget_spent(&self) -> bool {
+        // SAFETY: on the runtime's thread; short borrow.
+        let l = unsafe { self.local() };
+        if l.io_since != l.resumed {
+            l.io_since = l.resumed;
+            l.io_calls = 0;
+        }
+        l.io_calls += 1;
+        if l.io_calls <= IO_BUDGET {
+            return false;
+        }
+        // Spent: the yield goes through the root, which polls for I/O
+        // first, so fibers waiting on other sockets get their turn too.
+        l.io_calls = 0;
+        l.budget = 0;
+        true
     }
 
     /// Puts the current context behind every ready fiber and runs them.
