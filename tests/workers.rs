@@ -51,7 +51,7 @@ fn two_hundred_fibers_over_two_workers_never_change_thread() {
                 for round in 0..10u32 {
                     match round % 3 {
                         0 => fibra::yield_now(),
-                        1 => fibra::sleep(Duration::from_micros(200 + u64::from(i % 7) * 100)),
+                        1 => fibra::sleep(Duration::from_micros(1000 + u64::from(i % 7) * 300)),
                         _ => tx.send(i).unwrap(),
                     }
                     assert_eq!(

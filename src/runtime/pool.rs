@@ -18,10 +18,13 @@
 //! has started stays where it is. Jobs sent to a given worker
 //! ([`Runtime::spawn_on`](crate::Runtime::spawn_on)) are never taken.
 //!
-//! Only a worker that is running can be robbed: one that was just woken to
-//! take jobs ([`WAKING`]) keeps them until it has run, or else the first
-//! worker to wake would take every job of a burst and the rest would sit
-//! idle.
+//! A worker is robbed only when it is busy: running (not asleep, and not
+//! just woken or started and waiting for its thread to get a core) and
+//! without a look at its inbox for [`STEAL_AFTER`] (a fiber computing
+//! without blocking, say). Robbing a worker that merely has not woken yet
+//! would let the first worker to wake take every job of a burst while the
+//! others sit idle. A thief that sees jobs it may not take yet sleeps at
+//! most that long before it looks again.
 //!
 //! ## Sleeping and waking without lost wake-ups
 //!
@@ -38,20 +41,27 @@ use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering, fence};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::thread;
+use std::time::Duration;
 
 use crate::fiber::queued::Job;
 use crate::runtime::context::Enter;
 use crate::runtime::core::{Core, Until};
 use crate::runtime::shared::Shared;
+use crate::time::clock;
 
 /// How many jobs a worker takes from an inbox at a time.
 const JOB_BATCH: usize = 64;
+
+/// How long a worker may leave its inbox unlooked-at before idle workers
+/// take its jobs (see the module docs).
+const STEAL_AFTER: Duration = Duration::from_millis(1);
 
 /// A worker's state: running fibers or polling.
 const RUNNING: u8 = 0;
 /// Asleep (or about to sleep) in `epoll_wait`, and nobody woke it yet.
 const IDLE: u8 = 1;
-/// Woken to take the jobs sent to it, and not running yet.
+/// Woken to take the jobs sent to it (or just started), and not running
+/// yet.
 const WAKING: u8 = 2;
 
 /// What the workers of one runtime share.
@@ -68,6 +78,10 @@ struct Slot {
     inbox: Mutex<Inbox>,
     /// `inbox`'s length, readable without the lock.
     queued: AtomicUsize,
+    /// Of those, the jobs other workers may take.
+    stealable: AtomicUsize,
+    /// When (clock ns) the worker last looked at its inbox.
+    looked: AtomicU64,
     /// [`RUNNING`], [`IDLE`] or [`WAKING`].
     state: AtomicU8,
     /// The worker's runtime, to wake it; set once the worker has started.
@@ -152,7 +166,9 @@ impl Pool {
                 .map(|_| Slot {
                     inbox: Mutex::new(Inbox::default()),
                     queued: AtomicUsize::new(0),
-                    state: AtomicU8::new(RUNNING),
+                    stealable: AtomicUsize::new(0),
+                    looked: AtomicU64::new(clock::now_ns()),
+                    state: AtomicU8::new(WAKING),
                     shared: OnceLock::new(),
                     metrics: Published::default(),
                 })
@@ -176,7 +192,7 @@ impl Pool {
                 Some(_) => inbox.pinned.push_back(job),
                 None => inbox.shared.push_back(job),
             }
-            slot.queued.store(inbox.len(), Ordering::Relaxed);
+            slot.counts(&inbox);
         }
         // Pairs with the fence in `WorkerLink::wait_for_work`.
         fence(Ordering::SeqCst);
@@ -260,14 +276,37 @@ impl Slot {
         false
     }
 
-    /// Takes up to `max` jobs: the pinned ones (with `own`) first. A thief
-    /// (`!own`) takes from a running worker only.
-    fn take(&self, max: usize, own: bool, into: &mut Vec<Job>) {
-        if self.queued.load(Ordering::Relaxed) == 0
-            || (!own && self.state.load(Ordering::Relaxed) != RUNNING)
-        {
-            return;
+    fn counts(&self, inbox: &Inbox) {
+        self.queued.store(inbox.len(), Ordering::Relaxed);
+        self.stealable.store(inbox.shared.len(), Ordering::Relaxed);
+    }
+
+    /// Takes up to `max` of this worker's own jobs, the pinned ones first.
+    fn take_own(&self, max: usize, into: &mut Vec<Job>) {
+        self.looked.store(clock::now_ns(), Ordering::Relaxed);
+        if self.queued.load(Ordering::Relaxed) > 0 {
+            self.take(max, true, into);
         }
+    }
+
+    /// Takes up to half of the jobs other workers may take, if this worker
+    /// is busy (see the module docs). `Err(())`: there are some, not yet
+    /// takable.
+    fn take_stealable(&self, max: usize, into: &mut Vec<Job>) -> Result<(), ()> {
+        if self.stealable.load(Ordering::Relaxed) == 0 {
+            return Ok(());
+        }
+        let looked = self.looked.load(Ordering::Relaxed);
+        if self.state.load(Ordering::Relaxed) != RUNNING
+            || clock::now_ns().saturating_sub(looked) < STEAL_AFTER.as_nanos() as u64
+        {
+            return Err(());
+        }
+        self.take(max, false, into);
+        Ok(())
+    }
+
+    fn take(&self, max: usize, own: bool, into: &mut Vec<Job>) {
         let mut inbox = self.lock();
         if own {
             while into.len() < max
@@ -284,7 +323,7 @@ impl Slot {
         };
         let wanted = wanted.min(inbox.shared.len());
         into.extend(inbox.shared.drain(..wanted));
-        self.queued.store(inbox.len(), Ordering::Relaxed);
+        self.counts(&inbox);
     }
 }
 
@@ -311,16 +350,19 @@ impl WorkerLink {
     /// there were any. Called at every poll.
     pub(crate) fn start_own(&self, core: &Core) -> bool {
         let mut jobs = Vec::new();
-        self.slot().take(JOB_BATCH, true, &mut jobs);
+        self.slot().take_own(JOB_BATCH, &mut jobs);
         start_all(jobs, core)
     }
 
-    /// Takes jobs another worker has not started yet.
-    fn steal(&self, core: &Core) -> bool {
+    /// Takes jobs another worker has not started yet. `Err(())`: none
+    /// taken, but some may be soon.
+    fn steal(&self, core: &Core) -> Result<bool, ()> {
         let n = self.pool.slots.len();
         let mut jobs = Vec::new();
+        let mut later = false;
         for i in 1..n {
-            self.pool.slots[(self.index + i) % n].take(JOB_BATCH, false, &mut jobs);
+            let victim = &self.pool.slots[(self.index + i) % n];
+            later |= victim.take_stealable(JOB_BATCH, &mut jobs).is_err();
             if !jobs.is_empty() {
                 let stolen = jobs.len() as u64;
                 self.slot()
@@ -328,10 +370,10 @@ impl WorkerLink {
                     .stolen
                     .fetch_add(stolen, Ordering::Relaxed);
                 tracing::debug!(worker = self.index, stolen, "took unstarted fibers");
-                return start_all(jobs, core);
+                return Ok(start_all(jobs, core));
             }
         }
-        false
+        if later { Err(()) } else { Ok(false) }
     }
 
     /// Called when no fiber of this worker is ready: finds jobs, or sleeps
@@ -341,20 +383,22 @@ impl WorkerLink {
             core.poll(None); // shutting down: no new fibers
             return;
         }
-        if self.start_own(core) || self.steal(core) {
+        if self.start_own(core) || self.steal(core) == Ok(true) {
             return;
         }
         let slot = self.slot();
         slot.state.store(IDLE, Ordering::SeqCst);
         // Pairs with the fence in `Pool::submit`.
         fence(Ordering::SeqCst);
-        if self.start_own(core) || self.steal(core) || self.stopping() {
+        let stolen = self.steal(core);
+        if self.start_own(core) || stolen == Ok(true) || self.stopping() {
             slot.state.store(RUNNING, Ordering::Relaxed);
             return;
         }
         let (alive, ready) = core.figures();
         self.publish(alive, ready); // as they stay while it sleeps
-        core.poll(None);
+        // Jobs elsewhere that are not takable yet: look again then.
+        core.poll(stolen.err().map(|()| STEAL_AFTER));
         slot.state.store(RUNNING, Ordering::Relaxed);
     }
 
@@ -398,13 +442,14 @@ fn worker_main(
     let span = tracing::debug_span!("fibra-worker", worker = index);
     let _span = span.enter();
     let enter = Enter::nested(&core);
+    slot.state.store(RUNNING, Ordering::Relaxed); // up: no longer WAKING
     core.run_root(Until::Stopped);
     drop(enter);
     crate::runtime::close(&core);
     // Jobs still queued here are dropped unrun: their handles report them
     // cancelled.
     let left = std::mem::take(&mut *slot.lock());
-    slot.queued.store(0, Ordering::Relaxed);
+    slot.counts(&Inbox::default());
     drop(left);
     slot.metrics.alive.store(0, Ordering::Relaxed);
     slot.metrics.ready.store(0, Ordering::Relaxed);
