@@ -45,7 +45,6 @@
 //! through the scheduler's local state, never while a fiber is switched in
 //! the middle of a reactor call.
 
-use std::collections::HashMap;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::time::Duration;
@@ -73,7 +72,7 @@ pub(crate) struct Reactor {
     poll: Poll,
     events: Events,
     sources: Slab<Source>,
-    by_fd: HashMap<RawFd, usize>,
+    by_fd: FdMap,
     timerfd: OwnedFd,
     /// The absolute CLOCK_MONOTONIC time the timerfd is set to, if any.
     armed: Option<u64>,
@@ -143,7 +142,7 @@ impl Reactor {
             poll,
             events: Events::with_capacity(1024),
             sources: Slab::new(),
-            by_fd: HashMap::new(),
+            by_fd: FdMap::default(),
             timerfd,
             armed: None,
             next_generation: 0,
@@ -178,8 +177,8 @@ impl Reactor {
     ) -> io::Result<Option<Registration>> {
         let generation = self.new_generation(); // used if the fd is new here
         let registry = self.poll.registry();
-        let source = match self.by_fd.get(&fd) {
-            Some(&key) => {
+        let source = match self.by_fd.get(fd) {
+            Some(key) => {
                 let src = &mut self.sources[key];
                 src.interest = src.interest | interest;
                 let mio_interest = to_mio(src.interest);
@@ -269,7 +268,7 @@ impl Reactor {
         }
         if src.waiters.is_empty() && src.owner.is_none() {
             let src = self.sources.remove(reg.source);
-            self.by_fd.remove(&src.fd);
+            self.by_fd.remove(src.fd);
             // The fd may have been closed meanwhile (EBADF/ENOENT): nothing to undo.
             let _ = self.poll.registry().deregister(&mut SourceFd(&src.fd));
         }
@@ -292,7 +291,7 @@ impl Reactor {
         wake: &mut Vec<WakeToken>,
     ) -> io::Result<usize> {
         let both = Interest::READABLE | Interest::WRITABLE;
-        if let Some(&key) = self.by_fd.get(&fd) {
+        if let Some(key) = self.by_fd.get(fd) {
             if self.sources[key].owner == Some(owner) {
                 return Ok(key);
             }
@@ -348,7 +347,7 @@ impl Reactor {
 
     /// The source of socket `owner` on `fd`, if it is registered here.
     fn owned(&self, fd: RawFd, owner: u64) -> Option<usize> {
-        let &key = self.by_fd.get(&fd)?;
+        let key = self.by_fd.get(fd)?;
         (self.sources[key].owner == Some(owner)).then_some(key)
     }
 
@@ -391,14 +390,14 @@ impl Reactor {
 
     /// Removes socket `owner`'s registration of `fd`, if it has one here.
     pub(crate) fn deregister_socket(&mut self, fd: RawFd, owner: u64, wake: &mut Vec<WakeToken>) {
-        let Some(&key) = self.by_fd.get(&fd) else {
+        let Some(key) = self.by_fd.get(fd) else {
             return;
         };
         if self.sources[key].owner != Some(owner) {
             return;
         }
         let src = self.sources.remove(key);
-        self.by_fd.remove(&fd);
+        self.by_fd.remove(fd);
         wake.extend(src.waiters.into_iter().map(|w| w.token));
         let _ = self.poll.registry().deregister(&mut SourceFd(&fd));
     }
@@ -483,6 +482,38 @@ impl Reactor {
             }
         }
         Ok(polled)
+    }
+}
+
+/// Source keys by fd number. Fds are small and dense, so a vector beats a
+/// hash map on the path every socket wait takes.
+#[derive(Default)]
+struct FdMap(Vec<u32>);
+
+impl FdMap {
+    const NONE: u32 = u32::MAX;
+
+    fn get(&self, fd: RawFd) -> Option<usize> {
+        let key = *self.0.get(usize::try_from(fd).ok()?)?;
+        (key != Self::NONE).then_some(key as usize)
+    }
+
+    fn insert(&mut self, fd: RawFd, key: usize) {
+        let (Ok(i), Ok(key)) = (usize::try_from(fd), u32::try_from(key)) else {
+            unreachable!("an fd that epoll accepted, a slab key below 2^32");
+        };
+        if i >= self.0.len() {
+            self.0.resize(i + 1, Self::NONE);
+        }
+        self.0[i] = key;
+    }
+
+    fn remove(&mut self, fd: RawFd) {
+        if let Ok(i) = usize::try_from(fd)
+            && let Some(key) = self.0.get_mut(i)
+        {
+            *key = Self::NONE;
+        }
     }
 }
 
