@@ -47,6 +47,29 @@ pub fn unpin() {
     }
 }
 
+/// One echo connection in a tokio task.
+async fn tokio_echo(mut s: tokio::net::TcpStream) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    s.set_nodelay(true).unwrap();
+    let mut buf = [0u8; 16 * 1024];
+    while let Ok(n) = s.read(&mut buf).await {
+        if n == 0 || s.write_all(&buf[..n]).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// One echo connection in a may coroutine.
+fn may_echo(mut s: may::net::TcpStream) {
+    s.set_nodelay(true).unwrap();
+    let mut buf = [0u8; 16 * 1024];
+    while let Ok(n) = s.read(&mut buf) {
+        if n == 0 || s.write_all(&buf[..n]).is_err() {
+            return;
+        }
+    }
+}
+
 /// `echo-server IMPL PORT`: serve until killed.
 pub fn server(imp: &str, port: u16) {
     let addr = format!("127.0.0.1:{port}");
@@ -63,7 +86,6 @@ pub fn server(imp: &str, port: u16) {
             }
         }),
         "tokio" => {
-            use tokio::io::{AsyncReadExt, AsyncWriteExt};
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_io()
                 .build()
@@ -71,16 +93,8 @@ pub fn server(imp: &str, port: u16) {
             rt.block_on(async {
                 let l = tokio::net::TcpListener::bind(addr.as_str()).await.unwrap();
                 loop {
-                    let (mut s, _) = l.accept().await.unwrap();
-                    tokio::spawn(async move {
-                        s.set_nodelay(true).unwrap();
-                        let mut buf = [0u8; 16 * 1024];
-                        while let Ok(n) = s.read(&mut buf).await {
-                            if n == 0 || s.write_all(&buf[..n]).await.is_err() {
-                                return;
-                            }
-                        }
-                    });
+                    let (s, _) = l.accept().await.unwrap();
+                    tokio::spawn(tokio_echo(s));
                 }
             })
         }
@@ -88,16 +102,8 @@ pub fn server(imp: &str, port: u16) {
             may::config().set_workers(1);
             let l = may::net::TcpListener::bind(addr.as_str()).unwrap();
             for s in l.incoming() {
-                let mut s = s.unwrap();
-                may::go!(move || {
-                    s.set_nodelay(true).unwrap();
-                    let mut buf = [0u8; 16 * 1024];
-                    while let Ok(n) = s.read(&mut buf) {
-                        if n == 0 || s.write_all(&buf[..n]).is_err() {
-                            return;
-                        }
-                    }
-                });
+                let s = s.unwrap();
+                may::go!(move || may_echo(s));
             }
         }
         "threads" => {
@@ -148,7 +154,6 @@ fn server_two_workers(imp: &str, addr: &str) {
             }
         }
         "tokio-2w" => {
-            use tokio::io::{AsyncReadExt, AsyncWriteExt};
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
                 .enable_io()
@@ -157,16 +162,8 @@ fn server_two_workers(imp: &str, addr: &str) {
             rt.block_on(async {
                 let l = tokio::net::TcpListener::bind(addr).await.unwrap();
                 loop {
-                    let (mut s, _) = l.accept().await.unwrap();
-                    tokio::spawn(async move {
-                        s.set_nodelay(true).unwrap();
-                        let mut buf = [0u8; 16 * 1024];
-                        while let Ok(n) = s.read(&mut buf).await {
-                            if n == 0 || s.write_all(&buf[..n]).await.is_err() {
-                                return;
-                            }
-                        }
-                    });
+                    let (s, _) = l.accept().await.unwrap();
+                    tokio::spawn(tokio_echo(s));
                 }
             })
         }
@@ -174,16 +171,8 @@ fn server_two_workers(imp: &str, addr: &str) {
             may::config().set_workers(2);
             let l = may::net::TcpListener::bind(addr).unwrap();
             for s in l.incoming() {
-                let mut s = s.unwrap();
-                may::go!(move || {
-                    s.set_nodelay(true).unwrap();
-                    let mut buf = [0u8; 16 * 1024];
-                    while let Ok(n) = s.read(&mut buf) {
-                        if n == 0 || s.write_all(&buf[..n]).is_err() {
-                            return;
-                        }
-                    }
-                });
+                let s = s.unwrap();
+                may::go!(move || may_echo(s));
             }
         }
         other => panic!("unknown server {other}"),

@@ -307,9 +307,15 @@ pub fn run() {
         unit: "ns/round trip",
         rows: vec![
             ("fibra mpsc (fiber <-> fiber)", measure(fibra_ping_pong)),
-            ("tokio mpsc unbounded (current_thread)", measure(tokio_ping_pong)),
+            (
+                "tokio mpsc unbounded (current_thread)",
+                measure(tokio_ping_pong),
+            ),
             ("may mpsc (1 worker)", measure(may_ping_pong)),
-            ("std mpsc (thread <-> thread)", measure(std_thread_ping_pong)),
+            (
+                "std mpsc (thread <-> thread)",
+                measure(std_thread_ping_pong),
+            ),
         ],
     }
     .print();
@@ -318,9 +324,15 @@ pub fn run() {
         unit: "ns/message",
         rows: vec![
             ("fibra sync_channel", measure(fibra_throughput)),
-            ("tokio mpsc::channel (current_thread)", measure(tokio_throughput)),
+            (
+                "tokio mpsc::channel (current_thread)",
+                measure(tokio_throughput),
+            ),
             ("may channel, unbounded (1 worker)", measure(may_throughput)),
-            ("std sync_channel (two threads)", measure(std_thread_throughput)),
+            (
+                "std sync_channel (two threads)",
+                measure(std_thread_throughput),
+            ),
         ],
     }
     .print();
@@ -330,7 +342,10 @@ pub fn run() {
         rows: vec![
             ("fibra Mutex", measure(fibra_mutex_uncontended)),
             ("std Mutex", measure(std_mutex_uncontended)),
-            ("tokio Mutex (lock().await)", measure(tokio_mutex_uncontended)),
+            (
+                "tokio Mutex (lock().await)",
+                measure(tokio_mutex_uncontended),
+            ),
             ("may Mutex", measure(may_mutex_uncontended)),
         ],
     }
