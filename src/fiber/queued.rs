@@ -53,6 +53,7 @@ impl Job {
             place: Mutex::new(Place::Queued),
         });
         let mut unstarted = Unstarted {
+            f: Some(f),
             end: Some(fiber_end),
             id,
         };
@@ -67,7 +68,9 @@ impl Job {
                     return;
                 }
             };
-            let end = unstarted.end.take().expect("a job starts once");
+            let (Some(f), Some(end)) = (unstarted.f.take(), unstarted.end.take()) else {
+                unreachable!("a job starts once");
+            };
             // SAFETY: forwarded from `new_unchecked`'s caller.
             let key = unsafe { start_fiber(core, stack, f, end, id, None, None) };
             if placed.place(core.id, key) {
@@ -89,22 +92,30 @@ impl Job {
     }
 }
 
-/// A fiber's end of the packet until the fiber exists: dropped with it, the
-/// job reports that the fiber was cancelled.
-struct Unstarted<T> {
+/// A job's closure and its end of the packet until the fiber exists:
+/// dropped unrun, the job reports that the fiber was cancelled.
+struct Unstarted<F, T> {
+    f: Option<F>,
     end: Option<FiberEnd<T>>,
     id: FiberId,
 }
 
-impl<T> Unstarted<T> {
+impl<F, T> Unstarted<F, T> {
+    /// Completes the handle with `error`. The closure is dropped first:
+    /// once the result is in, a `block_on` caller ends the borrows the
+    /// closure may hold.
     fn fail(&mut self, error: JoinError) {
+        // On a worker's own stack: a panicking destructor must not unwind
+        // the worker.
+        let f = self.f.take();
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(f)));
         if let Some(end) = self.end.take() {
             end.complete(Err(error));
         }
     }
 }
 
-impl<T> Drop for Unstarted<T> {
+impl<F, T> Drop for Unstarted<F, T> {
     fn drop(&mut self) {
         let id = self.id;
         self.fail(JoinError::cancelled(id));
