@@ -291,36 +291,73 @@ pub fn run_two_workers() {
     println!(
         "\nEcho round trips, servers of 2 worker threads; server and load generator (fibra, 2 workers, its own process) share both cores, unpinned; {RUN:?} per run, median of 3"
     );
+    table(
+        &[(100, 64), (1000, 64), (1000, 4096)],
+        &["fibra-2w", "tokio-2w", "may-2w"],
+        3,
+        load_two_workers,
+    );
+}
+
+pub fn run() {
+    pin_to(1);
+    println!(
+        "\nEcho round trips: server pinned to core 0 (its CPU time measured), load generator (fibra) on core 1, {RUN:?} per run"
+    );
+    table(
+        &[(100, 64), (100, 4096), (1000, 64), (1000, 4096)],
+        &["fibra", "tokio", "may", "threads"],
+        1,
+        load,
+    );
+}
+
+/// One measured run: throughput, server CPU per trip (us), p50, p99 (us).
+fn measure_once(
+    imp: &str,
+    conns: usize,
+    size: usize,
+    load: fn(u16, usize, usize) -> Load,
+) -> (f64, f64, f64, f64) {
+    let port = free_port();
+    let mut server = start_server(imp, port);
+    let cpu_before = cpu_seconds(server.id());
+    let t = Instant::now();
+    let mut l = load(port, conns, size);
+    let secs = t.elapsed().as_secs_f64();
+    let cpu = cpu_seconds(server.id()) - cpu_before;
+    server.kill().unwrap();
+    server.wait().unwrap();
+    l.latencies.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    (
+        l.round_trips as f64 / secs,
+        cpu * 1e6 / l.round_trips as f64,
+        percentile(&l.latencies, 0.5),
+        percentile(&l.latencies, 0.99),
+    )
+}
+
+/// Each server against each case, the median of `repeats` runs (by
+/// throughput), with ratios to the first server.
+fn table(
+    cases: &[(usize, usize)],
+    imps: &[&str],
+    repeats: usize,
+    load: fn(u16, usize, usize) -> Load,
+) {
     println!(
         "  {:<26} {:>12} {:>9} {:>15} {:>9} {:>9} {:>9}",
         "", "round trips/s", "vs fibra", "server us/trip", "vs fibra", "p50 us", "p99 us"
     );
-    for (conns, size) in [(100, 64), (1000, 64), (1000, 4096)] {
+    for &(conns, size) in cases {
         println!("  -- {conns} connections, {size} B messages");
         let mut base: Option<(f64, f64)> = None;
-        for imp in ["fibra-2w", "tokio-2w", "may-2w"] {
-            let mut runs: Vec<(f64, f64, f64, f64)> = (0..3)
-                .map(|_| {
-                    let port = free_port();
-                    let mut server = start_server(imp, port);
-                    let cpu_before = cpu_seconds(server.id());
-                    let t = Instant::now();
-                    let mut l = load_two_workers(port, conns, size);
-                    let secs = t.elapsed().as_secs_f64();
-                    let cpu = cpu_seconds(server.id()) - cpu_before;
-                    server.kill().unwrap();
-                    server.wait().unwrap();
-                    l.latencies.sort_by(|a, b| a.partial_cmp(b).unwrap());
-                    (
-                        l.round_trips as f64 / secs,
-                        cpu * 1e6 / l.round_trips as f64,
-                        percentile(&l.latencies, 0.5),
-                        percentile(&l.latencies, 0.99),
-                    )
-                })
+        for &imp in imps {
+            let mut runs: Vec<_> = (0..repeats)
+                .map(|_| measure_once(imp, conns, size, load))
                 .collect();
             runs.sort_by(|a, b| a.0.partial_cmp(&b.0).unwrap());
-            let (rate, cpu_us, p50, p99) = runs[1];
+            let (rate, cpu_us, p50, p99) = runs[repeats / 2];
             let (base_rate, base_cpu) = *base.get_or_insert((rate, cpu_us));
             println!(
                 "  {:<26} {:>12.0} {:>8.2}x {:>15.2} {:>8.2}x {:>9.1} {:>9.1}",
@@ -331,46 +368,6 @@ pub fn run_two_workers() {
                 cpu_us / base_cpu,
                 p50,
                 p99,
-            );
-        }
-    }
-}
-
-pub fn run() {
-    pin_to(1);
-    println!(
-        "\nEcho round trips: server pinned to core 0 (its CPU time measured), load generator (fibra) on core 1, {RUN:?} per run"
-    );
-    println!(
-        "  {:<26} {:>12} {:>9} {:>15} {:>9} {:>9} {:>9}",
-        "", "round trips/s", "vs fibra", "server us/trip", "vs fibra", "p50 us", "p99 us"
-    );
-    for (conns, size) in [(100, 64), (100, 4096), (1000, 64), (1000, 4096)] {
-        println!("  -- {conns} connections, {size} B messages");
-        let mut base: Option<(f64, f64)> = None;
-        for imp in ["fibra", "tokio", "may", "threads"] {
-            let port = free_port();
-            let mut server = start_server(imp, port);
-            let cpu_before = cpu_seconds(server.id());
-            let t = Instant::now();
-            let mut l = load(port, conns, size);
-            let secs = t.elapsed().as_secs_f64();
-            let cpu = cpu_seconds(server.id()) - cpu_before;
-            server.kill().unwrap();
-            server.wait().unwrap();
-            l.latencies.sort_by(|a, b| a.partial_cmp(b).unwrap());
-            let rate = l.round_trips as f64 / secs;
-            let cpu_us = cpu * 1e6 / l.round_trips as f64;
-            let (base_rate, base_cpu) = *base.get_or_insert((rate, cpu_us));
-            println!(
-                "  {:<26} {:>12.0} {:>8.2}x {:>15.2} {:>8.2}x {:>9.1} {:>9.1}",
-                imp,
-                rate,
-                rate / base_rate,
-                cpu_us,
-                cpu_us / base_cpu,
-                percentile(&l.latencies, 0.5),
-                percentile(&l.latencies, 0.99),
             );
         }
     }
