@@ -63,7 +63,7 @@ impl Registration {
         timeout: Option<Duration>,
         op: impl FnMut() -> io::Result<R>,
     ) -> io::Result<R> {
-        self.io_from(fd, interest, timeout, op, false)
+        self.io_from(context::current(), fd, interest, timeout, op, false)
     }
 
     /// Like [`Registration::read`] for a stream socket, with `op` reading
@@ -101,14 +101,14 @@ impl Registration {
         op: impl FnMut() -> io::Result<usize>,
     ) -> io::Result<usize> {
         let Some(core) = context::current() else {
-            return self.io_from(fd, interest, timeout, op, false);
+            return self.io_from(None, fd, interest, timeout, op, false);
         };
         // SAFETY: on the runtime's thread; short borrows, none across the
         // parks inside `io_from`.
         let drained = unsafe { core.local() }
             .reactor
             .is_drained(fd, self.uid, interest);
-        let result = self.io_from(fd, interest, timeout, op, drained);
+        let result = self.io_from(Some(core), fd, interest, timeout, op, drained);
         if let Ok(n) = result
             && n > 0
             && n < len
@@ -122,15 +122,17 @@ impl Registration {
     }
 
     /// The loop, starting with a wait if the socket is known not ready.
+    /// `core`: the runtime entered on this thread (the caller looked).
     fn io_from<R>(
         &self,
+        core: Option<&Core>,
         fd: RawFd,
         interest: Interest,
         timeout: Option<Duration>,
         mut op: impl FnMut() -> io::Result<R>,
         mut wait_first: bool,
     ) -> io::Result<R> {
-        if let Some(core) = context::current()
+        if let Some(core) = core
             && core.io_budget_spent()
         {
             // Before the call, not after: a cancelled fiber unwinds here
@@ -146,7 +148,7 @@ impl Registration {
                     result => return result,
                 }
             }
-            let waited = match context::current() {
+            let waited = match core {
                 Some(core) => self.wait_in_fiber(core, fd, interest, deadline),
                 None => crate::io::wait_on_thread(fd, interest, deadline).map(drop),
             };
