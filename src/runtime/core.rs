@@ -43,7 +43,6 @@
 //!   is running on.
 
 use std::cell::UnsafeCell;
-use std::collections::VecDeque;
 use std::num::NonZeroU64;
 use std::ptr;
 use std::sync::Arc;
@@ -57,6 +56,7 @@ use crate::runtime::dump::{FiberInfo, FiberState, Section};
 use crate::runtime::park::WaitOn;
 use crate::runtime::pool::WorkerLink;
 use crate::runtime::registry::{self, RuntimeId};
+use crate::runtime::run_queue::RunQueue;
 use crate::runtime::shared::{Remote, Shared};
 use crate::stack::{self, Stack, StackHeader, overflow};
 use crate::time::clock;
@@ -200,7 +200,7 @@ pub(crate) enum Until {
 
 pub(crate) struct Local {
     pub(crate) fibers: Slab<Record>,
-    run_queue: VecDeque<Key>,
+    run_queue: RunQueue,
     /// The context running now.
     pub(crate) current: Key,
     /// Fibers that may still run before control returns to the root.
@@ -264,7 +264,7 @@ impl Core {
         Ok(Core {
             local: UnsafeCell::new(Local {
                 fibers,
-                run_queue: VecDeque::with_capacity(64),
+                run_queue: RunQueue::with_capacity(64),
                 current: ROOT,
                 budget: 0,
                 live: 0,
@@ -406,27 +406,36 @@ impl Core {
     fn switch_to(&self, from: Key, to: Key, arg: usize) {
         // SAFETY: on the runtime's thread; the borrow ends before the switch.
         let l = unsafe { self.local() };
-        let save: *mut *mut u8 = &mut l.fibers[from as usize].sp;
-        let target = &l.fibers[to as usize];
-        let load = target.sp;
-        let header = target.running_header;
-        span_exit(&l.fibers[from as usize].span);
+        // `from` is the running context and `to` was just taken from the run
+        // queue (its record checked there) or is the root, and a record is
+        // removed only after its context's final switch: both keys are in
+        // bounds, which is all `get_unchecked` asks (it still checks that
+        // the entry is occupied).
+        // SAFETY: as argued above.
+        let (save, load, header) = unsafe {
+            let from_rec = l.fibers.get_unchecked_mut(from as usize);
+            span_exit(&from_rec.span);
+            let save: *mut *mut u8 = &mut from_rec.sp;
+            let to_rec = l.fibers.get_unchecked(to as usize);
+            (save, to_rec.sp, to_rec.running_header)
+        };
         l.current = to;
-        if to != ROOT {
-            l.resumed += 1;
-        }
+        l.resumed += u64::from(to != ROOT);
         overflow::set_running(header);
         // `load` was saved here when `to` switched out (or built by
         // `init_stack`) and `to` has not run since; records own their stacks
         // until removed, so it is mapped. `save` points into the record of
-        // `from`, which stays in the slab while `from` is suspended.
+        // `from`, which stays in the slab while `from` is suspended (the
+        // slab may grow meanwhile, which is why it is re-read below, not
+        // kept).
         // SAFETY: as argued above; nothing unwinds across the switch.
         let arg = unsafe { arch::switch(save, load, arg) };
         // Resumed: some context switched back to `from`.
         self.after_switch(arg);
-        // SAFETY: re-borrowed after the switch.
-        let l = unsafe { self.local() };
-        span_enter(&l.fibers[from as usize].span);
+        // SAFETY: re-borrowed after the switch; `from` runs, so its record
+        // is live and its key in bounds.
+        let rec = unsafe { self.local().fibers.get_unchecked(from as usize) };
+        span_enter(&rec.span);
     }
 
     /// Runs in the resumed context right after every switch: frees the
@@ -545,6 +554,16 @@ impl Core {
         wake
     }
 
+    /// Whether the current context has been cancelled or runs under a
+    /// `fibra::timeout`: only then may a blocking call have to unwind it.
+    #[inline]
+    pub(crate) fn current_may_unwind(&self) -> bool {
+        // SAFETY: on the runtime's thread; short borrow.
+        let l = unsafe { self.local() };
+        let rec = &l.fibers[l.current as usize];
+        rec.cancelled || rec.timeout.is_some()
+    }
+
     /// Whether the current context is itself unwinding.
     ///
     /// `std::thread::panicking()` cannot say: it is true on the whole thread
@@ -611,16 +630,35 @@ impl Core {
         // SAFETY: on the runtime's thread; the borrow ends before the switch.
         let l = unsafe { self.local() };
         let me = l.current;
-        l.fibers[me as usize].state = State::Ready;
-        l.run_queue.push_back(me);
         if me == ROOT {
+            l.fibers[ROOT as usize].state = State::Ready;
+            l.run_queue.push_back(ROOT);
             self.run_root(Until::RootWoken);
             return;
         }
-        let next = Core::next_from_fiber(l);
-        if next != me {
-            self.switch_to(me, next, 0);
-        }
+        // The hot path of a busy fiber, so written out rather than built
+        // from `next_from_fiber`: take the next ready fiber first, then
+        // queue ourselves behind everything (the same order as pushing
+        // first, without the push and pop when we are alone).
+        let next = loop {
+            if l.budget == 0 {
+                break ROOT; // polls first, then resumes us in turn
+            }
+            l.budget -= 1;
+            let Some(key) = l.run_queue.pop_front() else {
+                return; // nothing else is ready: carry on
+            };
+            let rec = &mut l.fibers[key as usize];
+            if rec.state == State::Ready {
+                rec.state = State::Running;
+                break key;
+            }
+            l.budget += 1; // stale: see `next_from_fiber`
+        };
+        // SAFETY: `me` runs, so its record is live and its key in bounds.
+        unsafe { l.fibers.get_unchecked_mut(me as usize) }.state = State::Ready;
+        l.run_queue.push_back(me);
+        self.switch_to(me, next, 0);
     }
 
     /// Requests cancellation of a fiber of this runtime; a parked fiber is

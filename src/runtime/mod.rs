@@ -62,6 +62,7 @@ mod dump;
 pub(crate) mod park;
 mod pool;
 pub(crate) mod registry;
+mod run_queue;
 pub(crate) mod shared;
 mod workers;
 

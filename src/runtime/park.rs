@@ -74,16 +74,22 @@ pub(crate) enum Parked {
 /// Unwinds the current fiber if it has been cancelled or its innermost
 /// `fibra::timeout` has expired (unless it is unwinding already). Returns
 /// the innermost timeout, which has not expired.
+#[inline]
 pub(crate) fn check_unwind(core: &Core) -> Option<TimeoutScope> {
+    if !core.current_may_unwind() {
+        return None; // the common case: nothing could unwind here
+    }
+    check_unwind_slow(core)
+}
+
+#[cold]
+fn check_unwind_slow(core: &Core) -> Option<TimeoutScope> {
     let (cancelled, scope) = {
         // SAFETY: on the runtime's thread; short borrow.
         let l = unsafe { core.local() };
         let rec = &l.fibers[l.current as usize];
         (rec.cancelled, rec.timeout)
     };
-    if !cancelled && scope.is_none() {
-        return None; // the common case: nothing could unwind here
-    }
     if core.current_is_unwinding() {
         return None;
     }

@@ -1,0 +1,106 @@
+//! The FIFO of ready contexts: a ring of fiber keys.
+//!
+//! `VecDeque` would do, but this queue sits on the hottest path of the
+//! runtime (every yield pushes one key and pops another), and a ring whose
+//! capacity is a power of two wraps its indices with one `and` instead of
+//! `VecDeque`'s compare-and-subtract on both ends. It only grows: a
+//! runtime's peak of ready fibers is a good guess for its next one.
+
+use crate::runtime::core::Key;
+
+pub(crate) struct RunQueue {
+    /// `slots.len()` is a power of two; the queue is `len` keys from `head`,
+    /// wrapping around the end.
+    slots: Box<[Key]>,
+    head: usize,
+    len: usize,
+}
+
+impl RunQueue {
+    /// An empty queue with room for `capacity` keys before it grows.
+    pub(crate) fn with_capacity(capacity: usize) -> RunQueue {
+        RunQueue {
+            slots: vec![0; capacity.max(1).next_power_of_two()].into_boxed_slice(),
+            head: 0,
+            len: 0,
+        }
+    }
+
+    #[inline]
+    fn mask(&self) -> usize {
+        self.slots.len() - 1
+    }
+
+    #[inline]
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    #[inline]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    #[inline]
+    pub(crate) fn push_back(&mut self, key: Key) {
+        if self.len == self.slots.len() {
+            self.grow();
+        }
+        let at = (self.head + self.len) & self.mask();
+        self.slots[at] = key;
+        self.len += 1;
+    }
+
+    #[inline]
+    pub(crate) fn pop_front(&mut self) -> Option<Key> {
+        if self.len == 0 {
+            return None;
+        }
+        let key = self.slots[self.head];
+        self.head = (self.head + 1) & self.mask();
+        self.len -= 1;
+        Some(key)
+    }
+
+    /// Doubles the capacity, unwrapping the queue to start at slot 0.
+    #[cold]
+    fn grow(&mut self) {
+        let mut slots = vec![0; self.slots.len() * 2].into_boxed_slice();
+        for (i, slot) in slots.iter_mut().take(self.len).enumerate() {
+            *slot = self.slots[(self.head + i) & self.mask()];
+        }
+        self.slots = slots;
+        self.head = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RunQueue;
+    use std::collections::VecDeque;
+
+    #[test]
+    fn fifo_across_wraps_and_growth() {
+        // Compare with VecDeque over a mix of pushes and pops that wraps the
+        // ring many times and grows it while it is wrapped.
+        let mut q = RunQueue::with_capacity(2);
+        let mut model = VecDeque::new();
+        let mut next = 0u32;
+        for round in 0..500u32 {
+            for _ in 0..(round % 7) {
+                q.push_back(next);
+                model.push_back(next);
+                next += 1;
+            }
+            for _ in 0..(round % 5) {
+                assert_eq!(q.pop_front(), model.pop_front());
+            }
+            assert_eq!(q.len(), model.len());
+            assert_eq!(q.is_empty(), model.is_empty());
+        }
+        while let Some(k) = model.pop_front() {
+            assert_eq!(q.pop_front(), Some(k));
+        }
+        assert_eq!(q.pop_front(), None);
+    }
+}
