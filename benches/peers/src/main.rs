@@ -308,6 +308,7 @@ fn may_lateness(spread_us: u64) -> f64 {
 }
 
 mod echo;
+mod floor;
 mod http;
 mod sync;
 
@@ -344,6 +345,8 @@ fn main() {
                 ("fibra yield_now (fiber <-> fiber)", measure(fibra_yield)),
                 ("fibra Generator next + yield_", measure(fibra_generator)),
                 ("corosensei resume + suspend", measure(corosensei_resume_suspend)),
+                ("fibra switch routine alone", measure(floor::with_fp_words)),
+                ("  same, without FP control words", measure(floor::without_fp_words)),
                 ("may yield_now (1 worker)", measure(may_yield)),
                 ("tokio yield_now (current_thread)", measure(tokio_yield)),
             ],

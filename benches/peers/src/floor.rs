@@ -1,0 +1,93 @@
+//! The floor under every fibra switch: the switch routine alone, two
+//! contexts handing control back and forth from one shared loop (so every
+//! `ret` is predicted, as in corosensei's resume + suspend), with no
+//! scheduler around it.
+//!
+//! Two copies of `asm/x86_64.S` are built by `build.rs`: as shipped, and
+//! without the MXCSR / x87 control-word save. The difference is what the
+//! System V rule "the FP control words are callee-saved" costs per round
+//! trip on this machine.
+
+use std::arch::global_asm;
+use std::time::Instant;
+
+global_asm!(
+    include_str!(concat!(env!("OUT_DIR"), "/full.S")),
+    options(att_syntax)
+);
+global_asm!(
+    include_str!(concat!(env!("OUT_DIR"), "/nofp.S")),
+    options(att_syntax)
+);
+
+unsafe extern "C" {
+    fn floor_full_switch(save: *mut *mut u8, load: *mut u8, arg: usize) -> usize;
+    fn floor_full_trampoline();
+    fn floor_nofp_switch(save: *mut *mut u8, load: *mut u8, arg: usize) -> usize;
+    fn floor_nofp_trampoline();
+}
+
+type SwitchFn = unsafe extern "C" fn(*mut *mut u8, *mut u8, usize) -> usize;
+
+/// The two contexts' saved stack pointers and the routine they use.
+struct Pair {
+    sp: [*mut u8; 2],
+    switch: SwitchFn,
+}
+
+/// Both contexts run this loop, so both call the routine from one site.
+#[inline(never)]
+fn ping_pong(pair: *mut Pair, me: usize, rounds: u64) {
+    for _ in 0..rounds {
+        // SAFETY: the other context is suspended with its sp in the pair
+        // (built by `run` or saved by its own switch), on a live stack.
+        unsafe {
+            let other = (*pair).sp[1 - me];
+            ((*pair).switch)(&raw mut (*pair).sp[me], other, 0);
+        }
+    }
+}
+
+unsafe extern "C" fn partner(_arg: usize, pair: *mut u8) -> ! {
+    loop {
+        ping_pong(pair.cast(), 1, u64::MAX);
+    }
+}
+
+fn run(switch: SwitchFn, trampoline: unsafe extern "C" fn()) -> f64 {
+    const ROUNDS: u64 = 20_000_000;
+    let stack = vec![0u8; 64 << 10];
+    let top = (stack.as_ptr() as usize + stack.len()) & !15;
+    let mut pair = Pair {
+        sp: [std::ptr::null_mut(); 2],
+        switch,
+    };
+    let frame: [u64; 8] = [
+        0,
+        0,
+        0,
+        partner as *const () as u64,    // r12: entry
+        &raw mut pair as u64,           // rbx: its data
+        0,                              // rbp
+        0x1F80 | (0x037F << 32),        // MXCSR, x87 CW
+        trampoline as *const () as u64, // first ret
+    ];
+    let sp = (top - 64) as *mut [u64; 8];
+    // SAFETY: the 64 bytes below the 16-aligned top of `stack` are ours.
+    unsafe { sp.write(frame) };
+    pair.sp[1] = sp.cast();
+    let t = Instant::now();
+    ping_pong(&raw mut pair, 0, ROUNDS);
+    let ns = t.elapsed().as_nanos() as f64 / ROUNDS as f64;
+    // The partner stays suspended on `stack` forever: never free it.
+    std::mem::forget(stack);
+    ns
+}
+
+pub fn with_fp_words() -> f64 {
+    run(floor_full_switch, floor_full_trampoline)
+}
+
+pub fn without_fp_words() -> f64 {
+    run(floor_nofp_switch, floor_nofp_trampoline)
+}
