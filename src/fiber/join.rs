@@ -69,6 +69,20 @@ impl<T> Drop for Packet<T> {
     }
 }
 
+/// Sets `bit` in a packet's state word, which must be clear (each bit is
+/// set by one side only, once, and that side knows it has not set it yet);
+/// returns the state before.
+///
+/// A `fetch_add` of a clear bit is a `fetch_or`; on x86 an or that returns
+/// the old value compiles to a load and a `lock cmpxchg` loop, an add to a
+/// single `lock xadd`.
+#[inline]
+fn set_once(state: &AtomicU8, bit: u8) -> u8 {
+    let before = state.fetch_add(bit, Ordering::AcqRel);
+    debug_assert_eq!(before & bit, 0, "packet state bit {bit} set twice");
+    before
+}
+
 /// A new packet: the fiber's end and the handle's end.
 pub(crate) fn packet<T>(scope: Option<*const ScopeData>) -> (FiberEnd<T>, HandleEnd<T>) {
     let ptr = NonNull::from(Box::leak(Box::new(Packet {
@@ -100,7 +114,7 @@ impl<T> FiberEnd<T> {
         let packet = unsafe { ptr.as_ref() };
         // SAFETY: as above.
         unsafe { *packet.result.get() = Some(result) };
-        let before = packet.state.fetch_or(COMPLETING, Ordering::AcqRel);
+        let before = set_once(&packet.state, COMPLETING);
         let waiter = if before & HANDLE_GONE != 0 {
             None
         } else if before & WAITING != 0 {
@@ -113,7 +127,7 @@ impl<T> FiberEnd<T> {
         let gone = before & HANDLE_GONE != 0
             // The last access unless the handle is gone: after DONE the
             // handle may free the packet.
-            || packet.state.fetch_or(DONE, Ordering::AcqRel) & HANDLE_GONE != 0;
+            || set_once(&packet.state, DONE) & HANDLE_GONE != 0;
         if gone {
             // Nobody will read the result: free the packet, and the result
             // with it (a scope learns from the drop that a panic went
@@ -183,7 +197,7 @@ impl<T> HandleEnd<T> {
         }
         // SAFETY: WAITING and COMPLETING are clear: the slot is ours.
         unsafe { *packet.waiter.get() = Some(make()) };
-        if packet.state.fetch_or(WAITING, Ordering::AcqRel) & (DONE | COMPLETING) != 0 {
+        if set_once(&packet.state, WAITING) & (DONE | COMPLETING) != 0 {
             // The fiber got there first and will not look at the slot.
             return Registered::Finishing;
         }
@@ -242,8 +256,9 @@ impl<T> HandleEnd<T> {
 
 impl<T> Drop for HandleEnd<T> {
     fn drop(&mut self) {
-        let previous = self.packet().state.fetch_or(HANDLE_GONE, Ordering::AcqRel);
-        if previous & DONE != 0 {
+        // Seeing DONE is enough (the fiber's last access was setting it),
+        // so a joined handle frees the packet without a read-modify-write.
+        if self.is_done() || set_once(&self.packet().state, HANDLE_GONE) & DONE != 0 {
             // SAFETY: the fiber is gone: this end is the last owner.
             drop(unsafe { Box::from_raw(self.0.as_ptr()) });
         }

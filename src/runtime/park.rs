@@ -30,7 +30,7 @@ pub(crate) struct CancelUnwind;
 
 /// The unwind payload of an expired `fibra::timeout`.
 pub(crate) struct TimeoutUnwind {
-    pub(crate) id: u64,
+    pub(crate) id: std::num::NonZeroU64,
 }
 
 /// What a park waits for, as [`Runtime::dump`](crate::Runtime::dump) shows it.

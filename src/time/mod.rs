@@ -138,8 +138,8 @@ pub fn timeout<T>(d: Duration, f: impl FnOnce() -> T) -> Result<T, Elapsed> {
     }
 }
 
-fn next_timeout_id() -> u64 {
+fn next_timeout_id() -> std::num::NonZeroU64 {
     use std::sync::atomic::{AtomicU64, Ordering};
     static NEXT: AtomicU64 = AtomicU64::new(1);
-    NEXT.fetch_add(1, Ordering::Relaxed)
+    std::num::NonZeroU64::new(NEXT.fetch_add(1, Ordering::Relaxed)).expect("timeout ids exhausted")
 }
