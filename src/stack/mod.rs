@@ -167,22 +167,26 @@ impl Stack {
     }
 
     /// The usable size in bytes (the guard page excluded).
+    #[inline]
     pub(crate) fn usable(&self) -> usize {
         self.len - page_size()
     }
 
     /// One past the highest usable byte; page-aligned.
+    #[inline]
     pub(crate) fn top(&self) -> *mut u8 {
         self.base.as_ptr().wrapping_add(self.len)
     }
 
     /// The address range of the guard page.
+    #[inline]
     pub(crate) fn guard(&self) -> (usize, usize) {
         let lo = self.base.as_ptr() as usize;
         (lo, lo + page_size())
     }
 
     /// The header slot at the top of the stack.
+    #[inline]
     pub(crate) fn header(&self) -> *mut StackHeader {
         self.top()
             .wrapping_sub(size_of::<StackHeader>().next_multiple_of(16))
@@ -191,6 +195,7 @@ impl Stack {
 
     /// The 16-byte aligned address below the header where a fiber's own data
     /// may start.
+    #[inline]
     pub(crate) fn below_header(&self) -> *mut u8 {
         self.header().cast()
     }
@@ -409,6 +414,7 @@ pub(crate) fn release_pending() {
 }
 
 /// The system page size.
+#[inline]
 pub(crate) fn page_size() -> usize {
     static PAGE: AtomicUsize = AtomicUsize::new(0);
     match PAGE.load(Ordering::Relaxed) {
