@@ -99,6 +99,12 @@ fibra_0_1_switch:
     movq %rsp, (%rdi)
     movq %rsi, %rsp
 
+    # A generator's `yield_` (src/arch/x86_64.rs, `suspend`) joins here by a
+    # jump, with the same registers and a frame of the same layout: see
+    # "Generators" below.
+    .globl fibra_0_1_switch_tail
+    .hidden fibra_0_1_switch_tail
+fibra_0_1_switch_tail:
     # Load MXCSR only if its control bits differ from the outgoing ones.
     xorl 48(%rsp), %eax
     testl $0xffc0, %eax
@@ -167,3 +173,103 @@ fibra_0_1_trampoline:
     ud2
     .cfi_endproc
     .size fibra_0_1_trampoline, .-fibra_0_1_trampoline
+
+# ## Generators: entered by a call, left by the matching return
+#
+# A fiber switch resumes the other context with `ret`, which the CPU predicts
+# from its return stack: right when both contexts called the switch from the
+# same place, as fibers do. A generator's two sides never do (`next` on one,
+# `yield_` on the other), so every return after such a switch would be
+# mispredicted. So, as corosensei does, a generator is entered by a *call*
+# and left by the *return that matches it*:
+#
+# - `fibra_0_1_resume` is called by `Generator::next`. It saves the caller
+#   exactly like the switch (so the caller's frame ends in the return
+#   address of that call), loads the generator's frame and leaves it with an
+#   indirect `jmp` to the generator's resume point, which leaves the
+#   return-stack entry of the call in place.
+# - `yield_` pushes a frame of the same layout itself (inline assembly, so it
+#   makes no call of its own, whose return would be mispredicted), switches
+#   to the caller's stack and jumps to `fibra_0_1_switch_tail`, whose `ret`
+#   pops the caller's return address: the entry the call pushed.
+#
+# usize fibra_0_1_resume(void **save_sp /* rdi */, void *load_sp /* rsi */, usize arg /* rdx */)
+    .globl fibra_0_1_resume
+    .hidden fibra_0_1_resume
+    .type fibra_0_1_resume,@function
+    .p2align 4
+fibra_0_1_resume:
+    .cfi_startproc
+    subq $8, %rsp
+    .cfi_adjust_cfa_offset 8
+    stmxcsr (%rsp)
+    fnstcw 4(%rsp)
+    pushq %rbp
+    .cfi_adjust_cfa_offset 8
+    .cfi_rel_offset %rbp, 0
+    pushq %rbx
+    .cfi_adjust_cfa_offset 8
+    .cfi_rel_offset %rbx, 0
+    pushq %r12
+    .cfi_adjust_cfa_offset 8
+    .cfi_rel_offset %r12, 0
+    pushq %r13
+    .cfi_adjust_cfa_offset 8
+    .cfi_rel_offset %r13, 0
+    pushq %r14
+    .cfi_adjust_cfa_offset 8
+    .cfi_rel_offset %r14, 0
+    pushq %r15
+    .cfi_adjust_cfa_offset 8
+    .cfi_rel_offset %r15, 0
+    movl 48(%rsp), %eax
+    movzwl 52(%rsp), %ecx
+
+    movq %rsp, (%rdi)
+    movq %rsi, %rsp
+
+    xorl 48(%rsp), %eax
+    testl $0xffc0, %eax
+    jnz 2f
+1:
+    cmpw 52(%rsp), %cx
+    jne 4f
+3:
+    .cfi_remember_state
+    popq %r15
+    .cfi_adjust_cfa_offset -8
+    .cfi_restore %r15
+    popq %r14
+    .cfi_adjust_cfa_offset -8
+    .cfi_restore %r14
+    popq %r13
+    .cfi_adjust_cfa_offset -8
+    .cfi_restore %r13
+    popq %r12
+    .cfi_adjust_cfa_offset -8
+    .cfi_restore %r12
+    popq %rbx
+    .cfi_adjust_cfa_offset -8
+    .cfi_restore %rbx
+    popq %rbp
+    .cfi_adjust_cfa_offset -8
+    .cfi_restore %rbp
+    addq $8, %rsp
+    .cfi_adjust_cfa_offset -8
+    movq %rdx, %rax
+    # The generator's resume point (or, the first time, the trampoline):
+    # jumped to, not returned to, so the return stack keeps our caller.
+    popq %rcx
+    .cfi_adjust_cfa_offset -8
+    .cfi_register %rip, %rcx
+    jmpq *%rcx
+
+    .cfi_restore_state
+2:
+    ldmxcsr 48(%rsp)
+    jmp 1b
+4:
+    fldcw 52(%rsp)
+    jmp 3b
+    .cfi_endproc
+    .size fibra_0_1_resume, .-fibra_0_1_resume

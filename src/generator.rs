@@ -17,8 +17,10 @@
 //!          ◀──────── final switch ───  entry ends: never resumed again
 //! ```
 //!
-//! Both switches go through one call site ([`switch`]), so a suspended side
-//! always resumes at the return address the CPU predicts. The [`Control`]
+//! `next` enters the generator with a call ([`arch::resume`]) and `yield_`
+//! leaves it with the matching return ([`arch::suspend`], inline assembly
+//! with no call of its own), so the CPU predicts every return on both sides
+//! (see "Generators" in `asm/x86_64.S`). The [`Control`]
 //! block both sides share is boxed: the `Generator` value may move between
 //! calls, the box does not.
 //!
@@ -238,7 +240,8 @@ impl<'a, T> Generator<'a, T> {
         // stack we own; `caller_sp` lives in the box, which outlives the
         // switch. Nothing unwinds across: the entry catches everything.
         // SAFETY: as just argued.
-        let finished = unsafe { switch(control.caller_sp.as_ptr(), control.generator_sp.get(), 0) };
+        let finished =
+            unsafe { arch::resume(control.caller_sp.as_ptr(), control.generator_sp.get(), 0) };
         enter_stack(control.caller_header.get());
         if finished == 0 {
             self.state = State::Suspended;
@@ -302,6 +305,7 @@ impl<T> Yielder<T> {
     /// });
     /// assert_eq!(squares.collect::<Vec<_>>(), [1, 4, 9]);
     /// ```
+    #[inline]
     pub fn yield_(&self, value: T) {
         // SAFETY: a Yielder exists only inside its generator's body, while
         // the generator (and its control box) is alive.
@@ -315,7 +319,7 @@ impl<T> Yielder<T> {
         control.value.set(Some(value));
         // SAFETY: the body runs, so its caller is suspended in `resume`
         // with its context in `caller_sp`; `generator_sp` lives in the box.
-        unsafe { switch(control.generator_sp.as_ptr(), control.caller_sp.get(), 0) };
+        unsafe { arch::suspend(control.generator_sp.as_ptr(), control.caller_sp.get(), 0) };
         // Resumed by `next`, or by `Drop` to be cancelled.
         if control.cancel.get() {
             panic::resume_unwind(Box::new(GeneratorCancel));
@@ -334,18 +338,6 @@ fn enter_stack(header: *const StackHeader) -> *const StackHeader {
             previous
         }
     }
-}
-
-/// Every generator switch, both ways, goes through here: one call site,
-/// one return address for the CPU to predict.
-///
-/// # Safety
-///
-/// As [`arch::switch`].
-#[inline(never)]
-unsafe fn switch(save: *mut *mut u8, load: *mut u8, arg: usize) -> usize {
-    // SAFETY: forwarded from the caller.
-    unsafe { arch::switch(save, load, arg) }
 }
 
 struct Start<F, T> {
@@ -384,7 +376,7 @@ where
     let mut dead_sp = ptr::null_mut();
     // SAFETY: the caller is suspended in `resume`; this context is never
     // resumed (its stack goes back to the pool), so `dead_sp` is a dummy.
-    unsafe { switch(&mut dead_sp, ctl.caller_sp.get(), 1) };
+    unsafe { arch::suspend(&mut dead_sp, ctl.caller_sp.get(), 1) };
     // Unreachable: nobody resumes a finished generator. Not a panic:
     // nothing may unwind out of this function.
     std::process::abort()

@@ -322,3 +322,149 @@ fn deep_recursion_in_block_on_uses_the_thread_stack() {
         .unwrap();
     assert!(r > 0);
 }
+
+// ----- generators: entered by `resume`, left by the inline `suspend` -----
+
+/// `callee_saved_across_yield` and `scribble_and_yield` for a shim of
+/// our choice (a `sym` operand: a function pointer in a register operand
+/// could be given rbp, which the block overwrites).
+macro_rules! callee_saved_across {
+    ($shim:path) => {{
+        let mut got = [0u64; 5];
+        // SAFETY: as in `callee_saved_across_yield`.
+        unsafe {
+            asm!(
+                "push rbx",
+                "push rbp",
+                "push {out}",
+                "mov rbp, rsp",
+                "and rsp, -16",
+                "movabs rbx, 0x1111111111111111",
+                "movabs r12, 0x2222222222222222",
+                "movabs r13, 0x3333333333333333",
+                "movabs r14, 0x4444444444444444",
+                "movabs r15, 0x5555555555555555",
+                "call {f}",
+                "mov rsp, rbp",
+                "pop rax",
+                "mov [rax], rbx",
+                "mov [rax + 8], r12",
+                "mov [rax + 16], r13",
+                "mov [rax + 24], r14",
+                "mov [rax + 32], r15",
+                "pop rbp",
+                "pop rbx",
+                f = sym $shim,
+                out = in(reg) got.as_mut_ptr(),
+                out("r12") _, out("r13") _, out("r14") _, out("r15") _,
+                clobber_abi("C"),
+            );
+        }
+        got
+    }};
+}
+
+macro_rules! scribble_and_call {
+    ($shim:path) => {{
+        // SAFETY: as in `scribble_and_yield`.
+        unsafe {
+            asm!(
+                "push rbx",
+                "push rbp",
+                "mov rbp, rsp",
+                "and rsp, -16",
+                "mov rbx, -1",
+                "mov r12, -1",
+                "mov r13, -1",
+                "mov r14, -1",
+                "mov r15, -1",
+                "call {f}",
+                "mov rsp, rbp",
+                "pop rbp",
+                "pop rbx",
+                f = sym $shim,
+                out("r12") _, out("r13") _, out("r14") _, out("r15") _,
+                clobber_abi("C"),
+            );
+        }
+    }};
+}
+
+thread_local! {
+    /// The generator under test and its yielder, for the `extern "C"` shims.
+    static GENERATOR: std::cell::Cell<*mut fibra::Generator<'static, ()>> =
+        const { std::cell::Cell::new(std::ptr::null_mut()) };
+    static YIELDER: std::cell::Cell<*const fibra::Yielder<()>> =
+        const { std::cell::Cell::new(std::ptr::null()) };
+}
+
+extern "C" fn next_shim() {
+    // SAFETY: set by the test below to a generator that outlives the call.
+    let g = unsafe { &mut *GENERATOR.with(|g| g.get()) };
+    assert!(g.next().is_some());
+}
+
+extern "C" fn yield_shim() {
+    // SAFETY: set by the generator's body to its own yielder, which lives
+    // as long as the body runs.
+    let y = unsafe { &*YIELDER.with(|y| y.get()) };
+    y.yield_(());
+}
+
+const EXPECTED: [u64; 5] = [
+    0x1111111111111111,
+    0x2222222222222222,
+    0x3333333333333333,
+    0x4444444444444444,
+    0x5555555555555555,
+];
+
+#[test]
+fn callee_saved_registers_survive_generator_switches() {
+    // The body checks its own registers across `yield_` while the caller
+    // scribbles; the caller checks its own across `next` while the body
+    // scribbles.
+    let mut g: fibra::Generator<'static, ()> = fibra::Generator::new(|y| {
+        YIELDER.with(|c| c.set(y as *const _));
+        y.yield_(()); // the first `next` only starts the body
+        for _ in 0..5 {
+            assert_eq!(callee_saved_across!(yield_shim), EXPECTED, "generator side");
+            scribble_and_call!(yield_shim);
+        }
+    });
+    GENERATOR.with(|c| c.set(&mut g as *mut _));
+    assert!(g.next().is_some());
+    for _ in 0..5 {
+        scribble_and_call!(next_shim);
+        assert_eq!(callee_saved_across!(next_shim), EXPECTED, "caller side");
+    }
+    assert!(g.next().is_none());
+    GENERATOR.with(|c| c.set(std::ptr::null_mut()));
+}
+
+#[test]
+fn fp_control_state_is_per_generator() {
+    let caller_mxcsr = mxcsr();
+    set_mxcsr(0x1F80 | 0x6000); // round toward zero in the caller
+    set_x87_cw(0x0C7F);
+    let mut g = fibra::Generator::new(|y| {
+        assert_eq!(mxcsr() & MXCSR_CONTROL, 0x1F80, "new generator MXCSR");
+        assert_eq!(x87_cw(), 0x037F, "new generator x87 CW");
+        set_mxcsr(0x1F80 | 0x2000); // round down
+        set_x87_cw(0x077F);
+        for _ in 0..3 {
+            y.yield_(());
+            assert_eq!(mxcsr() & MXCSR_CONTROL, 0x1F80 | 0x2000);
+            assert_eq!(x87_cw(), 0x077F);
+        }
+        set_mxcsr(0x1F80);
+        set_x87_cw(0x037F);
+    });
+    while g.next().is_some() {
+        assert_eq!(mxcsr() & MXCSR_CONTROL, 0x1F80 | 0x6000);
+        assert_eq!(x87_cw(), 0x0C7F);
+    }
+    assert_eq!(mxcsr() & MXCSR_CONTROL, 0x1F80 | 0x6000);
+    set_mxcsr(caller_mxcsr);
+    set_x87_cw(0x037F);
+}

@@ -15,7 +15,7 @@
 #[cfg(target_arch = "x86_64")]
 mod x86_64;
 #[cfg(target_arch = "x86_64")]
-pub(crate) use x86_64::{EntryFn, init_stack, switch};
+pub(crate) use x86_64::{EntryFn, init_stack, resume, suspend, switch};
 
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
 compile_error!("fibra supports x86_64 Linux only (the switch routine is in asm/x86_64.S)");

@@ -7,13 +7,16 @@
 //! Every other register is caller-saved, and Rust already treats it as
 //! clobbered by a call to an `extern "C"` function.
 
-use std::arch::global_asm;
+use std::arch::{asm, global_asm};
 
 global_asm!(include_str!("../../asm/x86_64.S"), options(att_syntax));
 
 unsafe extern "C" {
     fn fibra_0_1_switch(save_sp: *mut *mut u8, load_sp: *mut u8, arg: usize) -> usize;
     fn fibra_0_1_trampoline();
+    fn fibra_0_1_resume(save_sp: *mut *mut u8, load_sp: *mut u8, arg: usize) -> usize;
+    /// Not a function: the second half of `fibra_0_1_switch`, jumped to.
+    fn fibra_0_1_switch_tail();
 }
 
 /// A fiber's first function: `arg` is what the switch that started it passed,
@@ -76,4 +79,74 @@ pub(crate) unsafe fn switch(save_sp: *mut *mut u8, load_sp: *mut u8, arg: usize)
     // SAFETY: forwarded from the caller; the routine follows the C ABI and
     // preserves every callee-saved register of this context.
     unsafe { fibra_0_1_switch(save_sp, load_sp, arg) }
+}
+
+/// Enters a generator: like [`switch`], but the generator's context is
+/// resumed with a jump, so that the `ret` of its next [`suspend`] is the
+/// one the CPU predicts (see "Generators" in `asm/x86_64.S`). Returns the
+/// `arg` of that `suspend`.
+///
+/// # Safety
+///
+/// As for [`switch`], and `load_sp` must have been saved by [`suspend`] or
+/// built by [`init_stack`]: a context saved by `switch` resumes with `ret`.
+#[inline(always)]
+pub(crate) unsafe fn resume(save_sp: *mut *mut u8, load_sp: *mut u8, arg: usize) -> usize {
+    // SAFETY: forwarded from the caller; the routine follows the C ABI and
+    // preserves every callee-saved register of this context.
+    unsafe { fibra_0_1_resume(save_sp, load_sp, arg) }
+}
+
+/// Leaves a generator for the context that entered it with [`resume`],
+/// which returns `arg`. Returns when the generator is resumed again.
+///
+/// The frame it pushes is the switch frame of `asm/x86_64.S`, built here in
+/// inline assembly so that no call of its own stands between the
+/// generator's code and the switch (its return would be mispredicted);
+/// inline it into the generator's body to keep the return stack balanced.
+///
+/// # Safety
+///
+/// `save_sp` must be valid for a write, and `load_sp` a context saved by
+/// [`resume`] that has not been resumed since, on a live stack. No
+/// unwinding may cross the switch.
+#[inline(always)]
+pub(crate) unsafe fn suspend(save_sp: *mut *mut u8, load_sp: *mut u8, arg: usize) {
+    // SAFETY: the block pushes a complete switch frame (resume point, FP
+    // words, rbp, rbx, r12-r15) on this stack, stores the stack pointer
+    // through `save_sp`, and continues the switch routine on the entering
+    // context's frame, exactly as `fibra_0_1_switch` would. When the
+    // generator is resumed, `fibra_0_1_resume` pops that frame, restoring
+    // every callee-saved register and the stack pointer, and jumps to `2:`.
+    // Everything else is declared clobbered. The stack is used, so the
+    // compiler keeps nothing in the red zone across the block.
+    unsafe {
+        asm!(
+            "leaq 2f(%rip), %rax",
+            "pushq %rax",
+            "subq $8, %rsp",
+            "stmxcsr (%rsp)",
+            "fnstcw 4(%rsp)",
+            "pushq %rbp",
+            "pushq %rbx",
+            "pushq %r12",
+            "pushq %r13",
+            "pushq %r14",
+            "pushq %r15",
+            "movl 48(%rsp), %eax",
+            "movzwl 52(%rsp), %ecx",
+            "movq %rsp, ({save})",
+            "movq {load}, %rsp",
+            "jmp {tail}",
+            "2:",
+            save = in(reg) save_sp,
+            load = in(reg) load_sp,
+            tail = sym fibra_0_1_switch_tail,
+            in("rdx") arg,
+            out("rax") _,
+            out("rcx") _,
+            clobber_abi("C"),
+            options(att_syntax)
+        );
+    }
 }
