@@ -9,12 +9,10 @@ fn main() {
     let src = Path::new("../../asm/x86_64.S");
     println!("cargo:rerun-if-changed={}", src.display());
     let text = fs::read_to_string(src).expect("asm/x86_64.S");
-    let full = text
-        .replace("fibra_0_1_switch", "floor_full_switch")
-        .replace("fibra_0_1_trampoline", "floor_full_trampoline");
-    let mut no_fp = text
-        .replace("fibra_0_1_switch", "floor_nofp_switch")
-        .replace("fibra_0_1_trampoline", "floor_nofp_trampoline");
+    // Every symbol of the file, renamed (`fibra_0_1_switch` becomes
+    // `floor_full_switch`, and so on).
+    let full = text.replace("fibra_0_1_", "floor_full_");
+    let mut no_fp = text.replace("fibra_0_1_", "floor_nofp_");
     for line in [
         "    stmxcsr (%rsp)\n",
         "    fnstcw 4(%rsp)\n",
@@ -30,7 +28,7 @@ fn main() {
             no_fp.contains(line),
             "asm/x86_64.S changed: update build.rs ({line:?})"
         );
-        no_fp = no_fp.replacen(line, "", 1);
+        no_fp = no_fp.replace(line, "");
     }
     let out = env::var("OUT_DIR").unwrap();
     fs::write(Path::new(&out).join("full.S"), full).unwrap();
