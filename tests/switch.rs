@@ -95,85 +95,89 @@ fn live_values_survive_switches() {
     });
 }
 
-/// Loads fixed values into every callee-saved register, calls a function
-/// that yields (other fibers run and scribble over registers), and reads
-/// the registers back.
-fn callee_saved_across_yield() -> [u64; 5] {
-    extern "C" fn yield_shim() {
-        fibra::yield_now();
-    }
-    let mut got = [0u64; 5];
-    // SAFETY: rbx and rbp are saved and restored by hand, r12–r15 are
-    // declared clobbered, and the stack is realigned to 16 bytes around the
-    // call, as the ABI wants; `got` is valid for 40 bytes of writes.
-    unsafe {
-        asm!(
-            "push rbx",
-            "push rbp",
-            "push {out}",
-            "mov rbp, rsp",
-            "and rsp, -16",
-            "movabs rbx, 0x1111111111111111",
-            "movabs r12, 0x2222222222222222",
-            "movabs r13, 0x3333333333333333",
-            "movabs r14, 0x4444444444444444",
-            "movabs r15, 0x5555555555555555",
-            "call {f}",
-            "mov rsp, rbp",
-            "pop rax",
-            "mov [rax], rbx",
-            "mov [rax + 8], r12",
-            "mov [rax + 16], r13",
-            "mov [rax + 24], r14",
-            "mov [rax + 32], r15",
-            "pop rbp",
-            "pop rbx",
-            f = sym yield_shim,
-            out = in(reg) got.as_mut_ptr(),
-            out("r12") _, out("r13") _, out("r14") _, out("r15") _,
-            clobber_abi("C"),
-        );
-    }
-    got
+/// Loads fixed values into every callee-saved register, calls `$shim`
+/// (which switches away: other contexts run and scribble over registers),
+/// and reads the registers back. The shim is a `sym` operand: a function
+/// pointer in a register operand could be given rbp, which the block
+/// overwrites.
+macro_rules! callee_saved_across {
+    ($shim:path) => {{
+        let mut got = [0u64; 5];
+        // SAFETY: rbx and rbp are saved and restored by hand, r12–r15 are
+        // declared clobbered, and the stack is realigned to 16 bytes around
+        // the call, as the ABI wants; `got` is valid for 40 bytes of writes.
+        unsafe {
+            asm!(
+                "push rbx",
+                "push rbp",
+                "push {out}",
+                "mov rbp, rsp",
+                "and rsp, -16",
+                "movabs rbx, 0x1111111111111111",
+                "movabs r12, 0x2222222222222222",
+                "movabs r13, 0x3333333333333333",
+                "movabs r14, 0x4444444444444444",
+                "movabs r15, 0x5555555555555555",
+                "call {f}",
+                "mov rsp, rbp",
+                "pop rax",
+                "mov [rax], rbx",
+                "mov [rax + 8], r12",
+                "mov [rax + 16], r13",
+                "mov [rax + 24], r14",
+                "mov [rax + 32], r15",
+                "pop rbp",
+                "pop rbx",
+                f = sym $shim,
+                out = in(reg) got.as_mut_ptr(),
+                out("r12") _, out("r13") _, out("r14") _, out("r15") _,
+                clobber_abi("C"),
+            );
+        }
+        got
+    }};
 }
 
-/// Fills the callee-saved registers with garbage and yields.
-fn scribble_and_yield() {
-    extern "C" fn yield_shim() {
-        fibra::yield_now();
-    }
-    // SAFETY: as in `callee_saved_across_yield`, without reading back.
-    unsafe {
-        asm!(
-            "push rbx",
-            "push rbp",
-            "mov rbp, rsp",
-            "and rsp, -16",
-            "mov rbx, -1",
-            "mov r12, -1",
-            "mov r13, -1",
-            "mov r14, -1",
-            "mov r15, -1",
-            "call {f}",
-            "mov rsp, rbp",
-            "pop rbp",
-            "pop rbx",
-            f = sym yield_shim,
-            out("r12") _, out("r13") _, out("r14") _, out("r15") _,
-            clobber_abi("C"),
-        );
-    }
+/// Fills the callee-saved registers with garbage and calls `$shim`.
+macro_rules! scribble_and_call {
+    ($shim:path) => {{
+        // SAFETY: as in `callee_saved_across!`, without reading back.
+        unsafe {
+            asm!(
+                "push rbx",
+                "push rbp",
+                "mov rbp, rsp",
+                "and rsp, -16",
+                "mov rbx, -1",
+                "mov r12, -1",
+                "mov r13, -1",
+                "mov r14, -1",
+                "mov r15, -1",
+                "call {f}",
+                "mov rsp, rbp",
+                "pop rbp",
+                "pop rbx",
+                f = sym $shim,
+                out("r12") _, out("r13") _, out("r14") _, out("r15") _,
+                clobber_abi("C"),
+            );
+        }
+    }};
+}
+
+extern "C" fn fiber_yield_shim() {
+    fibra::yield_now();
 }
 
 #[test]
 fn callee_saved_registers_are_preserved() {
     fibra::run(|| {
         let others: Vec<_> = (0..3)
-            .map(|_| fibra::spawn(|| (0..5).for_each(|_| scribble_and_yield())))
+            .map(|_| fibra::spawn(|| (0..5).for_each(|_| scribble_and_call!(fiber_yield_shim))))
             .collect();
         let checker = fibra::spawn(|| {
             (0..5)
-                .map(|_| callee_saved_across_yield())
+                .map(|_| callee_saved_across!(fiber_yield_shim))
                 .collect::<Vec<_>>()
         });
         for got in checker.join().unwrap() {
@@ -189,7 +193,10 @@ fn callee_saved_registers_are_preserved() {
             );
         }
         // The root context too.
-        assert_eq!(callee_saved_across_yield()[0], 0x1111111111111111);
+        assert_eq!(
+            callee_saved_across!(fiber_yield_shim)[0],
+            0x1111111111111111
+        );
         others.into_iter().for_each(|h| h.join().unwrap());
     });
 }
@@ -324,71 +331,6 @@ fn deep_recursion_in_block_on_uses_the_thread_stack() {
 }
 
 // ----- generators: entered by `resume`, left by the inline `suspend` -----
-
-/// `callee_saved_across_yield` and `scribble_and_yield` for a shim of
-/// our choice (a `sym` operand: a function pointer in a register operand
-/// could be given rbp, which the block overwrites).
-macro_rules! callee_saved_across {
-    ($shim:path) => {{
-        let mut got = [0u64; 5];
-        // SAFETY: as in `callee_saved_across_yield`.
-        unsafe {
-            asm!(
-                "push rbx",
-                "push rbp",
-                "push {out}",
-                "mov rbp, rsp",
-                "and rsp, -16",
-                "movabs rbx, 0x1111111111111111",
-                "movabs r12, 0x2222222222222222",
-                "movabs r13, 0x3333333333333333",
-                "movabs r14, 0x4444444444444444",
-                "movabs r15, 0x5555555555555555",
-                "call {f}",
-                "mov rsp, rbp",
-                "pop rax",
-                "mov [rax], rbx",
-                "mov [rax + 8], r12",
-                "mov [rax + 16], r13",
-                "mov [rax + 24], r14",
-                "mov [rax + 32], r15",
-                "pop rbp",
-                "pop rbx",
-                f = sym $shim,
-                out = in(reg) got.as_mut_ptr(),
-                out("r12") _, out("r13") _, out("r14") _, out("r15") _,
-                clobber_abi("C"),
-            );
-        }
-        got
-    }};
-}
-
-macro_rules! scribble_and_call {
-    ($shim:path) => {{
-        // SAFETY: as in `scribble_and_yield`.
-        unsafe {
-            asm!(
-                "push rbx",
-                "push rbp",
-                "mov rbp, rsp",
-                "and rsp, -16",
-                "mov rbx, -1",
-                "mov r12, -1",
-                "mov r13, -1",
-                "mov r14, -1",
-                "mov r15, -1",
-                "call {f}",
-                "mov rsp, rbp",
-                "pop rbp",
-                "pop rbx",
-                f = sym $shim,
-                out("r12") _, out("r13") _, out("r14") _, out("r15") _,
-                clobber_abi("C"),
-            );
-        }
-    }};
-}
 
 thread_local! {
     /// The generator under test and its yielder, for the `extern "C"` shims.

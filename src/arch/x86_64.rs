@@ -112,14 +112,17 @@ pub(crate) unsafe fn resume(save_sp: *mut *mut u8, load_sp: *mut u8, arg: usize)
 /// unwinding may cross the switch.
 #[inline(always)]
 pub(crate) unsafe fn suspend(save_sp: *mut *mut u8, load_sp: *mut u8, arg: usize) {
-    // SAFETY: the block pushes a complete switch frame (resume point, FP
-    // words, rbp, rbx, r12-r15) on this stack, stores the stack pointer
-    // through `save_sp`, and continues the switch routine on the entering
-    // context's frame, exactly as `fibra_0_1_switch` would. When the
-    // generator is resumed, `fibra_0_1_resume` pops that frame, restoring
-    // every callee-saved register and the stack pointer, and jumps to `2:`.
-    // Everything else is declared clobbered. The stack is used, so the
-    // compiler keeps nothing in the red zone across the block.
+    // The block pushes a complete switch frame (resume point, FP words,
+    // rbp, rbx, r12-r15) on this stack, stores the stack pointer through
+    // `save_sp`, and continues the switch routine on the entering context's
+    // frame, exactly as `fibra_0_1_switch` would. When the generator is
+    // resumed, `fibra_0_1_resume` pops that frame, restoring every
+    // callee-saved register and the stack pointer, and jumps to `2:`.
+    // Inputs are read before any register but rax/rcx (not inputs) or rsp
+    // is written, so any register the compiler picks for them works.
+    // SAFETY: as above, with the caller's guarantees on `save_sp` and
+    // `load_sp`; everything else is declared clobbered, and the block uses
+    // the stack, so the compiler keeps nothing in the red zone across it.
     unsafe {
         asm!(
             "leaq 2f(%rip), %rax",
