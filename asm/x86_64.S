@@ -53,18 +53,10 @@
 
     .text
 
-# usize fibra_0_1_switch(void **save_sp /* rdi */, void *load_sp /* rsi */, usize arg /* rdx */)
-#
-# Saves the current context, writes its stack pointer to *save_sp, resumes the
-# context whose stack pointer is load_sp and returns `arg` in *that* context
-# (as the return value of its own call to fibra_0_1_switch, or in rax for
-# the trampoline of a new fiber).
-    .globl fibra_0_1_switch
-    .hidden fibra_0_1_switch
-    .type fibra_0_1_switch,@function
-    .p2align 4
-fibra_0_1_switch:
-    .cfi_startproc
+# The first half of every switch: push the outgoing context's frame, store
+# its stack pointer through rdi and load rsi's. The outgoing FP words are
+# left in eax and ecx for the second half.
+    .macro fibra_0_1_save_and_load
     # Save MXCSR and the x87 control word of the outgoing context first...
     subq $8, %rsp
     .cfi_adjust_cfa_offset 8
@@ -92,19 +84,16 @@ fibra_0_1_switch:
     # The outgoing FP words, to compare with the incoming ones.
     movl 48(%rsp), %eax
     movzwl 52(%rsp), %ecx
-
     # The switch itself. The incoming stack holds a frame of the same layout,
     # so the CFI above stays true: an unwinder stopped here walks the incoming
     # context instead of the outgoing one, and both are well formed.
     movq %rsp, (%rdi)
     movq %rsi, %rsp
+    .endm
 
-    # A generator's `yield_` (src/arch/x86_64.rs, `suspend`) joins here by a
-    # jump, with the same registers and a frame of the same layout: see
-    # "Generators" below.
-    .globl fibra_0_1_switch_tail
-    .hidden fibra_0_1_switch_tail
-fibra_0_1_switch_tail:
+# The second half: load the incoming context's FP words if they differ from
+# the outgoing ones, pop its registers and resume it.
+    .macro fibra_0_1_restore_and_resume jump
     # Load MXCSR only if its control bits differ from the outgoing ones.
     xorl 48(%rsp), %eax
     testl $0xffc0, %eax
@@ -135,10 +124,17 @@ fibra_0_1_switch_tail:
     .cfi_restore %rbp
     addq $8, %rsp
     .cfi_adjust_cfa_offset -8
-    # Hand `arg` to the incoming context and resume it.
+    # Hand `arg` to the incoming context and resume it: with `ret` for a
+    # switch, with a jump for a generator's resume (see "Generators").
     movq %rdx, %rax
+    .if \jump
+    popq %rcx
+    .cfi_adjust_cfa_offset -8
+    .cfi_register %rip, %rcx
+    jmpq *%rcx
+    .else
     ret
-
+    .endif
     # Out-of-line, rarely taken: the incoming context runs with other FP modes.
     .cfi_restore_state
 2:
@@ -147,6 +143,29 @@ fibra_0_1_switch_tail:
 4:
     fldcw 52(%rsp)
     jmp 3b
+    .endm
+
+# usize fibra_0_1_switch(void **save_sp /* rdi */, void *load_sp /* rsi */, usize arg /* rdx */)
+#
+# Saves the current context, writes its stack pointer to *save_sp, resumes the
+# context whose stack pointer is load_sp and returns `arg` in *that* context
+# (as the return value of its own call to fibra_0_1_switch, or in rax for
+# the trampoline of a new fiber).
+    .globl fibra_0_1_switch
+    .hidden fibra_0_1_switch
+    .type fibra_0_1_switch,@function
+    .p2align 4
+fibra_0_1_switch:
+    .cfi_startproc
+    fibra_0_1_save_and_load
+
+    # A generator's `yield_` (src/arch/x86_64.rs, `suspend`) joins here by a
+    # jump, with the same registers and a frame of the same layout: see
+    # "Generators" below.
+    .globl fibra_0_1_switch_tail
+    .hidden fibra_0_1_switch_tail
+fibra_0_1_switch_tail:
+    fibra_0_1_restore_and_resume 0
     .cfi_endproc
     .size fibra_0_1_switch, .-fibra_0_1_switch
 
@@ -200,76 +219,12 @@ fibra_0_1_trampoline:
     .p2align 4
 fibra_0_1_resume:
     .cfi_startproc
-    subq $8, %rsp
-    .cfi_adjust_cfa_offset 8
-    stmxcsr (%rsp)
-    fnstcw 4(%rsp)
-    pushq %rbp
-    .cfi_adjust_cfa_offset 8
-    .cfi_rel_offset %rbp, 0
-    pushq %rbx
-    .cfi_adjust_cfa_offset 8
-    .cfi_rel_offset %rbx, 0
-    pushq %r12
-    .cfi_adjust_cfa_offset 8
-    .cfi_rel_offset %r12, 0
-    pushq %r13
-    .cfi_adjust_cfa_offset 8
-    .cfi_rel_offset %r13, 0
-    pushq %r14
-    .cfi_adjust_cfa_offset 8
-    .cfi_rel_offset %r14, 0
-    pushq %r15
-    .cfi_adjust_cfa_offset 8
-    .cfi_rel_offset %r15, 0
-    movl 48(%rsp), %eax
-    movzwl 52(%rsp), %ecx
-
-    movq %rsp, (%rdi)
-    movq %rsi, %rsp
-
-    xorl 48(%rsp), %eax
-    testl $0xffc0, %eax
-    jnz 2f
-1:
-    cmpw 52(%rsp), %cx
-    jne 4f
-3:
-    .cfi_remember_state
-    popq %r15
-    .cfi_adjust_cfa_offset -8
-    .cfi_restore %r15
-    popq %r14
-    .cfi_adjust_cfa_offset -8
-    .cfi_restore %r14
-    popq %r13
-    .cfi_adjust_cfa_offset -8
-    .cfi_restore %r13
-    popq %r12
-    .cfi_adjust_cfa_offset -8
-    .cfi_restore %r12
-    popq %rbx
-    .cfi_adjust_cfa_offset -8
-    .cfi_restore %rbx
-    popq %rbp
-    .cfi_adjust_cfa_offset -8
-    .cfi_restore %rbp
-    addq $8, %rsp
-    .cfi_adjust_cfa_offset -8
-    movq %rdx, %rax
-    # The generator's resume point (or, the first time, the trampoline):
-    # jumped to, not returned to, so the return stack keeps our caller.
-    popq %rcx
-    .cfi_adjust_cfa_offset -8
-    .cfi_register %rip, %rcx
-    jmpq *%rcx
-
-    .cfi_restore_state
-2:
-    ldmxcsr 48(%rsp)
-    jmp 1b
-4:
-    fldcw 52(%rsp)
-    jmp 3b
+    fibra_0_1_save_and_load
+    fibra_0_1_restore_and_resume 1
     .cfi_endproc
     .size fibra_0_1_resume, .-fibra_0_1_resume
+
+# The macros are ours alone: undefine them, so that they cannot clash with
+# assembly that follows this file in the same module.
+    .purgem fibra_0_1_save_and_load
+    .purgem fibra_0_1_restore_and_resume
