@@ -32,12 +32,13 @@
 
 # ## Why `ret` and not `jmp`
 #
-# Every switch in fibra goes through one non-inlined Rust function, so every
+# Every fiber switch goes through one non-inlined Rust function, so every
 # suspended context was suspended from the same call site and resumes at the
 # same return address. The return stack buffer therefore predicts our `ret`
 # correctly, and, unlike Boost.Context's `pop; jmp`, a `ret` keeps the RSB
 # balanced for the caller's own returns. Only a fiber's very first entry
-# (into the trampoline) mispredicts.
+# (into the trampoline) mispredicts. (Generators pair a call with a return
+# instead: see "Generators" below.)
 #
 # ## Why the FP control words are compared before they are loaded
 #

@@ -470,21 +470,24 @@ impl Core {
         }
     }
 
-    /// The next context a fiber hands control to: the head of the run queue,
-    /// or the root when the queue is empty or the budget spent.
-    fn next_from_fiber(l: &mut Local) -> Key {
-        if l.budget > 0 {
-            while let Some(key) = l.run_queue.pop_front() {
-                let rec = &mut l.fibers[key as usize];
-                if rec.state != State::Ready {
-                    continue; // stale: the root left the loop by unwinding (`Enter::drop`)
-                }
-                rec.state = State::Running;
-                l.budget -= 1;
-                return key;
-            }
+    /// The next context a fiber hands control to: the head of the run
+    /// queue, or the root once the budget is spent; `None` when no other
+    /// fiber is ready. Every call counts against the budget, even one that
+    /// finds nothing, so a fiber yielding alone still lets the root poll.
+    fn next_from_fiber(l: &mut Local) -> Option<Key> {
+        if l.budget == 0 {
+            return Some(ROOT);
         }
-        ROOT
+        l.budget -= 1;
+        while let Some(key) = l.run_queue.pop_front() {
+            let rec = &mut l.fibers[key as usize];
+            if rec.state == State::Ready {
+                rec.state = State::Running;
+                return Some(key);
+            }
+            // Stale: the root left the loop by unwinding (`Enter::drop`).
+        }
+        None
     }
 
     /// Ends the running fiber for good: the next context frees its stack.
@@ -496,7 +499,7 @@ impl Core {
         rec.state = State::Done;
         tracing::trace!(fiber = rec.id.as_u64(), "exit");
         l.live -= 1;
-        let next = Core::next_from_fiber(l);
+        let next = Core::next_from_fiber(l).unwrap_or(ROOT);
         self.switch_to(me, next, me as usize + 1);
         unreachable!("a finished fiber was resumed");
     }
@@ -553,7 +556,7 @@ impl Core {
         if me == ROOT {
             self.run_root(Until::RootWoken);
         } else {
-            let next = Core::next_from_fiber(l);
+            let next = Core::next_from_fiber(l).unwrap_or(ROOT);
             self.switch_to(me, next, 0);
         }
         // SAFETY: re-borrowed after the switch.
@@ -649,24 +652,11 @@ impl Core {
             self.run_root(Until::RootWoken);
             return;
         }
-        // The hot path of a busy fiber, so written out rather than built
-        // from `next_from_fiber`: take the next ready fiber first, then
-        // queue ourselves behind everything (the same order as pushing
-        // first, without the push and pop when we are alone).
-        let next = loop {
-            if l.budget == 0 {
-                break ROOT; // polls first, then resumes us in turn
-            }
-            l.budget -= 1;
-            let Some(key) = l.run_queue.pop_front() else {
-                return; // nothing else is ready: carry on
-            };
-            let rec = &mut l.fibers[key as usize];
-            if rec.state == State::Ready {
-                rec.state = State::Running;
-                break key;
-            }
-            l.budget += 1; // stale: see `next_from_fiber`
+        // Take the next fiber first, then queue ourselves behind everything
+        // (the same order as pushing first, without the push and pop when
+        // we are alone).
+        let Some(next) = Core::next_from_fiber(l) else {
+            return; // nothing else is ready: carry on
         };
         // SAFETY: `me` runs, so its record is live and its key in bounds.
         unsafe { l.fibers.get_unchecked_mut(me as usize) }.state = State::Ready;
