@@ -17,7 +17,7 @@ use crate::fiber::join::{FiberEnd, FiberRef, JoinError, JoinHandle, packet};
 use crate::runtime::context;
 use crate::runtime::core::{Core, FiberId, Key};
 use crate::runtime::park::CancelUnwind;
-use crate::stack::{self, Stack, StackHeader};
+use crate::stack::{Stack, StackHeader};
 
 struct Start<F, T> {
     f: F,
@@ -51,7 +51,7 @@ pub(crate) unsafe fn spawn_unchecked<F, T>(
 where
     F: FnOnce() -> T,
 {
-    let stack = stack::take(stack_size)?;
+    let stack = core.take_stack(stack_size)?;
     let id = FiberId::next();
     let (on_exit, scope_data) = match scope {
         Some((on_exit, data)) => (Some(on_exit), Some(data)),

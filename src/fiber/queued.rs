@@ -15,7 +15,6 @@ use crate::fiber::entry::start_fiber;
 use crate::fiber::join::{FiberEnd, FiberRef, JoinError, JoinHandle, cancel_fiber, packet};
 use crate::runtime::core::{Core, FiberId, Key};
 use crate::runtime::registry::RuntimeId;
-use crate::stack;
 
 /// A fiber that has not started: where it goes, it is created and queued.
 pub(crate) struct Job {
@@ -59,7 +58,7 @@ impl Job {
         };
         let placed = placement.clone();
         let start = move |core: &Core| {
-            let stack = match stack::take(core.default_stack) {
+            let stack = match core.take_stack(core.default_stack) {
                 Ok(stack) => stack,
                 Err(e) => {
                     tracing::error!(error = %e, fiber = id.as_u64(), "cannot start a fiber");

@@ -58,7 +58,7 @@ use crate::runtime::pool::WorkerLink;
 use crate::runtime::registry::{self, RuntimeId};
 use crate::runtime::run_queue::RunQueue;
 use crate::runtime::shared::{Remote, Shared};
-use crate::stack::{self, Stack, StackHeader, overflow};
+use crate::stack::{self, Spare, Stack, StackHeader, overflow};
 use crate::time::clock;
 use crate::time::wheel::{Fired, Wheel};
 
@@ -236,6 +236,8 @@ pub(crate) struct Local {
     fired: Vec<Fired<WakeToken>>,
     io_ready: Vec<WakeToken>,
     remote: Vec<Remote>,
+    /// Free stacks of the default size, reused before the thread's pool.
+    spare: Spare,
 }
 
 /// One runtime's scheduler.
@@ -291,6 +293,7 @@ impl Core {
                 fired: Vec::new(),
                 io_ready: Vec::new(),
                 remote: Vec::new(),
+                spare: Spare::new(default_stack),
             }),
             id: registry::register(shared.clone()),
             shared,
@@ -314,6 +317,13 @@ impl Core {
     }
 
     // ----- spawning -----------------------------------------------------
+
+    /// A stack for a new fiber, with `usable` bytes (a validated size).
+    #[inline]
+    pub(crate) fn take_stack(&self, usable: usize) -> std::io::Result<Stack> {
+        // SAFETY: on the runtime's thread; short borrow.
+        unsafe { self.local() }.spare.take(usable)
+    }
 
     /// Adds a fiber whose first switch-in calls `entry(arg, data)` on `stack`
     /// (prepared by `fiber::spawn`), queues it, and returns its key.
@@ -462,11 +472,12 @@ impl Core {
     #[cold]
     fn reap(&self, key: Key) {
         // SAFETY: on the runtime's thread; the finished fiber no longer runs.
-        let record = unsafe { self.local() }.fibers.remove(key as usize);
+        let l = unsafe { self.local() };
+        let record = l.fibers.remove(key as usize);
         debug_assert_eq!(record.state, State::Done);
         let Record { stack, .. } = record;
         if let Some(stack) = stack {
-            stack::give_back(stack);
+            l.spare.give_back(stack);
         }
     }
 

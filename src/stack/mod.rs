@@ -53,6 +53,9 @@
 //! second at most, the stacks of fibers that just ended.
 
 pub(crate) mod overflow;
+mod spare;
+
+pub(crate) use spare::Spare;
 
 use std::cell::RefCell;
 use std::io;
@@ -378,7 +381,9 @@ pub(crate) fn give_back(stack: Stack) {
         }
     });
     // Outside the closure, so that munmap runs with the pool unborrowed.
-    if let Ok(stacks) = unmap {
+    if let Ok(stacks) = unmap
+        && !stacks.is_empty()
+    {
         self::unmap(stacks);
     }
 }
