@@ -8,7 +8,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::ptr::NonNull;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::task::{Context, Poll};
 
 use crate::fiber::Fiber;
@@ -20,38 +20,42 @@ use crate::runtime::park::{Unparker, WaitOn, park_current};
 use crate::runtime::registry::{self, RuntimeId};
 use crate::runtime::shared::Remote;
 
-/// The fiber has finished and will not touch the packet again.
-const DONE: u8 = 1;
 /// The handle has registered a waiter in the packet.
-const WAITING: u8 = 2;
+const WAITING: u8 = 1;
 /// The handle is gone: whoever finishes last frees the packet.
-const HANDLE_GONE: u8 = 4;
+const HANDLE_GONE: u8 = 2;
 /// The fiber has its result in and is handing it over: the waiter slot is
-/// the fiber's now, and `DONE` follows within a few instructions.
-const COMPLETING: u8 = 8;
+/// the fiber's now, and `done` follows within a few instructions.
+const COMPLETING: u8 = 4;
 
 /// Where a fiber leaves its result for its [`JoinHandle`]: one allocation
 /// per fiber, owned jointly by the fiber ([`FiberEnd`]) and the handle
-/// ([`HandleEnd`]), with no reference count: the state word says who owns it.
+/// ([`HandleEnd`]), with no reference count: the state word and the `done`
+/// flag say who owns it.
 ///
 /// # Invariant
 ///
 /// - `result` is written by the fiber before it sets `COMPLETING`, and read
-///   by the handle only after it saw `DONE` (Acquire).
+///   by the handle only after it saw `done` (Acquire).
 /// - `waiter` belongs to the handle while `WAITING` and `COMPLETING` are
 ///   both clear. The handle publishes it by setting `WAITING`, and may take
 ///   it back by clearing `WAITING` with a CAS (which fails once the fiber
 ///   set `COMPLETING`). The fiber sets `COMPLETING` first and takes the
 ///   waiter only if `WAITING` was set at that moment.
-/// - Setting `DONE` is the fiber's last access. So a handle that saw `DONE`
-///   owns the packet alone and frees it on drop; a fiber that finds
-///   `HANDLE_GONE` when it sets `COMPLETING` or `DONE` frees it; a handle
-///   that sets `HANDLE_GONE` and finds `DONE` frees it.
+/// - Setting `done` is the fiber's last access, unless it found
+///   `HANDLE_GONE` when it set `COMPLETING`: then it frees the packet
+///   itself. So a handle that saw `done` owns the packet alone and frees it
+///   on drop. A handle that sets `HANDLE_GONE` before `COMPLETING` leaves
+///   the packet to the fiber; one that finds `COMPLETING` already set waits
+///   the few instructions until `done` and frees it.
 ///
-/// A spawn and join costs two atomic read-modify-writes this way, where two
-/// `Arc`s (fiber and handle) and a state word cost seven.
+/// `done` is a word of its own, written with a plain release store, so a
+/// spawn and join costs two atomic read-modify-writes (the handle's
+/// `WAITING`, the fiber's `COMPLETING`), where two `Arc`s (fiber and
+/// handle) and a state word cost seven.
 struct Packet<T> {
     state: AtomicU8,
+    done: AtomicBool,
     result: UnsafeCell<Option<Result<T, JoinError>>>,
     waiter: UnsafeCell<Option<Unparker>>,
     /// For a scoped fiber: told when an unjoined result was a panic.
@@ -87,6 +91,7 @@ fn set_once(state: &AtomicU8, bit: u8) -> u8 {
 pub(crate) fn packet<T>(scope: Option<*const ScopeData>) -> (FiberEnd<T>, HandleEnd<T>) {
     let ptr = NonNull::from(Box::leak(Box::new(Packet {
         state: AtomicU8::new(0),
+        done: AtomicBool::new(false),
         result: UnsafeCell::new(None),
         waiter: UnsafeCell::new(None),
         scope,
@@ -108,34 +113,32 @@ impl<T> FiberEnd<T> {
     /// Hands the fiber's outcome to the handle, waking it if it waits.
     pub(crate) fn complete(self, result: Result<T, JoinError>) {
         let ptr = self.0;
-        // SAFETY: until this end sets DONE the packet is alive (the handle
-        // frees it only after seeing DONE), and only this end writes
-        // `result`, before COMPLETING.
+        // SAFETY: until this end sets `done` (or frees it) the packet is
+        // alive (the handle frees it only after seeing `done`), and only
+        // this end writes `result`, before COMPLETING; it is still `None`,
+        // so nothing is dropped by overwriting it.
         let packet = unsafe { ptr.as_ref() };
         // SAFETY: as above.
-        unsafe { *packet.result.get() = Some(result) };
+        unsafe { packet.result.get().write(Some(result)) };
         let before = set_once(&packet.state, COMPLETING);
-        let waiter = if before & HANDLE_GONE != 0 {
-            None
-        } else if before & WAITING != 0 {
+        if before & HANDLE_GONE != 0 {
+            // Nobody will read the result: free the packet, and the result
+            // with it (a scope learns from the drop that a panic went
+            // unjoined).
+            // SAFETY: the handle left before COMPLETING, so it left the
+            // packet to this end, the last owner.
+            drop(unsafe { Box::from_raw(ptr.as_ptr()) });
+            return;
+        }
+        let waiter = if before & WAITING != 0 {
             // SAFETY: WAITING was set when COMPLETING went in, so the
             // handle published a waiter and can no longer take it back.
             unsafe { (*packet.waiter.get()).take() }
         } else {
             None
         };
-        let gone = before & HANDLE_GONE != 0
-            // The last access unless the handle is gone: after DONE the
-            // handle may free the packet.
-            || set_once(&packet.state, DONE) & HANDLE_GONE != 0;
-        if gone {
-            // Nobody will read the result: free the packet, and the result
-            // with it (a scope learns from the drop that a panic went
-            // unjoined).
-            // SAFETY: the handle left without seeing DONE, so it left the
-            // packet to this end, the last owner.
-            drop(unsafe { Box::from_raw(ptr.as_ptr()) });
-        }
+        // The last access: from here on the handle may free the packet.
+        packet.done.store(true, Ordering::Release);
         if let Some(waiter) = waiter {
             waiter.unpark();
         }
@@ -156,7 +159,7 @@ unsafe impl<T: Send> Sync for HandleEnd<T> {}
 enum Registered {
     /// The fiber will wake the waiter when it is done.
     Waiting,
-    /// The fiber is done, or finishing: `DONE` comes without a wake-up.
+    /// The fiber is done, or finishing: `done` comes without a wake-up.
     Finishing,
 }
 
@@ -168,7 +171,7 @@ impl<T> HandleEnd<T> {
     }
 
     fn is_done(&self) -> bool {
-        self.packet().state.load(Ordering::Acquire) & DONE != 0
+        self.packet().done.load(Ordering::Acquire)
     }
 
     /// Publishes the waiter `make` returns (replacing an earlier one), so
@@ -177,7 +180,7 @@ impl<T> HandleEnd<T> {
         let packet = self.packet();
         let mut state = packet.state.load(Ordering::Acquire);
         loop {
-            if state & (DONE | COMPLETING) != 0 {
+            if state & COMPLETING != 0 {
                 return Registered::Finishing;
             }
             if state & WAITING == 0 {
@@ -197,15 +200,16 @@ impl<T> HandleEnd<T> {
         }
         // SAFETY: WAITING and COMPLETING are clear: the slot is ours.
         unsafe { *packet.waiter.get() = Some(make()) };
-        if set_once(&packet.state, WAITING) & (DONE | COMPLETING) != 0 {
+        if set_once(&packet.state, WAITING) & COMPLETING != 0 {
             // The fiber got there first and will not look at the slot.
             return Registered::Finishing;
         }
         Registered::Waiting
     }
 
-    /// Waits out the few instructions between `COMPLETING` and `DONE` (the
-    /// fiber runs on another thread: on ours it cannot be caught between).
+    /// Waits out the few instructions between `COMPLETING` and `done` (the
+    /// fiber runs on another thread: on ours it cannot be caught between,
+    /// as nothing parks there).
     fn finish_wait(&self) {
         let mut spins = 0u32;
         while !self.is_done() {
@@ -218,10 +222,10 @@ impl<T> HandleEnd<T> {
         }
     }
 
-    /// The result, once `DONE` was seen.
+    /// The result, once `done` was seen.
     fn take_result(&self) -> Result<T, JoinError> {
         debug_assert!(self.is_done());
-        // SAFETY: DONE seen (Acquire): the fiber is gone, and the result
+        // SAFETY: `done` seen (Acquire): the fiber is gone, and the result
         // is the handle's alone.
         unsafe { (*self.packet().result.get()).take() }
             .expect("fibra: a JoinHandle was polled after it returned the result")
@@ -256,12 +260,18 @@ impl<T> HandleEnd<T> {
 
 impl<T> Drop for HandleEnd<T> {
     fn drop(&mut self) {
-        // Seeing DONE is enough (the fiber's last access was setting it),
+        // Seeing `done` is enough (the fiber's last access was setting it),
         // so a joined handle frees the packet without a read-modify-write.
-        if self.is_done() || set_once(&self.packet().state, HANDLE_GONE) & DONE != 0 {
-            // SAFETY: the fiber is gone: this end is the last owner.
-            drop(unsafe { Box::from_raw(self.0.as_ptr()) });
+        if !self.is_done() {
+            if set_once(&self.packet().state, HANDLE_GONE) & COMPLETING == 0 {
+                return; // the fiber will see HANDLE_GONE and free it
+            }
+            // The fiber was already handing over: it will not free the
+            // packet, and sets `done` in a moment.
+            self.finish_wait();
         }
+        // SAFETY: the fiber is gone: this end is the last owner.
+        drop(unsafe { Box::from_raw(self.0.as_ptr()) });
     }
 }
 
