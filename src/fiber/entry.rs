@@ -57,7 +57,7 @@ where
         Some((on_exit, data)) => (Some(on_exit), Some(data)),
         None => (None, None),
     };
-    let (fiber_end, handle_end) = packet(scope_data);
+    let (fiber_end, handle_end) = packet(Some(core), scope_data);
     let fiber = Fiber {
         id,
         name: name.clone(),

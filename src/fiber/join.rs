@@ -1,6 +1,7 @@
 //! Waiting for a fiber: [`JoinHandle`], [`JoinError`], and the packet the
 //! fiber leaves its result in.
 
+use std::alloc::{self, Layout};
 use std::any::Any;
 use std::cell::UnsafeCell;
 use std::fmt;
@@ -14,7 +15,9 @@ use std::task::{Context, Poll};
 use crate::fiber::Fiber;
 use crate::fiber::queued::Placement;
 use crate::fiber::scope::ScopeData;
+use crate::runtime::blocks::{self, BLOCK};
 use crate::runtime::context;
+use crate::runtime::core::Core;
 use crate::runtime::core::{FiberId, Key};
 use crate::runtime::park::{Unparker, WaitOn, park_current};
 use crate::runtime::registry::{self, RuntimeId};
@@ -87,16 +90,57 @@ fn set_once(state: &AtomicU8, bit: u8) -> u8 {
     before
 }
 
-/// A new packet: the fiber's end and the handle's end.
-pub(crate) fn packet<T>(scope: Option<*const ScopeData>) -> (FiberEnd<T>, HandleEnd<T>) {
-    let ptr = NonNull::from(Box::leak(Box::new(Packet {
+/// A new packet: the fiber's end and the handle's end. `core`: the runtime
+/// the fiber is spawned on from its own thread, whose cache of blocks it
+/// comes from if it fits one.
+pub(crate) fn packet<T>(
+    core: Option<&Core>,
+    scope: Option<*const ScopeData>,
+) -> (FiberEnd<T>, HandleEnd<T>) {
+    let packet = Packet {
         state: AtomicU8::new(0),
         done: AtomicBool::new(false),
         result: UnsafeCell::new(None),
         waiter: UnsafeCell::new(None),
         scope,
-    })));
+    };
+    let ptr = if blocks::fits(Layout::new::<Packet<T>>()) {
+        let block = core
+            .and_then(Core::take_block)
+            // SAFETY: BLOCK has a non-zero size.
+            .or_else(|| NonNull::new(unsafe { alloc::alloc(BLOCK) }))
+            .unwrap_or_else(|| alloc::handle_alloc_error(BLOCK));
+        let ptr = block.cast::<Packet<T>>();
+        // SAFETY: a fresh block of BLOCK's layout, which fits a Packet<T>.
+        unsafe { ptr.write(packet) };
+        ptr
+    } else {
+        NonNull::from(Box::leak(Box::new(packet)))
+    };
     (FiberEnd(ptr), HandleEnd(ptr))
+}
+
+/// Drops a packet and frees its memory: a block goes to the cache of the
+/// runtime entered on this thread, if any.
+///
+/// # Safety
+///
+/// `ptr` came from [`packet`], its last owner frees it, once.
+unsafe fn free<T>(ptr: NonNull<Packet<T>>) {
+    if blocks::fits(Layout::new::<Packet<T>>()) {
+        // SAFETY: the packet is live and nobody uses it any more.
+        unsafe { ptr.drop_in_place() };
+        let block = ptr.cast::<u8>();
+        match context::current() {
+            // SAFETY: `packet` allocated it with BLOCK; it is free now.
+            Some(core) => unsafe { core.give_back_block(block) },
+            // SAFETY: as above.
+            None => unsafe { alloc::dealloc(block.as_ptr(), BLOCK) },
+        }
+    } else {
+        // SAFETY: `packet` boxed it.
+        drop(unsafe { Box::from_raw(ptr.as_ptr()) });
+    }
 }
 
 /// The fiber's end of a packet: [`complete`](FiberEnd::complete) once.
@@ -127,7 +171,7 @@ impl<T> FiberEnd<T> {
             // unjoined).
             // SAFETY: the handle left before COMPLETING, so it left the
             // packet to this end, the last owner.
-            drop(unsafe { Box::from_raw(ptr.as_ptr()) });
+            unsafe { free(ptr) };
             return;
         }
         let waiter = if before & WAITING != 0 {
@@ -271,7 +315,7 @@ impl<T> Drop for HandleEnd<T> {
             self.finish_wait();
         }
         // SAFETY: the fiber is gone: this end is the last owner.
-        drop(unsafe { Box::from_raw(self.0.as_ptr()) });
+        unsafe { free(self.0) };
     }
 }
 

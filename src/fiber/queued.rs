@@ -47,7 +47,7 @@ impl Job {
         T: Send + 'a,
     {
         let id = FiberId::next();
-        let (fiber_end, handle_end) = packet(None);
+        let (fiber_end, handle_end) = packet(None, None);
         let placement = Arc::new(Placement {
             place: Mutex::new(Place::Queued),
         });

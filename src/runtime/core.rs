@@ -52,6 +52,7 @@ use slab::Slab;
 
 use crate::arch;
 use crate::reactor::Reactor;
+use crate::runtime::blocks::Blocks;
 use crate::runtime::dump::{FiberInfo, FiberState, Section};
 use crate::runtime::park::WaitOn;
 use crate::runtime::pool::WorkerLink;
@@ -238,6 +239,8 @@ pub(crate) struct Local {
     remote: Vec<Remote>,
     /// Free stacks of the default size, reused before the thread's pool.
     spare: Spare,
+    /// Free blocks for join packets.
+    blocks: Blocks,
 }
 
 /// One runtime's scheduler.
@@ -294,6 +297,7 @@ impl Core {
                 io_ready: Vec::new(),
                 remote: Vec::new(),
                 spare: Spare::new(default_stack),
+                blocks: Blocks::new(),
             }),
             id: registry::register(shared.clone()),
             shared,
@@ -323,6 +327,25 @@ impl Core {
     pub(crate) fn take_stack(&self, usable: usize) -> std::io::Result<Stack> {
         // SAFETY: on the runtime's thread; short borrow.
         unsafe { self.local() }.spare.take(usable)
+    }
+
+    /// A free block for a join packet, if the runtime keeps one.
+    #[inline]
+    pub(crate) fn take_block(&self) -> Option<std::ptr::NonNull<u8>> {
+        // SAFETY: on the runtime's thread; short borrow.
+        unsafe { self.local() }.blocks.take()
+    }
+
+    /// Keeps a freed packet's block for the next spawn.
+    ///
+    /// # Safety
+    ///
+    /// As for [`Blocks::give_back`].
+    #[inline]
+    pub(crate) unsafe fn give_back_block(&self, block: std::ptr::NonNull<u8>) {
+        // SAFETY: on the runtime's thread; short borrow; the rest is
+        // forwarded from the caller.
+        unsafe { self.local().blocks.give_back(block) }
     }
 
     /// Adds a fiber whose first switch-in calls `entry(arg, data)` on `stack`

@@ -55,6 +55,7 @@
 //! # Ok::<(), std::io::Error>(())
 //! ```
 
+pub(crate) mod blocks;
 mod builder;
 pub(crate) mod context;
 pub(crate) mod core;
