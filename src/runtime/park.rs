@@ -115,6 +115,9 @@ fn unwind(core: &Core, payload: Box<dyn std::any::Any + Send>) -> ! {
 ///
 /// A context that is unwinding parks plainly (a destructor that blocks does
 /// block): unwinding it again from inside its own cleanup would abort.
+///
+/// Inlined: see `Core::switch_to` on frames above a switch.
+#[inline(always)]
 pub(crate) fn park(core: &Core, deadline: Option<u64>, on: WaitOn) -> Parked {
     if core.current_is_unwinding() {
         let wake = core.park_unwinding(deadline, on);
@@ -229,6 +232,9 @@ pub(crate) fn retire_token() {
 
 /// Parks the calling context: the fiber (see [`park`]) or the thread.
 /// `deadline` in ns of the monotonic clock.
+///
+/// Inlined: see `Core::switch_to` on frames above a switch.
+#[inline(always)]
 pub(crate) fn park_current(deadline: Option<u64>, on: WaitOn) -> Parked {
     match context::current() {
         Some(core) => park(core, deadline, on),
