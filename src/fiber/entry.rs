@@ -41,6 +41,7 @@ pub(crate) struct OnExit {
 /// Whatever `f` and `T` borrow must outlive the fiber: either both are
 /// `'static`, or the caller (a scope) waits for `on_exit` before ending the
 /// borrows.
+#[inline]
 pub(crate) unsafe fn spawn_unchecked<F, T>(
     core: &Core,
     f: F,
@@ -136,6 +137,7 @@ where
 }
 
 /// Spawns a `'static` fiber: the safe face of [`spawn_unchecked`].
+#[inline]
 pub(crate) fn spawn_on<F, T>(
     core: &Core,
     f: F,
