@@ -451,7 +451,10 @@ impl Core {
     /// The returns *after* that one are another matter: the return stack
     /// still holds the calls of the context that switched here, so each
     /// frame between a blocking call and this function costs a mispredicted
-    /// return (about 20 cycles) every time the context resumes. That is why
+    /// return (about 20 cycles) when the context resumes, unless the other
+    /// context came through the very same frames (two fibers yielding in
+    /// the same loop). A join from the root and the exit of the fiber it
+    /// joins share none. That is why
     /// the park path (`park_current`, `park`, [`Core::park_raw`]) is inlined
     /// into its callers, and why the root parks by switching straight to
     /// the next fiber instead of through [`Core::run_root`]'s loop: together
@@ -700,6 +703,9 @@ impl Core {
     }
 
     /// Puts the current context behind every ready fiber and runs them.
+    ///
+    /// Inlined: see [`Core::switch_to`] on frames above a switch.
+    #[inline(always)]
     pub(crate) fn yield_now(&self) {
         // SAFETY: on the runtime's thread; the borrow ends before the switch.
         let l = unsafe { self.local() };
