@@ -51,6 +51,10 @@
 //! So, however many fibers came and went, a pool holds memory the kernel
 //! cannot take back for at most `WARM_CAPACITY` stacks, plus, for about a
 //! second at most, the stacks of fibers that just ended.
+//!
+//! In front of the pool, each runtime keeps up to 16 free stacks of its
+//! default size for itself, with their memory ([`Spare`]): spawning then
+//! needs no thread-local, `RefCell` or search by size.
 
 pub(crate) mod overflow;
 mod spare;
