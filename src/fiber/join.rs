@@ -157,11 +157,10 @@ impl<T> FiberEnd<T> {
     pub(crate) fn complete(self, result: Result<T, JoinError>) {
         let ptr = self.0;
         // SAFETY: until this end sets `done` (or frees it) the packet is
-        // alive (the handle frees it only after seeing `done`), and only
-        // this end writes `result`, before COMPLETING; it is still `None`,
-        // so nothing is dropped by overwriting it.
+        // alive: the handle frees it only after seeing `done`.
         let packet = unsafe { ptr.as_ref() };
-        // SAFETY: as above.
+        // SAFETY: only this end writes `result`, before COMPLETING; it is
+        // still `None`, so overwriting it drops nothing.
         unsafe { packet.result.get().write(Some(result)) };
         let before = set_once(&packet.state, COMPLETING);
         if before & HANDLE_GONE != 0 {
