@@ -7,6 +7,8 @@
 //! It holds at most [`SPARE_CAPACITY`] stacks with their memory, on top of
 //! the pool's warm tier; what does not fit, and every stack of another size,
 //! goes to the pool, and so does the whole list when the runtime is dropped.
+//! (The pool itself stays per thread, so that runtimes made one after
+//! another on a thread, `fibra::run` in a loop, reuse each other's stacks.)
 
 use std::io;
 
