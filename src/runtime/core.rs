@@ -454,11 +454,10 @@ impl Core {
     /// return (about 20 cycles) when the context resumes, unless the other
     /// context came through the very same frames (two fibers yielding in
     /// the same loop). A join from the root and the exit of the fiber it
-    /// joins share none. That is why
-    /// the park path (`park_current`, `park`, [`Core::park_raw`]) is inlined
-    /// into its callers, and why the root parks by switching straight to
-    /// the next fiber instead of through [`Core::run_root`]'s loop: together
-    /// a third off a spawn+join.
+    /// joins share none. That is why the park path (`park_current`, `park`,
+    /// [`Core::park_raw`]) is inlined into its callers, and why the root
+    /// parks by switching straight to the next fiber instead of through
+    /// [`Core::run_root`]'s loop: together a third off a spawn+join.
     #[inline(never)]
     fn switch_to(&self, from: Key, to: Key, arg: usize) {
         // SAFETY: on the runtime's thread; the borrow ends before the switch.
