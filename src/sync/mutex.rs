@@ -22,8 +22,9 @@ use crate::time::clock;
 ///   first in line: nobody starves.
 /// - Locking and unlocking an uncontended mutex is one atomic operation each.
 /// - Poisoning as in std: if the holder unwinds (panics, or is cancelled
-///   while holding it), later `lock`s return a [`PoisonError`]
-///   (std::sync::PoisonError) that still gives access to the data.
+///   while holding it), later `lock`s return a
+///   [`PoisonError`](std::sync::PoisonError) that still gives access to the
+///   data.
 ///
 /// ```
 /// use std::sync::Arc;
