@@ -32,6 +32,25 @@ const DEFAULT_FP_WORDS: u64 = 0x1F80 | (0x037F << 32);
 /// Bytes of the switch frame: six registers, FP words, return address.
 const FRAME_BYTES: usize = 8 * 8;
 
+/// Asks the CPU to start loading the switch frame saved at `sp` (and the
+/// line above it, where the resumed code's own frame begins), so that a
+/// switch to that context a little later does not wait on memory.
+///
+/// A runtime with thousands of fibers resumes each one after the others
+/// have run, by which time its stack has left the caches: without this,
+/// the first `pop` of a switch waits for DRAM (and a page walk), which made
+/// the switch routine the largest item in a profile of 100 000 sleepers.
+#[inline(always)]
+pub(crate) fn prefetch_frame(sp: *const u8) {
+    use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+    // SAFETY: a prefetch is a hint: it never faults, whatever the address
+    // (a stale or unmapped one is simply dropped), and writes nothing.
+    unsafe {
+        _mm_prefetch::<_MM_HINT_T0>(sp.cast());
+        _mm_prefetch::<_MM_HINT_T0>(sp.wrapping_add(64).cast());
+    }
+}
+
 /// Builds the first switch frame at the top of a stack and returns the stack
 /// pointer to hand to [`switch`].
 ///

@@ -51,6 +51,13 @@ impl RunQueue {
         self.len += 1;
     }
 
+    /// The key `i` places from the front (0: the one [`RunQueue::pop_front`]
+    /// would return), left in place.
+    #[inline]
+    pub(crate) fn peek(&self, i: usize) -> Option<Key> {
+        (i < self.len).then(|| self.slots[(self.head + i) & self.mask()])
+    }
+
     #[inline]
     pub(crate) fn pop_front(&mut self) -> Option<Key> {
         if self.len == 0 {
