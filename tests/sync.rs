@@ -241,6 +241,30 @@ fn oneshot_delivers_one_value_across_threads() {
     assert!(rx.recv().is_err());
 }
 
+/// A rendezvous channel each way between a plain thread and a fiber on
+/// another thread, many times over: every waiter is served on the other
+/// thread while it parks (or just after it woke for another reason), and
+/// takes its message without the lock; none is lost, doubled or reordered.
+#[test]
+fn rendezvous_ping_pong_between_a_thread_and_a_fiber() {
+    let (ping_tx, ping_rx) = mpsc::sync_channel::<u32>(0);
+    let (pong_tx, pong_rx) = mpsc::sync_channel::<u32>(0);
+    let echo = std::thread::spawn(move || {
+        fibra::run(move || {
+            for v in ping_rx {
+                pong_tx.send(v.wrapping_mul(3)).unwrap();
+            }
+        })
+    });
+    for i in 0..10_000u32 {
+        ping_tx.send(i).unwrap();
+        assert_eq!(pong_rx.recv().unwrap(), i.wrapping_mul(3));
+    }
+    drop(ping_tx);
+    echo.join().unwrap();
+    assert!(pong_rx.recv().is_err(), "the echo's sender is gone");
+}
+
 // ----- mutex, rwlock ---------------------------------------------------
 
 #[test]

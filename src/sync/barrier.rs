@@ -104,7 +104,7 @@ impl Barrier {
             return BarrierWaitResult(true);
         }
         let node = Node::new(());
-        let (state, served) = park_until_served(
+        let served = park_until_served(
             &self.state,
             state,
             |s| &mut s.waiters,
@@ -117,8 +117,8 @@ impl Barrier {
                     state.arrived -= 1; // leaving before it opened
                 }
             },
-        );
-        drop(state);
+        )
+        .served();
         debug_assert!(served, "a wait without deadline ended unserved");
         BarrierWaitResult(false)
     }

@@ -18,7 +18,7 @@ use std::sync::mpsc::{RecvError, RecvTimeoutError, TryRecvError, TrySendError};
 use std::sync::{Arc, Mutex as InnerLock};
 
 use crate::runtime::park::Unparker;
-use crate::sync::waiters::{Node, WaitList, Wakeups, lock, park_until_served};
+use crate::sync::waiters::{Node, WaitList, Wakeups, Woken, lock, park_until_served};
 use crate::time::clock;
 
 pub(crate) struct Chan<T> {
@@ -111,7 +111,7 @@ impl<T> Chan<T> {
             return Err(TrySendError::Full(message));
         }
         let node = Node::new(Some(message));
-        let (mut state, served) = park_until_served(
+        let woken = park_until_served(
             &self.state,
             state,
             |s| &mut s.blocked_senders,
@@ -123,10 +123,9 @@ impl<T> Chan<T> {
             // was not, and goes down with it.
             |_, _| {},
         );
-        debug_assert!(served, "a send without deadline ended unserved");
-        let left = state.blocked_senders.payload(&node).take();
-        drop(state);
-        match left {
+        debug_assert!(woken.served(), "a send without deadline ended unserved");
+        drop(woken);
+        match node.into_payload() {
             None => Ok(()),
             Some(message) => Err(TrySendError::Disconnected(message)), // receiver gone
         }
@@ -150,7 +149,7 @@ impl<T> Chan<T> {
                 return Err(RecvTimeoutError::Timeout);
             }
             let node = Node::new(None);
-            let (mut next, served) = park_until_served(
+            let woken = park_until_served(
                 &self.state,
                 state,
                 |s| &mut s.receivers,
@@ -169,11 +168,15 @@ impl<T> Chan<T> {
                     }
                 },
             );
-            if served && let Some(message) = next.receivers.payload(&node).take() {
+            let (served, held) = match woken {
+                Woken::Served => (true, None),
+                Woken::Locked(guard, served) => (served, Some(guard)),
+            };
+            if served && let Some(message) = node.into_payload() {
                 return Ok(message);
             }
             // Woken because the senders are gone, or timed out: look again.
-            state = next;
+            state = held.unwrap_or_else(|| lock(&self.state));
         }
     }
 

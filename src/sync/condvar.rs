@@ -201,7 +201,7 @@ impl Condvar {
     ) -> (LockResult<MutexGuard<'a, T>>, bool) {
         let mutex = guard.mutex;
         let node = Node::new(());
-        let (waiters, served) = park_until_served(
+        let served = park_until_served(
             &self.waiters,
             lock(&self.waiters),
             |list| list,
@@ -222,8 +222,8 @@ impl Condvar {
                     }
                 }
             },
-        );
-        drop(waiters);
+        )
+        .served();
         (mutex.lock(), !served)
     }
 

@@ -25,7 +25,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use crate::sync::waiters::{Node, WaitList, Wakeups, lock, park_until_served};
+use crate::sync::waiters::{Node, WaitList, Wakeups, Woken, lock, park_until_served};
 use crate::time::clock;
 
 const WAITERS: usize = 1;
@@ -146,7 +146,7 @@ impl RawSemaphore {
             needed: n,
             assigned,
         });
-        let (guard, served) = park_until_served(
+        let woken = park_until_served(
             &self.waiters,
             guard,
             |list| list,
@@ -164,10 +164,10 @@ impl RawSemaphore {
                 self.release_locked(guard, given);
             },
         );
-        if served {
-            return Ok(());
-        }
-        let mut guard = guard;
+        let mut guard = match woken {
+            Woken::Served | Woken::Locked(_, true) => return Ok(()),
+            Woken::Locked(guard, false) => guard,
+        };
         let given = guard.payload(&node).assigned;
         self.release_locked(guard, given);
         Err(TimedOut)

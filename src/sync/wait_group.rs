@@ -72,7 +72,8 @@ impl WaitGroup {
             return;
         }
         let node = Node::new(());
-        let (state, _) = park_until_served(
+        // Nothing to take when served, and a wait without deadline always is.
+        let _ = park_until_served(
             &inner,
             state,
             |s| &mut s.waiters,
@@ -82,7 +83,6 @@ impl WaitGroup {
             || {},
             |_, _| {}, // it left the group already: nothing to undo
         );
-        drop(state);
     }
 }
 

@@ -5,7 +5,10 @@
 //! [`Unparker`], and parks. A notifier unlinks the front node — possibly
 //! handing something over in its payload: permits, a message, a slot for
 //! one — and unparks its owner. The waiter knows it was served because its
-//! node is no longer linked.
+//! node is no longer linked; the notifier also raises the node's `served`
+//! flag as its last touch, so a woken waiter can see that it was served
+//! without taking the lock again (for a channel, that is one lock round
+//! trip of three per message).
 //!
 //! Nodes live on the waiters' stacks, so waiting allocates nothing. Fiber
 //! stacks never move and a parked waiter's frame stays put, which is what an
@@ -27,6 +30,7 @@
 use std::cell::UnsafeCell;
 use std::marker::PhantomPinned;
 use std::ptr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use crate::runtime::park::{Parked, Unparker, WaitOn, park_current};
@@ -35,6 +39,10 @@ use crate::runtime::park::{Parked, Unparker, WaitOn, park_current};
 /// waiter and its notifier exchange under the lock.
 pub(crate) struct Node<P> {
     cell: UnsafeCell<Links<P>>,
+    /// Set (release) by the notifier that unlinked the node, after its last
+    /// access to it; outside `cell`, so that the waiter may read it while a
+    /// notifier holds the lock and borrows the links.
+    served: AtomicBool,
     /// Linked nodes are pointed to by their neighbours.
     _pinned: PhantomPinned,
 }
@@ -57,8 +65,16 @@ impl<P> Node<P> {
                 unparker: None,
                 payload,
             }),
+            served: AtomicBool::new(false),
             _pinned: PhantomPinned,
         }
+    }
+
+    /// The payload, once the node is no longer linked: always after
+    /// [`park_until_served`] returned, which leaves it unlinked on every
+    /// way out (a node is linked nowhere else).
+    pub(crate) fn into_payload(self) -> P {
+        self.cell.into_inner().payload
     }
 }
 
@@ -159,6 +175,11 @@ impl<P> WaitList<P> {
             .take()
             .expect("a linked node has an unparker");
         self.unlink(head);
+        // The last touch: from here the waiter may take the node back
+        // without the lock, and return, ending its life.
+        // SAFETY: `head` was linked until just now, so it is alive (ground
+        // rules); the flag is atomic and outside the links.
+        unsafe { (*head).served.store(true, Ordering::Release) };
         Some((served, unparker))
     }
 
@@ -240,13 +261,29 @@ pub(crate) fn lock<I>(mutex: &Mutex<I>) -> MutexGuard<'_, I> {
     mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// How [`park_until_served`] ended.
+pub(crate) enum Woken<'a, I> {
+    /// A notifier served the node, seen without taking the lock again.
+    Served,
+    /// The lock, held again, and whether the node was served.
+    Locked(MutexGuard<'a, I>, bool),
+}
+
+impl<I> Woken<'_, I> {
+    /// Whether the node was served.
+    pub(crate) fn served(&self) -> bool {
+        matches!(self, Woken::Served | Woken::Locked(_, true))
+    }
+}
+
 /// Links `node` at the back of the list in `guard`, calls `linked` (still
 /// under the lock: a condvar releases the user's mutex there), and parks
 /// until a notifier serves the node (unlinks it), or until `deadline` (ns);
 /// `on` names the wait in fiber dumps.
-/// Returns the lock, held again, and whether the node was served; a node
-/// that timed out has been removed, and its payload is the caller's to
-/// settle.
+/// Returns [`Woken::Served`] when a notifier served the node, or the lock,
+/// held again, and whether the node was served; either way the node is
+/// unlinked, and its payload is the caller's to take
+/// ([`Node::into_payload`]) or settle.
 ///
 /// If the waiter unwinds while its node is linked (cancelled or timed out
 /// by `fibra::timeout` while parked, or a panic in `linked`), `abandon` gets
@@ -265,7 +302,7 @@ pub(crate) fn park_until_served<'a, I, P>(
     on: &'static str,
     linked: impl FnOnce(),
     abandon: impl FnOnce(MutexGuard<'a, I>, bool),
-) -> (MutexGuard<'a, I>, bool) {
+) -> Woken<'a, I> {
     /// Unlinks the node (or hands on its service) if anything unwinds
     /// while it is linked; `held` is the lock while this function has it.
     struct OnUnwind<'a, 'n, I, P, F: FnOnce(MutexGuard<'a, I>, bool)> {
@@ -301,16 +338,22 @@ pub(crate) fn park_until_served<'a, I, P>(
 
     loop {
         let parked = park_current(deadline, WaitOn::Sync(on));
+        // Served, as the notifier's release of the flag says: its writes to
+        // the node happened before this load, and it touches it no more.
+        if node.served.load(Ordering::Acquire) {
+            on_unwind.abandon = None;
+            return Woken::Served;
+        }
         let mut guard = lock(mutex);
         let waiting = list(&mut guard);
         if !waiting.is_linked(node) {
             on_unwind.abandon = None;
-            return (guard, true);
+            return Woken::Locked(guard, true);
         }
         if parked == Parked::TimedOut {
             waiting.remove(node);
             on_unwind.abandon = None;
-            return (guard, false);
+            return Woken::Locked(guard, false);
         }
         // Woken for nothing: the last park's token is spent, so the node
         // needs the next one.
