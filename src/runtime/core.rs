@@ -529,7 +529,7 @@ impl Core {
             let rec = &mut l.fibers[key as usize];
             if rec.state == State::Ready {
                 rec.state = State::Running;
-                if let Some(after) = l.run_queue.peek(0)
+                if let Some(after) = l.run_queue.front()
                     && after != l.current
                 {
                     l.prefetch(after);
@@ -991,8 +991,6 @@ impl Local {
         self.park_seq
     }
 
-    /// Queues a fiber that became ready. When the runtime is not being
-    /// driven, its fd must turn readable for an outer loop to notice.
     /// Starts loading the stack of `key`, which will run after the context
     /// being switched to (see `arch::prefetch_frame`). Not for the context
     /// switching out: a yield's own stack is in cache.
@@ -1006,6 +1004,8 @@ impl Local {
         }
     }
 
+    /// Queues a fiber that became ready. When the runtime is not being
+    /// driven, its fd must turn readable for an outer loop to notice.
     fn push_ready(&mut self, key: Key, shared: &Shared) {
         if !self.entered && self.run_queue.is_empty() {
             shared.wake_fd();

@@ -51,11 +51,10 @@ impl RunQueue {
         self.len += 1;
     }
 
-    /// The key `i` places from the front (0: the one [`RunQueue::pop_front`]
-    /// would return), left in place.
+    /// The key [`RunQueue::pop_front`] would return, left in place.
     #[inline]
-    pub(crate) fn peek(&self, i: usize) -> Option<Key> {
-        (i < self.len).then(|| self.slots[(self.head + i) & self.mask()])
+    pub(crate) fn front(&self) -> Option<Key> {
+        (self.len != 0).then(|| self.slots[self.head])
     }
 
     #[inline]
@@ -102,6 +101,7 @@ mod tests {
             for _ in 0..(round % 5) {
                 assert_eq!(q.pop_front(), model.pop_front());
             }
+            assert_eq!(q.front(), model.front().copied());
             assert_eq!(q.len(), model.len());
             assert_eq!(q.is_empty(), model.is_empty());
         }
