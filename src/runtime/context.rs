@@ -80,7 +80,7 @@ impl<'a> Enter<'a> {
         let l = unsafe { core.local() };
         l.entered = true;
         // The root runs on whatever stack called us: a generator's, maybe.
-        l.fibers[ROOT as usize].running_header = overflow::running();
+        l.fibers[ROOT].running_header = overflow::running();
         let unwinding = std::thread::panicking();
         if unwinding {
             core.count_unwinding_suspended(1);
@@ -102,7 +102,7 @@ impl Drop for Enter<'_> {
         if self.unwinding {
             l.unwinding_suspended -= 1;
         }
-        l.fibers[ROOT as usize].state = crate::runtime::core::State::Running;
+        l.fibers[ROOT].state = crate::runtime::core::State::Running;
         l.current = ROOT;
         CONTEXT.with(|c| c.set(self.previous));
     }

@@ -48,14 +48,13 @@ use std::ptr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use slab::Slab;
-
 use crate::arch;
 use crate::reactor::Reactor;
 use crate::runtime::blocks::Blocks;
 use crate::runtime::dump::{FiberInfo, FiberState, Section};
 use crate::runtime::park::WaitOn;
 use crate::runtime::pool::WorkerLink;
+use crate::runtime::records::Records;
 use crate::runtime::registry::{self, RuntimeId};
 use crate::runtime::run_queue::RunQueue;
 use crate::runtime::shared::{Remote, Shared};
@@ -94,6 +93,10 @@ const IDLE_RELEASE_NS: u64 = 5_000_000;
 pub struct FiberId(NonZeroU64);
 
 impl FiberId {
+    /// The id in a vacant record: never a fiber's (ids start at 1 and are
+    /// handed out upwards).
+    const VACANT: FiberId = FiberId(NonZeroU64::MAX);
+
     /// A new id. Threads take ids from the global counter in blocks, so
     /// spawning touches no shared cache line.
     pub(crate) fn next() -> FiberId {
@@ -145,6 +148,8 @@ pub(crate) enum State {
     Parked,
     /// Finished; its record waits for `after_switch` to remove it.
     Done,
+    /// Not a fiber: a free slot of [`Records`].
+    Vacant,
 }
 
 /// Why a park ended.
@@ -167,7 +172,7 @@ pub(crate) struct Record {
     /// The saved stack pointer while the context is not running.
     sp: *mut u8,
     /// `None` for the root, which runs on the thread's stack.
-    stack: Option<Stack>,
+    pub(crate) stack: Option<Stack>,
     /// The header of the stack the context runs on, for the overflow
     /// report: its own stack's, or a generator's while it drives one
     /// (null: a thread's stack).
@@ -193,7 +198,30 @@ pub(crate) struct Record {
     /// The fiber's tracing span, boxed and only when a subscriber wants it:
     /// a `Span` is 40 bytes, and a record small enough to be copied inline
     /// into the slab (128 bytes) makes spawning measurably cheaper.
-    span: Option<Box<tracing::Span>>,
+    pub(crate) span: Option<Box<tracing::Span>>,
+}
+
+impl Record {
+    /// The record of a vacant slot (see [`Records`]): it owns nothing.
+    pub(crate) fn vacant() -> Record {
+        Record {
+            sp: ptr::null_mut(),
+            stack: None,
+            running_header: ptr::null(),
+            park: 0,
+            state: State::Vacant,
+            wake: Wake::Unparked,
+            notified: false,
+            cancelled: false,
+            unwinding: false,
+            id: FiberId::VACANT,
+            name: None,
+            timeout: None,
+            waiting_on: None,
+            waiting_until: NO_DEADLINE,
+            span: None,
+        }
+    }
 }
 
 /// How long [`Core::run_root`] runs.
@@ -210,7 +238,7 @@ pub(crate) enum Until {
 }
 
 pub(crate) struct Local {
-    pub(crate) fibers: Slab<Record>,
+    pub(crate) fibers: Records,
     run_queue: RunQueue,
     /// The context running now.
     pub(crate) current: Key,
@@ -258,25 +286,13 @@ impl Core {
     pub(crate) fn new(default_stack: usize, worker: Option<WorkerLink>) -> std::io::Result<Core> {
         let reactor = Reactor::new()?;
         let shared = Arc::new(Shared::new(reactor.registry())?);
-        let mut fibers = Slab::with_capacity(64);
-        let root = fibers.insert(Record {
-            sp: ptr::null_mut(),
-            stack: None,
-            running_header: ptr::null(),
-            park: 0,
+        let mut fibers = Records::with_capacity(64);
+        let root = fibers.insert_with(|| Record {
             state: State::Running,
-            wake: Wake::Unparked,
-            notified: false,
-            cancelled: false,
-            unwinding: false,
             id: FiberId::next(),
-            name: None,
-            timeout: None,
-            waiting_on: None,
-            waiting_until: NO_DEADLINE,
-            span: None,
+            ..Record::vacant()
         });
-        debug_assert_eq!(root, ROOT as usize);
+        debug_assert_eq!(root, ROOT);
         Ok(Core {
             local: UnsafeCell::new(Local {
                 fibers,
@@ -368,7 +384,8 @@ impl Core {
         let l = unsafe { self.local() };
         let park = l.next_park();
         let cancelled = l.closing;
-        let key = l.fibers.insert(Record {
+        let span = (!span.is_disabled()).then(|| Box::new(span));
+        let key = l.fibers.insert_with(|| Record {
             sp,
             running_header: stack.header(),
             stack: Some(stack),
@@ -383,8 +400,8 @@ impl Core {
             timeout: None,
             waiting_on: None,
             waiting_until: NO_DEADLINE,
-            span: (!span.is_disabled()).then(|| Box::new(span)),
-        }) as Key;
+            span,
+        });
         l.live += 1;
         l.push_ready(key, &self.shared);
         tracing::trace!(fiber = id.as_u64(), "spawn");
@@ -396,7 +413,7 @@ impl Core {
     pub(crate) fn begin_current(&self) -> (FiberId, bool) {
         // SAFETY: on the runtime's thread; short borrow.
         let l = unsafe { self.local() };
-        let rec = &l.fibers[l.current as usize];
+        let rec = &l.fibers[l.current];
         span_enter(&rec.span);
         (rec.id, rec.cancelled)
     }
@@ -405,7 +422,7 @@ impl Core {
     pub(crate) fn current_fiber(&self) -> (FiberId, Option<Arc<str>>) {
         // SAFETY: on the runtime's thread; short borrow.
         let l = unsafe { self.local() };
-        let rec = &l.fibers[l.current as usize];
+        let rec = &l.fibers[l.current];
         (rec.id, rec.name.clone())
     }
 
@@ -415,7 +432,7 @@ impl Core {
     pub(crate) fn set_timeout(&self, deadline: u64, id: NonZeroU64) -> Option<TimeoutScope> {
         // SAFETY: on the runtime's thread; short borrow.
         let l = unsafe { self.local() };
-        let rec = &mut l.fibers[l.current as usize];
+        let rec = &mut l.fibers[l.current];
         let previous = rec.timeout;
         if previous.is_none_or(|p| deadline < p.deadline) {
             rec.timeout = Some(TimeoutScope { deadline, id });
@@ -426,7 +443,7 @@ impl Core {
     pub(crate) fn restore_timeout(&self, previous: Option<TimeoutScope>) {
         // SAFETY: on the runtime's thread; short borrow.
         let l = unsafe { self.local() };
-        l.fibers[l.current as usize].timeout = previous;
+        l.fibers[l.current].timeout = previous;
     }
 
     /// Records that the current context now runs on the stack of
@@ -434,7 +451,7 @@ impl Core {
     pub(crate) fn swap_running_header(&self, header: *const StackHeader) -> *const StackHeader {
         // SAFETY: on the runtime's thread; short borrow.
         let l = unsafe { self.local() };
-        let rec = &mut l.fibers[l.current as usize];
+        let rec = &mut l.fibers[l.current];
         overflow::set_running(header);
         std::mem::replace(&mut rec.running_header, header)
     }
@@ -465,14 +482,13 @@ impl Core {
         // `from` is the running context and `to` was just taken from the run
         // queue (its record checked there) or is the root, and a record is
         // removed only after its context's final switch: both keys are in
-        // bounds, which is all `get_unchecked` asks (it still checks that
-        // the entry is occupied).
+        // bounds, which is all `get_unchecked` asks.
         // SAFETY: as argued above.
         let (save, load, header) = unsafe {
-            let from_rec = l.fibers.get_unchecked_mut(from as usize);
+            let from_rec = l.fibers.get_unchecked_mut(from);
             span_exit(&from_rec.span);
             let save: *mut *mut u8 = &mut from_rec.sp;
-            let to_rec = l.fibers.get_unchecked(to as usize);
+            let to_rec = l.fibers.get_unchecked(to);
             (save, to_rec.sp, to_rec.running_header)
         };
         l.current = to;
@@ -490,7 +506,7 @@ impl Core {
         self.after_switch(arg);
         // SAFETY: re-borrowed after the switch; `from` runs, so its record
         // is live and its key in bounds.
-        let rec = unsafe { self.local().fibers.get_unchecked(from as usize) };
+        let rec = unsafe { self.local().fibers.get_unchecked(from) };
         span_enter(&rec.span);
     }
 
@@ -507,10 +523,8 @@ impl Core {
     fn reap(&self, key: Key) {
         // SAFETY: on the runtime's thread; the finished fiber no longer runs.
         let l = unsafe { self.local() };
-        let record = l.fibers.remove(key as usize);
-        debug_assert_eq!(record.state, State::Done);
-        let Record { stack, .. } = record;
-        if let Some(stack) = stack {
+        debug_assert_eq!(l.fibers[key].state, State::Done);
+        if let Some(stack) = l.fibers.vacate(key) {
             l.spare.give_back(stack);
         }
     }
@@ -526,7 +540,7 @@ impl Core {
         }
         l.budget -= 1;
         while let Some(key) = l.run_queue.pop_front() {
-            let rec = &mut l.fibers[key as usize];
+            let rec = &mut l.fibers[key];
             if rec.state == State::Ready {
                 rec.state = State::Running;
                 if let Some(after) = l.run_queue.front()
@@ -546,7 +560,7 @@ impl Core {
         // SAFETY: on the runtime's thread; the borrow ends before the switch.
         let l = unsafe { self.local() };
         let me = l.current;
-        let rec = &mut l.fibers[me as usize];
+        let rec = &mut l.fibers[me];
         rec.state = State::Done;
         tracing::trace!(fiber = rec.id.as_u64(), "exit");
         l.live -= 1;
@@ -563,7 +577,7 @@ impl Core {
         let l = unsafe { self.local() };
         WakeToken {
             key: l.current,
-            park: l.fibers[l.current as usize].park,
+            park: l.fibers[l.current].park,
         }
     }
 
@@ -576,7 +590,7 @@ impl Core {
         // SAFETY: on the runtime's thread; short borrow.
         let l = unsafe { self.local() };
         let next_park = l.next_park();
-        let rec = &mut l.fibers[l.current as usize];
+        let rec = &mut l.fibers[l.current];
         rec.park = next_park;
         rec.notified = false;
     }
@@ -592,7 +606,7 @@ impl Core {
         let l = unsafe { self.local() };
         let me = l.current;
         let next_park = l.next_park();
-        let rec = &mut l.fibers[me as usize];
+        let rec = &mut l.fibers[me];
         if rec.notified {
             rec.notified = false;
             rec.park = next_park;
@@ -618,7 +632,7 @@ impl Core {
                 self.switch_to(ROOT, next, 0);
             }
             // SAFETY: re-borrowed after the switch.
-            if unsafe { self.local() }.fibers[ROOT as usize].state != State::Running {
+            if unsafe { self.local() }.fibers[ROOT].state != State::Running {
                 self.run_root(Until::RootWoken);
             }
         } else {
@@ -627,7 +641,7 @@ impl Core {
         }
         // SAFETY: re-borrowed after the switch.
         let l = unsafe { self.local() };
-        let wake = l.fibers[me as usize].wake;
+        let wake = l.fibers[me].wake;
         if let Some(timer) = timer
             && wake != Wake::TimedOut
         {
@@ -642,7 +656,7 @@ impl Core {
     pub(crate) fn current_may_unwind(&self) -> bool {
         // SAFETY: on the runtime's thread; short borrow.
         let l = unsafe { self.local() };
-        let rec = &l.fibers[l.current as usize];
+        let rec = &l.fibers[l.current];
         rec.cancelled || rec.timeout.is_some()
     }
 
@@ -657,7 +671,7 @@ impl Core {
     pub(crate) fn current_is_unwinding(&self) -> bool {
         // SAFETY: on the runtime's thread; short borrow.
         let l = unsafe { self.local() };
-        let rec = &mut l.fibers[l.current as usize];
+        let rec = &mut l.fibers[l.current];
         if !std::thread::panicking() {
             rec.unwinding = false; // caught since (or never started)
             return false;
@@ -668,7 +682,7 @@ impl Core {
     pub(crate) fn mark_unwinding(&self, unwinding: bool) {
         // SAFETY: on the runtime's thread; short borrow.
         let l = unsafe { self.local() };
-        l.fibers[l.current as usize].unwinding = unwinding;
+        l.fibers[l.current].unwinding = unwinding;
     }
 
     /// Parks a context that is unwinding, counted as such while suspended.
@@ -716,7 +730,7 @@ impl Core {
         let l = unsafe { self.local() };
         let me = l.current;
         if me == ROOT {
-            l.fibers[ROOT as usize].state = State::Ready;
+            l.fibers[ROOT].state = State::Ready;
             l.run_queue.push_back(ROOT);
             self.run_root(Until::RootWoken);
             return;
@@ -728,7 +742,7 @@ impl Core {
             return; // nothing else is ready: carry on
         };
         // SAFETY: `me` runs, so its record is live and its key in bounds.
-        unsafe { l.fibers.get_unchecked_mut(me as usize) }.state = State::Ready;
+        unsafe { l.fibers.get_unchecked_mut(me) }.state = State::Ready;
         l.run_queue.push_back(me);
         self.switch_to(me, next, 0);
     }
@@ -752,7 +766,7 @@ impl Core {
             // SAFETY: on the runtime's thread; re-borrowed every iteration,
             // never held across the switch below.
             let l = unsafe { self.local() };
-            let root = &mut l.fibers[ROOT as usize];
+            let root = &mut l.fibers[ROOT];
             match until {
                 // The root's turn came: it was popped from the run queue,
                 // by a fiber or by this loop. Woken but still queued (Ready)
@@ -783,7 +797,7 @@ impl Core {
             let Some(next) = l.run_queue.pop_front() else {
                 continue;
             };
-            let rec = &mut l.fibers[next as usize];
+            let rec = &mut l.fibers[next];
             if rec.state != State::Ready {
                 continue;
             }
@@ -843,7 +857,7 @@ impl Core {
     pub(crate) fn figures(&self) -> (usize, usize) {
         // SAFETY: on the runtime's thread; short borrow.
         let l = unsafe { self.local() };
-        let root_ready = usize::from(l.fibers[ROOT as usize].state == State::Ready);
+        let root_ready = usize::from(l.fibers[ROOT].state == State::Ready);
         let ready = l.run_queue.len().saturating_sub(root_ready);
         (l.live, ready.min(l.live))
     }
@@ -925,7 +939,7 @@ impl Core {
         let fibers = l
             .fibers
             .iter()
-            .filter(|(key, rec)| *key != ROOT as usize || rec.state != State::Running)
+            .filter(|(key, rec)| *key != ROOT || rec.state != State::Running)
             .filter(|(_, rec)| rec.state != State::Done)
             .map(|(key, rec)| {
                 let parked = rec.state == State::Parked;
@@ -933,11 +947,11 @@ impl Core {
                 FiberInfo {
                     id: rec.id,
                     name: rec.name.as_deref().map(str::to_owned),
-                    root: key == ROOT as usize,
+                    root: key == ROOT,
                     state: match rec.state {
                         State::Ready => FiberState::Ready,
                         State::Parked => FiberState::Parked,
-                        State::Running | State::Done => FiberState::Running,
+                        State::Running | State::Done | State::Vacant => FiberState::Running,
                     },
                     waiting_on: waiting.map(|on| on.to_string()),
                     deadline_in: waiting
@@ -975,8 +989,8 @@ impl Core {
         let all: Vec<(Key, FiberId)> = l
             .fibers
             .iter()
-            .filter(|(key, _)| *key != ROOT as usize)
-            .map(|(key, rec)| (key as Key, rec.id))
+            .filter(|(key, _)| *key != ROOT)
+            .map(|(key, rec)| (key, rec.id))
             .collect();
         for (key, id) in all {
             l.cancel(key, id, &self.shared);
@@ -999,7 +1013,7 @@ impl Local {
     /// them, and the fast path of a switch stays as small as it was.
     #[inline(never)]
     fn prefetch(&self, key: Key) {
-        if let Some(rec) = self.fibers.get(key as usize) {
+        if let Some(rec) = self.fibers.get(key) {
             arch::prefetch_frame(rec.sp);
         }
     }
@@ -1016,7 +1030,7 @@ impl Local {
     /// Wakes the park named by `token` with `reason`; returns whether it did.
     pub(crate) fn wake(&mut self, token: WakeToken, reason: Wake, shared: &Shared) -> bool {
         let next_park = self.park_seq + 1;
-        let Some(rec) = self.fibers.get_mut(token.key as usize) else {
+        let Some(rec) = self.fibers.get_mut(token.key) else {
             return false;
         };
         if rec.park != token.park {
@@ -1038,12 +1052,12 @@ impl Local {
                 }
                 false
             }
-            State::Done => false,
+            State::Done | State::Vacant => false,
         }
     }
 
     fn cancel(&mut self, key: Key, id: FiberId, shared: &Shared) {
-        let Some(rec) = self.fibers.get_mut(key as usize) else {
+        let Some(rec) = self.fibers.get_mut(key) else {
             return;
         };
         if rec.id != id || rec.state == State::Done {

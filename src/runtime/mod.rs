@@ -62,6 +62,7 @@ pub(crate) mod core;
 mod dump;
 pub(crate) mod park;
 mod pool;
+mod records;
 pub(crate) mod registry;
 mod run_queue;
 pub(crate) mod shared;

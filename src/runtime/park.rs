@@ -87,7 +87,7 @@ fn check_unwind_slow(core: &Core) -> Option<TimeoutScope> {
     let (cancelled, scope) = {
         // SAFETY: on the runtime's thread; short borrow.
         let l = unsafe { core.local() };
-        let rec = &l.fibers[l.current as usize];
+        let rec = &l.fibers[l.current];
         (rec.cancelled, rec.timeout)
     };
     if core.current_is_unwinding() {

@@ -1,0 +1,199 @@
+//! The slab that holds a runtime's fiber records, indexed by [`Key`].
+//!
+//! A slab in the usual sense (a `Vec` of slots and a list of free ones),
+//! written for this one use rather than taken from the `slab` crate,
+//! because of what a spawn and an exit cost there:
+//!
+//! - `slab::Slab::insert` takes the record by value into a function the
+//!   compiler keeps out of line, so every spawn built its 128-byte record on
+//!   the stack (with stores of one to eight bytes) and copied it into the
+//!   slot with 16-byte loads. A load that spans several recent stores cannot
+//!   be forwarded from them and waits for them to reach the cache: that
+//!   copy was the most expensive instruction of a spawn. Here the record is
+//!   written straight into its slot, and the compiler stores each field in
+//!   place.
+//! - `Slab::remove` moves the whole record out (the same copy, at exit).
+//!   Here [`Records::vacate`] takes out only what needs dropping or reuse.
+//!
+//! A vacant slot keeps a record whose state is [`State::Vacant`] and which
+//! owns nothing (no stack, name or span): overwriting it leaks nothing.
+
+use std::ops::{Index, IndexMut};
+
+use crate::runtime::core::{Key, Record, State};
+use crate::stack::Stack;
+
+pub(crate) struct Records {
+    slots: Vec<Record>,
+    /// Keys of vacant slots, reused last-freed first (its memory is the
+    /// most likely to be in cache).
+    free: Vec<Key>,
+}
+
+impl Records {
+    pub(crate) fn with_capacity(capacity: usize) -> Records {
+        Records {
+            slots: Vec::with_capacity(capacity),
+            free: Vec::new(),
+        }
+    }
+
+    /// Stores the record `make` returns in a vacant slot; returns its key.
+    ///
+    /// The slot is found first and the record made after, with everything
+    /// inlined, so that the compiler can build the record right in its slot
+    /// (a record built before its slot is known goes through the stack).
+    #[inline(always)]
+    pub(crate) fn insert_with(&mut self, make: impl FnOnce() -> Record) -> Key {
+        let key = match self.free.pop() {
+            Some(key) => key,
+            None => {
+                let key = Key::try_from(self.slots.len()).expect("fibra: over 2^32 fibers");
+                self.slots.push(Record::vacant());
+                key
+            }
+        };
+        let slot = &mut self.slots[key as usize];
+        debug_assert_eq!(slot.state, State::Vacant);
+        let record = make();
+        debug_assert_ne!(record.state, State::Vacant);
+        // SAFETY: `slot` is a valid, exclusively borrowed record.
+        // Overwriting it without a drop is sound in any case (at worst a
+        // leak), and leaks nothing here: a vacant record owns nothing (see
+        // `vacate`).
+        unsafe { std::ptr::write(slot, record) };
+        key
+    }
+
+    /// Empties slot `key` for reuse: drops the record's name and span and
+    /// returns its stack.
+    ///
+    /// # Panics
+    ///
+    /// If the slot is vacant or out of bounds.
+    pub(crate) fn vacate(&mut self, key: Key) -> Option<Stack> {
+        let rec = &mut self[key];
+        rec.state = State::Vacant;
+        rec.name = None;
+        rec.span = None;
+        let stack = rec.stack.take();
+        self.free.push(key);
+        stack
+    }
+
+    /// The record in slot `key`, if the slot holds one.
+    #[inline]
+    pub(crate) fn get(&self, key: Key) -> Option<&Record> {
+        self.slots
+            .get(key as usize)
+            .filter(|rec| rec.state != State::Vacant)
+    }
+
+    /// The record in slot `key`, if the slot holds one.
+    #[inline]
+    pub(crate) fn get_mut(&mut self, key: Key) -> Option<&mut Record> {
+        self.slots
+            .get_mut(key as usize)
+            .filter(|rec| rec.state != State::Vacant)
+    }
+
+    /// The record in slot `key`, without a bounds check.
+    ///
+    /// # Safety
+    ///
+    /// `key` is in bounds: a key of a record that has not been vacated.
+    #[inline(always)]
+    pub(crate) unsafe fn get_unchecked(&self, key: Key) -> &Record {
+        debug_assert!(self.get(key).is_some());
+        // SAFETY: forwarded from the caller.
+        unsafe { self.slots.get_unchecked(key as usize) }
+    }
+
+    /// As [`Records::get_unchecked`], mutably.
+    ///
+    /// # Safety
+    ///
+    /// As for [`Records::get_unchecked`].
+    #[inline(always)]
+    pub(crate) unsafe fn get_unchecked_mut(&mut self, key: Key) -> &mut Record {
+        debug_assert!(self.get(key).is_some());
+        // SAFETY: forwarded from the caller.
+        unsafe { self.slots.get_unchecked_mut(key as usize) }
+    }
+
+    /// Every record with its key.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (Key, &Record)> {
+        (0..)
+            .zip(&self.slots)
+            .filter(|(_, rec)| rec.state != State::Vacant)
+    }
+}
+
+impl Index<Key> for Records {
+    type Output = Record;
+
+    /// # Panics
+    ///
+    /// If the slot is vacant or out of bounds.
+    #[inline]
+    fn index(&self, key: Key) -> &Record {
+        match self.get(key) {
+            Some(rec) => rec,
+            None => vacant(key),
+        }
+    }
+}
+
+impl IndexMut<Key> for Records {
+    #[inline]
+    fn index_mut(&mut self, key: Key) -> &mut Record {
+        match self.slots.get_mut(key as usize) {
+            Some(rec) if rec.state != State::Vacant => rec,
+            _ => vacant(key),
+        }
+    }
+}
+
+#[cold]
+#[track_caller]
+fn vacant(key: Key) -> ! {
+    panic!("fibra: no fiber record in slot {key}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn running() -> Record {
+        let mut rec = Record::vacant();
+        rec.state = State::Running;
+        rec.name = Some("r".into());
+        rec
+    }
+
+    #[test]
+    fn a_vacated_slot_is_gone_and_then_reused() {
+        let mut records = Records::with_capacity(1);
+        let a = records.insert_with(running);
+        let b = records.insert_with(running);
+        assert_ne!(a, b);
+        assert!(records.vacate(a).is_none(), "these records own no stack");
+        assert!(records.get(a).is_none());
+        assert!(records.get_mut(a).is_none());
+        assert!(records.get(99).is_none());
+        assert_eq!(records.iter().map(|(key, _)| key).collect::<Vec<_>>(), [b]);
+        let c = records.insert_with(running);
+        assert_eq!(c, a, "the freed slot is reused");
+        assert_eq!(records[c].name.as_deref(), Some("r"));
+        assert_eq!(records.iter().count(), 2);
+    }
+
+    #[test]
+    #[should_panic(expected = "no fiber record in slot 0")]
+    fn indexing_a_vacant_slot_panics() {
+        let mut records = Records::with_capacity(1);
+        let a = records.insert_with(running);
+        records.vacate(a);
+        let _ = &records[a];
+    }
+}
