@@ -514,3 +514,37 @@ fn handles_joined_or_dropped_on_another_thread_while_fibers_finish() {
     assert!(joined > 600);
     assert_eq!(drops.get(), 2000);
 }
+
+#[test]
+fn a_join_cut_short_on_the_fibers_own_thread_leaves_the_result_to_be_dropped_once() {
+    // A join from the fiber's own thread skips the packet's atomic updates;
+    // a joiner unwound mid-join (timeout, cancel) must still leave the
+    // result to the fiber, which frees it when it finishes.
+    let drops = DropCount::default();
+    fibra::run(|| {
+        let d = drops.clone();
+        let slow = fibra::spawn(move || {
+            fibra::sleep(Duration::from_millis(20));
+            d.guard()
+        });
+        assert!(fibra::timeout(Duration::from_millis(2), || slow.join()).is_err());
+
+        let d = drops.clone();
+        let slow = fibra::spawn(move || {
+            fibra::sleep(Duration::from_millis(20));
+            d.guard()
+        });
+        let joiner = fibra::spawn(move || slow.join().map(drop));
+        fibra::yield_now(); // the joiner parks in join
+        joiner.cancel();
+        assert!(joiner.join().unwrap_err().is_cancelled());
+
+        // And one joined to the end, for contrast.
+        let d = drops.clone();
+        drop(fibra::spawn(move || d.guard()).join().unwrap());
+        assert_eq!(drops.get(), 1);
+        // The two others finish (not cancelled by the runtime's end).
+        fibra::sleep(Duration::from_millis(60));
+    });
+    assert_eq!(drops.get(), 3);
+}

@@ -8,11 +8,10 @@
 
 use std::io;
 use std::panic::{self, AssertUnwindSafe};
-use std::ptr;
+use std::ptr::{self, NonNull};
 use std::sync::Arc;
 
 use crate::arch;
-use crate::fiber::Fiber;
 use crate::fiber::join::{FiberEnd, FiberRef, JoinError, JoinHandle, packet};
 use crate::runtime::context;
 use crate::runtime::core::{Core, FiberId, Key};
@@ -55,24 +54,21 @@ where
     let stack = core.take_stack(stack_size)?;
     let id = FiberId::next();
     let (on_exit, scope_data) = match scope {
-        Some((on_exit, data)) => (Some(on_exit), Some(data)),
+        Some((on_exit, data)) => (Some(on_exit), NonNull::new(data.cast_mut())),
         None => (None, None),
     };
-    let (fiber_end, handle_end) = packet(Some(core), scope_data);
-    let fiber = Fiber {
-        id,
-        name: name.clone(),
+    // The packet, which goes onto the fiber's stack, says where the fiber
+    // lives, before it does: its key is the one the runtime hands out next.
+    let key = core.next_key();
+    let at = FiberRef::At {
+        runtime: core.id,
+        key,
     };
+    let (fiber_end, handle_end) = packet(Some(core), scope_data, id, name.clone(), at);
     // SAFETY: forwarded from the caller.
-    let key = unsafe { start_fiber(core, stack, f, fiber_end, id, name, on_exit) };
-    Ok(JoinHandle::new(
-        handle_end,
-        FiberRef::At {
-            runtime: core.id,
-            key,
-        },
-        fiber,
-    ))
+    let started = unsafe { start_fiber(core, stack, f, fiber_end, id, name, on_exit) };
+    debug_assert_eq!(started, key);
+    Ok(JoinHandle::new(handle_end))
 }
 
 /// Queues a fiber `id` on `core` that runs `f` on `stack` and hands its

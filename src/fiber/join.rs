@@ -29,6 +29,13 @@ const HANDLE_GONE: u8 = 2;
 /// The fiber has its result in and is handing it over: the waiter slot is
 /// the fiber's now, and `done` follows within a few instructions.
 const COMPLETING: u8 = 4;
+/// Set with `WAITING` when the waiter is a `join` from inside the fiber's
+/// own runtime. The contexts of a runtime (its fibers and its root) run one
+/// at a time on one thread, and `join` owns the handle until it returns, so
+/// from then on the two ends of the packet are never used at the same time:
+/// both update the state with plain loads and stores instead of
+/// read-modify-writes.
+const LOCAL: u8 = 8;
 
 /// Where a fiber leaves its result for its [`JoinHandle`]: one allocation
 /// per fiber, owned jointly by the fiber ([`FiberEnd`]) and the handle
@@ -54,14 +61,21 @@ const COMPLETING: u8 = 4;
 /// `done` is a word of its own, written with a plain release store, so a
 /// spawn and join costs two atomic read-modify-writes (the handle's
 /// `WAITING`, the fiber's `COMPLETING`), where two `Arc`s (fiber and
-/// handle) and a state word cost seven.
+/// handle) and a state word cost seven; and none at all when the handle
+/// joins from inside the fiber's runtime (see [`LOCAL`]), the usual case.
+///
+/// The packet also holds what the handle knows of its fiber (id, name and
+/// where to cancel it), which only the handle reads: a [`JoinHandle`] is
+/// then one pointer, returned and passed in a register.
 struct Packet<T> {
     state: AtomicU8,
     done: AtomicBool,
     result: UnsafeCell<Option<Result<T, JoinError>>>,
     waiter: UnsafeCell<Option<Unparker>>,
     /// For a scoped fiber: told when an unjoined result was a panic.
-    scope: Option<*const ScopeData>,
+    scope: Option<NonNull<ScopeData>>,
+    fiber: Fiber,
+    at: FiberRef,
 }
 
 impl<T> Drop for Packet<T> {
@@ -70,7 +84,7 @@ impl<T> Drop for Packet<T> {
             && matches!(self.result.get_mut(), Some(Err(e)) if e.is_panic())
         {
             // SAFETY: a scoped packet dies inside its scope, on its thread.
-            unsafe { (*scope).a_fiber_panicked.set(true) };
+            unsafe { scope.as_ref().a_fiber_panicked.set(true) };
         }
     }
 }
@@ -89,12 +103,19 @@ fn set_once(state: &AtomicU8, bit: u8) -> u8 {
     before
 }
 
-/// A new packet: the fiber's end and the handle's end. `core`: the runtime
-/// the fiber is spawned on from its own thread, whose cache of blocks it
-/// comes from if it fits one.
+/// A new packet for fiber `id` named `name`, which lives `at`: the fiber's
+/// end and the handle's end. `core`: the runtime the fiber is spawned on
+/// from its own thread, whose cache of blocks it comes from if it fits one.
+///
+/// Always inlined: the caller's values are then stored straight into the
+/// block (see [`HandleEnd::register`] on copies through the stack).
+#[inline(always)]
 pub(crate) fn packet<T>(
     core: Option<&Core>,
-    scope: Option<*const ScopeData>,
+    scope: Option<NonNull<ScopeData>>,
+    id: FiberId,
+    name: Option<Arc<str>>,
+    at: FiberRef,
 ) -> (FiberEnd<T>, HandleEnd<T>) {
     let ptr = if blocks::fits(Layout::new::<Packet<T>>()) {
         let block = core
@@ -125,6 +146,8 @@ pub(crate) fn packet<T>(
         (&raw mut (*p).result).write(UnsafeCell::new(None));
         (&raw mut (*p).waiter).write(UnsafeCell::new(None));
         (&raw mut (*p).scope).write(scope);
+        (&raw mut (*p).fiber).write(Fiber { id, name });
+        (&raw mut (*p).at).write(at);
     }
     (FiberEnd(ptr), HandleEnd(ptr))
 }
@@ -135,6 +158,7 @@ pub(crate) fn packet<T>(
 /// # Safety
 ///
 /// `ptr` came from [`packet`], its last owner frees it, once.
+#[inline]
 unsafe fn free<T>(ptr: NonNull<Packet<T>>) {
     if blocks::fits(Layout::new::<Packet<T>>()) {
         // SAFETY: the packet is live and nobody uses it any more.
@@ -165,6 +189,7 @@ unsafe impl<T: Send> Send for FiberEnd<T> {}
 
 impl<T> FiberEnd<T> {
     /// Hands the fiber's outcome to the handle, waking it if it waits.
+    #[inline]
     pub(crate) fn complete(self, result: Result<T, JoinError>) {
         let ptr = self.0;
         // SAFETY: until this end sets `done` (or frees it) the packet is
@@ -173,7 +198,15 @@ impl<T> FiberEnd<T> {
         // SAFETY: only this end writes `result`, before COMPLETING; it is
         // still `None`, so overwriting it drops nothing.
         unsafe { packet.result.get().write(Some(result)) };
-        let before = set_once(&packet.state, COMPLETING);
+        let seen = packet.state.load(Ordering::Relaxed);
+        let before = if seen & LOCAL != 0 {
+            // The waiter is a join in this runtime, which is not running
+            // while we are (see LOCAL): a plain store will do.
+            packet.state.store(seen | COMPLETING, Ordering::Relaxed);
+            seen
+        } else {
+            set_once(&packet.state, COMPLETING)
+        };
         if before & HANDLE_GONE != 0 {
             // Nobody will read the result: free the packet, and the result
             // with it (a scope learns from the drop that a panic went
@@ -227,9 +260,17 @@ impl<T> HandleEnd<T> {
         self.packet().done.load(Ordering::Acquire)
     }
 
-    /// Publishes the waiter `make` returns (replacing an earlier one), so
-    /// that the fiber wakes it when done.
-    fn register(&self, make: impl FnOnce() -> Unparker) -> Registered {
+    /// Publishes a waiter (replacing an earlier one), so that the fiber
+    /// wakes it when done: `put` stores it into the slot it is given, and
+    /// says whether it is a `join` inside the fiber's runtime (see
+    /// [`LOCAL`]).
+    ///
+    /// `put` writes the slot itself, rather than return the waiter to be
+    /// stored here: a waiter chosen among several kinds was otherwise built
+    /// on the stack and copied with loads wider than the stores that had
+    /// just written it, which the CPU cannot forward (a stall of a dozen
+    /// cycles on every join).
+    fn register(&self, put: impl FnOnce(&mut Option<Unparker>) -> bool) -> Registered {
         let packet = self.packet();
         let mut state = packet.state.load(Ordering::Acquire);
         loop {
@@ -252,7 +293,15 @@ impl<T> HandleEnd<T> {
             }
         }
         // SAFETY: WAITING and COMPLETING are clear: the slot is ours.
-        unsafe { *packet.waiter.get() = Some(make()) };
+        if put(unsafe { &mut *packet.waiter.get() }) {
+            // The fiber runs in this runtime, so not before we park, and
+            // nothing else reaches the packet: `state` cannot have changed
+            // since we read it, and a plain store publishes the waiter.
+            packet
+                .state
+                .store(state | WAITING | LOCAL, Ordering::Relaxed);
+            return Registered::Waiting;
+        }
         if set_once(&packet.state, WAITING) & COMPLETING != 0 {
             // The fiber got there first and will not look at the slot.
             return Registered::Finishing;
@@ -285,7 +334,11 @@ impl<T> HandleEnd<T> {
     }
 
     /// Waits for the result, parking with `waiter`.
-    fn wait(self, waiter: impl FnOnce() -> Unparker, id: FiberId) -> Result<T, JoinError> {
+    fn wait(
+        &self,
+        waiter: impl FnOnce(&mut Option<Unparker>) -> bool,
+        id: FiberId,
+    ) -> Result<T, JoinError> {
         if !self.is_done() {
             match self.register(waiter) {
                 Registered::Waiting => {
@@ -302,7 +355,11 @@ impl<T> HandleEnd<T> {
     /// One poll of the result, for the `Future` impl.
     fn poll(&self, cx: &mut Context<'_>) -> Poll<Result<T, JoinError>> {
         if !self.is_done() {
-            match self.register(|| Unparker::Waker(cx.waker().clone())) {
+            let waker = |slot: &mut Option<Unparker>| {
+                *slot = Some(Unparker::Waker(cx.waker().clone()));
+                false // a future may move to any thread
+            };
+            match self.register(waker) {
                 Registered::Waiting => return Poll::Pending,
                 Registered::Finishing => self.finish_wait(),
             }
@@ -368,13 +425,11 @@ pub(crate) fn cancel_fiber(runtime: RuntimeId, key: Key, id: FiberId) {
 /// a fiber, and fibers of different runtimes may join each other.
 pub struct JoinHandle<T> {
     packet: HandleEnd<T>,
-    at: FiberRef,
-    fiber: Fiber,
 }
 
 impl<T> JoinHandle<T> {
-    pub(crate) fn new(packet: HandleEnd<T>, at: FiberRef, fiber: Fiber) -> JoinHandle<T> {
-        JoinHandle { packet, at, fiber }
+    pub(crate) fn new(packet: HandleEnd<T>) -> JoinHandle<T> {
+        JoinHandle { packet }
     }
 
     /// Waits for the fiber to finish and returns its result: `Ok` with its
@@ -398,19 +453,25 @@ impl<T> JoinHandle<T> {
     /// ```
     #[track_caller]
     pub fn join(self) -> Result<T, JoinError> {
-        let JoinHandle { packet, at, fiber } = self;
+        let packet = self.packet;
+        let Packet { fiber, at, .. } = packet.packet();
         packet.wait(
-            || match (context::current(), &at) {
+            |slot| match (context::current(), at) {
                 // Joined from its own runtime: it completes right here.
                 (Some(core), FiberRef::At { runtime, .. }) if core.id == *runtime => {
-                    Unparker::local(core)
+                    *slot = Some(Unparker::local(core));
+                    true
                 }
                 (_, FiberRef::At { runtime, .. }) => {
                     check_can_finish(*runtime, fiber.id());
-                    Unparker::current()
+                    *slot = Some(Unparker::current());
+                    false
                 }
                 // On a worker: never this thread outside its runtime.
-                (_, FiberRef::Queued(_)) => Unparker::current(),
+                (_, FiberRef::Queued(_)) => {
+                    *slot = Some(Unparker::current());
+                    false
+                }
             },
             fiber.id(),
         )
@@ -433,14 +494,15 @@ impl<T> JoinHandle<T> {
     /// });
     /// ```
     pub fn cancel(&self) {
+        let packet = self.packet.packet();
         if !self.packet.is_done() {
-            self.at.cancel(self.fiber.id());
+            packet.at.cancel(packet.fiber.id());
         }
     }
 
     /// Where the fiber lives, to cancel it later.
     pub(crate) fn location(&self) -> FiberRef {
-        self.at.clone()
+        self.packet.packet().at.clone()
     }
 
     /// Whether the fiber has finished (`join` would not wait).
@@ -466,7 +528,7 @@ impl<T> JoinHandle<T> {
     /// });
     /// ```
     pub fn fiber(&self) -> &Fiber {
-        &self.fiber
+        &self.packet.packet().fiber
     }
 }
 
@@ -513,7 +575,7 @@ fn check_can_finish(runtime: RuntimeId, id: FiberId) {
 impl<T> fmt::Debug for JoinHandle<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("JoinHandle")
-            .field("fiber", &self.fiber)
+            .field("fiber", self.fiber())
             .field("finished", &self.is_finished())
             .finish()
     }

@@ -10,7 +10,6 @@
 
 use std::sync::{Arc, Mutex};
 
-use crate::fiber::Fiber;
 use crate::fiber::entry::start_fiber;
 use crate::fiber::join::{FiberEnd, FiberRef, JoinError, JoinHandle, cancel_fiber, packet};
 use crate::runtime::core::{Core, FiberId, Key};
@@ -47,10 +46,11 @@ impl Job {
         T: Send + 'a,
     {
         let id = FiberId::next();
-        let (fiber_end, handle_end) = packet(None, None);
         let placement = Arc::new(Placement {
             place: Mutex::new(Place::Queued),
         });
+        let at = FiberRef::Queued(placement.clone());
+        let (fiber_end, handle_end) = packet(None, None, id, None, at);
         let mut unstarted = Unstarted {
             f: Some(f),
             end: Some(fiber_end),
@@ -80,9 +80,7 @@ impl Job {
         // SAFETY: only the lifetime changes; the caller keeps what the
         // closure borrows alive until the job has run or been dropped.
         let start: Box<dyn FnOnce(&Core) + Send + 'static> = unsafe { std::mem::transmute(start) };
-        let fiber = Fiber { id, name: None };
-        let handle = JoinHandle::new(handle_end, FiberRef::Queued(placement), fiber);
-        (Job { start }, handle)
+        (Job { start }, JoinHandle::new(handle_end))
     }
 
     /// Creates the fiber on `core` (the worker running this), queued to run.

@@ -364,6 +364,13 @@ impl Core {
         unsafe { self.local().blocks.give_back(block) }
     }
 
+    /// The key [`Core::add_fiber`] will give the next fiber.
+    #[inline]
+    pub(crate) fn next_key(&self) -> Key {
+        // SAFETY: on the runtime's thread; short borrow.
+        unsafe { self.local() }.fibers.next_key()
+    }
+
     /// Adds a fiber whose first switch-in calls `entry(arg, data)` on `stack`
     /// (prepared by `fiber::spawn`), queues it, and returns its key.
     pub(crate) fn add_fiber(
@@ -572,6 +579,7 @@ impl Core {
     // ----- parking and waking -------------------------------------------
 
     /// The token the current context's next park will have.
+    #[inline]
     pub(crate) fn current_token(&self) -> WakeToken {
         // SAFETY: on the runtime's thread; short borrow.
         let l = unsafe { self.local() };

@@ -191,6 +191,7 @@ impl Unparker {
     /// The unparker of the current fiber's next park, for a waker that
     /// runs inside the same runtime (a fiber of it completing, say). Cheaper
     /// than [`Unparker::current`]: nothing is reference-counted.
+    #[inline]
     pub(crate) fn local(core: &Core) -> Unparker {
         Unparker::Local(LocalUnparker {
             runtime: Arc::as_ptr(&core.shared),

@@ -38,6 +38,15 @@ impl Records {
         }
     }
 
+    /// The key the next [`Records::insert_with`] will use.
+    #[inline]
+    pub(crate) fn next_key(&self) -> Key {
+        match self.free.last() {
+            Some(&key) => key,
+            None => Key::try_from(self.slots.len()).expect("fibra: over 2^32 fibers"),
+        }
+    }
+
     /// Stores the record `make` returns in a vacant slot; returns its key.
     ///
     /// The slot is found first and the record made after, with everything
