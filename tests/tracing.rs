@@ -170,3 +170,48 @@ fn fiber_spans_on_a_runtime_of_workers_name_their_worker() {
         "{fiber:?} not in {spans:?}"
     );
 }
+
+/// Spawns a fiber of its own when the first fiber span is created.
+struct SpawnsInNewSpan {
+    next: AtomicU64,
+    spawned: std::sync::atomic::AtomicBool,
+}
+
+impl Subscriber for SpawnsInNewSpan {
+    fn enabled(&self, _: &Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, attrs: &Attributes<'_>) -> Id {
+        if attrs.metadata().name() == "fiber" && !self.spawned.swap(true, Ordering::Relaxed) {
+            drop(fibra::spawn(|| ()));
+        }
+        Id::from_u64(self.next.fetch_add(1, Ordering::Relaxed) + 1)
+    }
+    fn record(&self, _: &Id, _: &Record<'_>) {}
+    fn record_follows_from(&self, _: &Id, _: &Id) {}
+    fn event(&self, _: &Event<'_>) {}
+    fn enter(&self, _: &Id) {}
+    fn exit(&self, _: &Id) {}
+}
+
+#[test]
+fn a_subscriber_that_spawns_while_a_fiber_is_created_does_not_confuse_its_handle() {
+    let subscriber = SpawnsInNewSpan {
+        next: AtomicU64::new(0),
+        spawned: Default::default(),
+    };
+    tracing::subscriber::with_default(subscriber, || {
+        fibra::run(|| {
+            // The subscriber's fiber takes the slot this one was promised:
+            // its handle must still cancel and join this one.
+            let sleeper = fibra::spawn(|| fibra::sleep(std::time::Duration::from_secs(3600)));
+            fibra::yield_now();
+            sleeper.cancel();
+            let joined = fibra::timeout(std::time::Duration::from_secs(20), || sleeper.join());
+            let err = joined
+                .expect("the cancel did not reach the fiber")
+                .unwrap_err();
+            assert!(err.is_cancelled());
+        });
+    });
+}

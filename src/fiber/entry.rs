@@ -58,7 +58,8 @@ where
         None => (None, None),
     };
     // The packet, which goes onto the fiber's stack, says where the fiber
-    // lives, before it does: its key is the one the runtime hands out next.
+    // lives, before it does: its key is the one the runtime hands out next
+    // (checked below).
     let key = core.next_key();
     let at = FiberRef::At {
         runtime: core.id,
@@ -67,7 +68,15 @@ where
     let (fiber_end, handle_end) = packet(Some(core), scope_data, id, name.clone(), at);
     // SAFETY: forwarded from the caller.
     let started = unsafe { start_fiber(core, stack, f, fiber_end, id, name, on_exit) };
-    debug_assert_eq!(started, key);
+    let mut handle_end = handle_end;
+    if started != key {
+        // Another fiber took the key in between: a tracing subscriber
+        // spawned one when the new fiber's span was created.
+        handle_end.relocate(FiberRef::At {
+            runtime: core.id,
+            key: started,
+        });
+    }
     Ok(JoinHandle::new(handle_end))
 }
 

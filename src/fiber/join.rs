@@ -256,6 +256,13 @@ impl<T> HandleEnd<T> {
         unsafe { self.0.as_ref() }
     }
 
+    /// Corrects where the fiber lives, before the handle is handed out.
+    pub(crate) fn relocate(&mut self, at: FiberRef) {
+        // SAFETY: `at` is read only by the handle's end, which `&mut self`
+        // borrows exclusively; the fiber's end never touches it.
+        unsafe { (*self.0.as_ptr()).at = at };
+    }
+
     fn is_done(&self) -> bool {
         self.packet().done.load(Ordering::Acquire)
     }
