@@ -3,8 +3,9 @@
 //! `VecDeque` would do, but this queue sits on the hottest path of the
 //! runtime (every yield pushes one key and pops another), and a ring whose
 //! capacity is a power of two wraps its indices with one `and` instead of
-//! `VecDeque`'s compare-and-subtract on both ends. It only grows: a
-//! runtime's peak of ready fibers is a good guess for its next one.
+//! `VecDeque`'s compare-and-subtract on both ends, and a masked index needs
+//! no bounds check. It only grows: a runtime's peak of ready fibers is a
+//! good guess for its next one.
 
 use crate::runtime::core::Key;
 
@@ -12,6 +13,8 @@ pub(crate) struct RunQueue {
     /// `slots.len()` is a power of two; the queue is `len` keys from `head`,
     /// wrapping around the end.
     slots: Box<[Key]>,
+    /// `slots.len() - 1`: an index masked with it is in bounds.
+    mask: usize,
     head: usize,
     len: usize,
 }
@@ -19,16 +22,38 @@ pub(crate) struct RunQueue {
 impl RunQueue {
     /// An empty queue with room for `capacity` keys before it grows.
     pub(crate) fn with_capacity(capacity: usize) -> RunQueue {
+        let slots = vec![0; capacity.max(1).next_power_of_two()].into_boxed_slice();
         RunQueue {
-            slots: vec![0; capacity.max(1).next_power_of_two()].into_boxed_slice(),
+            mask: slots.len() - 1,
+            slots,
             head: 0,
             len: 0,
         }
     }
 
-    #[inline]
-    fn mask(&self) -> usize {
-        self.slots.len() - 1
+    /// The index of the slot `i` places after the head, wrapping around:
+    /// always in bounds, since `slots.len()` is the power of two `mask + 1`
+    /// (the two are set together in `with_capacity` and `grow`).
+    #[inline(always)]
+    fn index(&self, i: usize) -> usize {
+        let at = (self.head + i) & self.mask;
+        debug_assert!(at < self.slots.len());
+        at
+    }
+
+    /// The key in the slot `i` places after the head.
+    #[inline(always)]
+    fn get(&self, i: usize) -> Key {
+        // SAFETY: `index` is in bounds (see there).
+        unsafe { *self.slots.get_unchecked(self.index(i)) }
+    }
+
+    /// Stores `key` in the slot `i` places after the head.
+    #[inline(always)]
+    fn set(&mut self, i: usize, key: Key) {
+        let at = self.index(i);
+        // SAFETY: `index` is in bounds (see there).
+        unsafe { *self.slots.get_unchecked_mut(at) = key };
     }
 
     #[inline]
@@ -43,18 +68,17 @@ impl RunQueue {
 
     #[inline]
     pub(crate) fn push_back(&mut self, key: Key) {
-        if self.len == self.slots.len() {
+        if self.len > self.mask {
             self.grow();
         }
-        let at = (self.head + self.len) & self.mask();
-        self.slots[at] = key;
+        self.set(self.len, key);
         self.len += 1;
     }
 
     /// The key [`RunQueue::pop_front`] would return, left in place.
     #[inline]
     pub(crate) fn front(&self) -> Option<Key> {
-        (self.len != 0).then(|| self.slots[self.head])
+        (self.len != 0).then(|| self.get(0))
     }
 
     #[inline]
@@ -62,8 +86,8 @@ impl RunQueue {
         if self.len == 0 {
             return None;
         }
-        let key = self.slots[self.head];
-        self.head = (self.head + 1) & self.mask();
+        let key = self.get(0);
+        self.head = (self.head + 1) & self.mask;
         self.len -= 1;
         Some(key)
     }
@@ -73,8 +97,9 @@ impl RunQueue {
     fn grow(&mut self) {
         let mut slots = vec![0; self.slots.len() * 2].into_boxed_slice();
         for (i, slot) in slots.iter_mut().take(self.len).enumerate() {
-            *slot = self.slots[(self.head + i) & self.mask()];
+            *slot = self.get(i);
         }
+        self.mask = slots.len() - 1;
         self.slots = slots;
         self.head = 0;
     }
