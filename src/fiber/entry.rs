@@ -65,10 +65,9 @@ where
         runtime: core.id,
         key,
     };
-    let (fiber_end, handle_end) = packet(Some(core), scope_data, id, name.clone(), at);
+    let (fiber_end, mut handle_end) = packet(Some(core), scope_data, id, name.clone(), at);
     // SAFETY: forwarded from the caller.
     let started = unsafe { start_fiber(core, stack, f, fiber_end, id, name, on_exit) };
-    let mut handle_end = handle_end;
     if started != key {
         // Another fiber took the key in between: a tracing subscriber
         // spawned one when the new fiber's span was created.

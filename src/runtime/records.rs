@@ -66,10 +66,9 @@ impl Records {
         debug_assert_eq!(slot.state, State::Vacant);
         let record = make();
         debug_assert_ne!(record.state, State::Vacant);
+        // Overwriting a record without dropping it is at worst a leak, and a
+        // vacant record owns nothing (see `vacate`): nothing leaks.
         // SAFETY: `slot` is a valid, exclusively borrowed record.
-        // Overwriting it without a drop is sound in any case (at worst a
-        // leak), and leaks nothing here: a vacant record owns nothing (see
-        // `vacate`).
         unsafe { std::ptr::write(slot, record) };
         key
     }
