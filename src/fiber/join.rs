@@ -730,3 +730,18 @@ impl From<JoinError> for std::io::Error {
         std::io::Error::other(e.to_string())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn packets_of_small_results_fit_a_cached_block() {
+        // A packet that does not fit is allocated and freed with malloc on
+        // every spawn: keep the usual results within a block.
+        assert!(blocks::fits(Layout::new::<Packet<()>>()));
+        assert!(blocks::fits(Layout::new::<Packet<u64>>()));
+        assert!(blocks::fits(Layout::new::<Packet<String>>()));
+        assert!(blocks::fits(Layout::new::<Packet<std::io::Result<usize>>>()));
+    }
+}
