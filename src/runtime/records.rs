@@ -54,14 +54,10 @@ impl Records {
     /// (a record built before its slot is known goes through the stack).
     #[inline(always)]
     pub(crate) fn insert_with(&mut self, make: impl FnOnce() -> Record) -> Key {
-        let key = match self.free.pop() {
-            Some(key) => key,
-            None => {
-                let key = Key::try_from(self.slots.len()).expect("fibra: over 2^32 fibers");
-                self.slots.push(Record::vacant());
-                key
-            }
-        };
+        let key = self.next_key();
+        if self.free.pop().is_none() {
+            self.slots.push(Record::vacant());
+        }
         let slot = &mut self.slots[key as usize];
         debug_assert_eq!(slot.state, State::Vacant);
         let record = make();
