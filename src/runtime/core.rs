@@ -380,18 +380,18 @@ impl Core {
         id: FiberId,
         name: Option<Arc<str>>,
     ) -> Key {
-        let span = tracing::trace_span!(
-            "fiber",
-            id = id.as_u64(),
-            name = name.as_deref(),
-            worker = self.worker.as_ref().map(WorkerLink::index)
-        );
+        // Checked here, the span made out of line: a disabled `Span` is
+        // still a 40-byte value that the macro builds and moves around.
+        let span = if tracing::level_enabled!(tracing::Level::TRACE) {
+            self.fiber_span(id, name.as_deref())
+        } else {
+            None
+        };
         // SAFETY: on the runtime's thread (spawning needs the runtime entered
         // or owned by this thread); no other borrow is live.
         let l = unsafe { self.local() };
         let park = l.next_park();
         let cancelled = l.closing;
-        let span = (!span.is_disabled()).then(|| Box::new(span));
         let key = l.fibers.insert_with(|| Record {
             sp,
             running_header: stack.header(),
@@ -413,6 +413,19 @@ impl Core {
         l.push_ready(key, &self.shared);
         tracing::trace!(fiber = id.as_u64(), "spawn");
         key
+    }
+
+    /// The span of a new fiber, when a subscriber wants one.
+    #[cold]
+    #[inline(never)]
+    fn fiber_span(&self, id: FiberId, name: Option<&str>) -> Option<Box<tracing::Span>> {
+        let span = tracing::trace_span!(
+            "fiber",
+            id = id.as_u64(),
+            name,
+            worker = self.worker.as_ref().map(WorkerLink::index)
+        );
+        (!span.is_disabled()).then(|| Box::new(span))
     }
 
     /// Called first thing by a new fiber: enters its tracing span and tells

@@ -26,47 +26,67 @@ use crate::stack::Stack;
 pub(crate) struct Records {
     slots: Vec<Record>,
     /// Keys of vacant slots, reused last-freed first (its memory is the
-    /// most likely to be in cache).
+    /// most likely to be in cache). Never empty: see `insert_with`.
     free: Vec<Key>,
 }
 
 impl Records {
     pub(crate) fn with_capacity(capacity: usize) -> Records {
-        Records {
-            slots: Vec::with_capacity(capacity),
+        let mut records = Records {
+            slots: Vec::with_capacity(capacity.max(1)),
             free: Vec::new(),
-        }
+        };
+        records.add_vacant();
+        records
     }
 
     /// The key the next [`Records::insert_with`] will use.
     #[inline]
     pub(crate) fn next_key(&self) -> Key {
-        match self.free.last() {
-            Some(&key) => key,
-            None => Key::try_from(self.slots.len()).expect("fibra: over 2^32 fibers"),
-        }
+        *self
+            .free
+            .last()
+            .expect("fibra: the free list of records is never empty")
     }
 
-    /// Stores the record `make` returns in a vacant slot; returns its key.
+    /// Stores the record `make` returns in a vacant slot; returns its key,
+    /// [`Records::next_key`]'s.
     ///
     /// The slot is found first and the record made after, with everything
     /// inlined, so that the compiler can build the record right in its slot
     /// (a record built before its slot is known goes through the stack).
+    /// Nothing can unwind between the two either: had growing the slab
+    /// been possible there, `make`'s captures would be spilled to the stack
+    /// for the unwind to drop them. So a vacant slot is always kept ready,
+    /// and the next one made once the record is in.
     #[inline(always)]
     pub(crate) fn insert_with(&mut self, make: impl FnOnce() -> Record) -> Key {
-        let key = self.next_key();
-        if self.free.pop().is_none() {
-            self.slots.push(Record::vacant());
-        }
-        let slot = &mut self.slots[key as usize];
-        debug_assert_eq!(slot.state, State::Vacant);
+        // SAFETY: `free` is never empty: `with_capacity` puts a key in,
+        // and a pop that empties it is followed by `add_vacant` below.
+        let key = unsafe { self.free.pop().unwrap_unchecked() };
+        // Free keys name vacant slots of `slots`.
+        debug_assert_eq!(self.slots[key as usize].state, State::Vacant);
+        // SAFETY: as just said, `key` is in bounds.
+        let slot = unsafe { self.slots.get_unchecked_mut(key as usize) };
         let record = make();
         debug_assert_ne!(record.state, State::Vacant);
         // Overwriting a record without dropping it is at worst a leak, and a
         // vacant record owns nothing (see `vacate`): nothing leaks.
         // SAFETY: `slot` is a valid, exclusively borrowed record.
         unsafe { std::ptr::write(slot, record) };
+        if self.free.is_empty() {
+            self.add_vacant();
+        }
         key
+    }
+
+    /// Adds a vacant slot at the end and lists it as free.
+    #[cold]
+    #[inline(never)]
+    fn add_vacant(&mut self) {
+        let key = Key::try_from(self.slots.len()).expect("fibra: over 2^32 fibers");
+        self.free.push(key);
+        self.slots.push(Record::vacant());
     }
 
     /// Empties slot `key` for reuse: drops the record's name and span and
@@ -75,6 +95,7 @@ impl Records {
     /// # Panics
     ///
     /// If the slot is vacant or out of bounds.
+    #[inline]
     pub(crate) fn vacate(&mut self, key: Key) -> Option<Stack> {
         let rec = &mut self[key];
         rec.state = State::Vacant;
@@ -186,6 +207,7 @@ mod tests {
         assert!(records.get_mut(a).is_none());
         assert!(records.get(99).is_none());
         assert_eq!(records.iter().map(|(key, _)| key).collect::<Vec<_>>(), [b]);
+        assert_eq!(records.next_key(), a, "the last freed slot is next");
         let c = records.insert_with(running);
         assert_eq!(c, a, "the freed slot is reused");
         assert_eq!(records[c].name.as_deref(), Some("r"));
