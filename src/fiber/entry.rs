@@ -227,7 +227,7 @@ where
             }
         })
     };
-    packet.complete(result);
+    packet.complete_in(Some(core), result);
     if let Some(on_exit) = on_exit {
         // SAFETY: the scope that set the callback waits for it.
         unsafe { (on_exit.call)(on_exit.data) };

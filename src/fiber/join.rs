@@ -189,8 +189,14 @@ unsafe impl<T: Send> Send for FiberEnd<T> {}
 
 impl<T> FiberEnd<T> {
     /// Hands the fiber's outcome to the handle, waking it if it waits.
-    #[inline]
     pub(crate) fn complete(self, result: Result<T, JoinError>) {
+        self.complete_in(None, result);
+    }
+
+    /// As [`FiberEnd::complete`], from the fiber itself, running on `core`:
+    /// a waiter in `core` is then woken without looking it up.
+    #[inline]
+    pub(crate) fn complete_in(self, core: Option<&Core>, result: Result<T, JoinError>) {
         let ptr = self.0;
         // SAFETY: until this end sets `done` (or frees it) the packet is
         // alive: the handle frees it only after seeing `done`.
@@ -214,6 +220,24 @@ impl<T> FiberEnd<T> {
             // SAFETY: the handle left before COMPLETING, so it left the
             // packet to this end, the last owner.
             unsafe { free(ptr) };
+            return;
+        }
+        if before & WAITING != 0
+            && let Some(core) = core
+            // SAFETY: WAITING was set when COMPLETING went in, so the
+            // handle published a waiter and can no longer take it back.
+            && let Some(Unparker::Local(waiter)) = unsafe { &*packet.waiter.get() }
+        {
+            // A join in this runtime (the usual case), woken here without
+            // moving the whole `Unparker` out of its slot.
+            let waiter = *waiter;
+            // SAFETY: as above, the slot is ours; the local unparker in it
+            // owns nothing, so overwriting it leaks nothing.
+            unsafe { packet.waiter.get().write(None) };
+            packet.done.store(true, Ordering::Release);
+            if !waiter.unpark_in(core) {
+                Unparker::Local(waiter).unpark();
+            }
             return;
         }
         let waiter = if before & WAITING != 0 {

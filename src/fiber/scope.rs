@@ -103,7 +103,7 @@ fn wait_for_all(core: &Core, data: &ScopeData) -> Option<Box<dyn Any + Send>> {
             let (cancelled, timeout) = {
                 // SAFETY: on the runtime's thread; short borrow.
                 let l = unsafe { core.local() };
-                let rec = &l.fibers[l.current];
+                let rec = l.running();
                 (rec.cancelled, rec.timeout)
             };
             if cancelled {

@@ -411,7 +411,7 @@ impl Core {
         });
         l.live += 1;
         l.push_ready(key, &self.shared);
-        tracing::trace!(fiber = id.as_u64(), "spawn");
+        trace(move || tracing::trace!(fiber = id.as_u64(), "spawn"));
         key
     }
 
@@ -433,7 +433,7 @@ impl Core {
     pub(crate) fn begin_current(&self) -> (FiberId, bool) {
         // SAFETY: on the runtime's thread; short borrow.
         let l = unsafe { self.local() };
-        let rec = &l.fibers[l.current];
+        let rec = l.running();
         span_enter(&rec.span);
         (rec.id, rec.cancelled)
     }
@@ -442,7 +442,7 @@ impl Core {
     pub(crate) fn current_fiber(&self) -> (FiberId, Option<Arc<str>>) {
         // SAFETY: on the runtime's thread; short borrow.
         let l = unsafe { self.local() };
-        let rec = &l.fibers[l.current];
+        let rec = l.running();
         (rec.id, rec.name.clone())
     }
 
@@ -452,7 +452,7 @@ impl Core {
     pub(crate) fn set_timeout(&self, deadline: u64, id: NonZeroU64) -> Option<TimeoutScope> {
         // SAFETY: on the runtime's thread; short borrow.
         let l = unsafe { self.local() };
-        let rec = &mut l.fibers[l.current];
+        let rec = l.running();
         let previous = rec.timeout;
         if previous.is_none_or(|p| deadline < p.deadline) {
             rec.timeout = Some(TimeoutScope { deadline, id });
@@ -463,7 +463,7 @@ impl Core {
     pub(crate) fn restore_timeout(&self, previous: Option<TimeoutScope>) {
         // SAFETY: on the runtime's thread; short borrow.
         let l = unsafe { self.local() };
-        l.fibers[l.current].timeout = previous;
+        l.running().timeout = previous;
     }
 
     /// Records that the current context now runs on the stack of
@@ -471,7 +471,7 @@ impl Core {
     pub(crate) fn swap_running_header(&self, header: *const StackHeader) -> *const StackHeader {
         // SAFETY: on the runtime's thread; short borrow.
         let l = unsafe { self.local() };
-        let rec = &mut l.fibers[l.current];
+        let rec = l.running();
         overflow::set_running(header);
         std::mem::replace(&mut rec.running_header, header)
     }
@@ -580,9 +580,10 @@ impl Core {
         // SAFETY: on the runtime's thread; the borrow ends before the switch.
         let l = unsafe { self.local() };
         let me = l.current;
-        let rec = &mut l.fibers[me];
+        let rec = l.running();
         rec.state = State::Done;
-        tracing::trace!(fiber = rec.id.as_u64(), "exit");
+        let id = rec.id;
+        trace(move || tracing::trace!(fiber = id.as_u64(), "exit"));
         l.live -= 1;
         let next = Core::next_from_fiber(l).unwrap_or(ROOT);
         self.switch_to(me, next, me as usize + 1);
@@ -598,7 +599,7 @@ impl Core {
         let l = unsafe { self.local() };
         WakeToken {
             key: l.current,
-            park: l.fibers[l.current].park,
+            park: l.running().park,
         }
     }
 
@@ -611,7 +612,7 @@ impl Core {
         // SAFETY: on the runtime's thread; short borrow.
         let l = unsafe { self.local() };
         let next_park = l.next_park();
-        let rec = &mut l.fibers[l.current];
+        let rec = l.running();
         rec.park = next_park;
         rec.notified = false;
     }
@@ -627,7 +628,7 @@ impl Core {
         let l = unsafe { self.local() };
         let me = l.current;
         let next_park = l.next_park();
-        let rec = &mut l.fibers[me];
+        let rec = l.running();
         if rec.notified {
             rec.notified = false;
             rec.park = next_park;
@@ -640,7 +641,8 @@ impl Core {
         rec.state = State::Parked;
         rec.waiting_on = Some(on);
         rec.waiting_until = deadline.unwrap_or(NO_DEADLINE);
-        tracing::trace!(fiber = rec.id.as_u64(), "park");
+        let id = rec.id;
+        trace(move || tracing::trace!(fiber = id.as_u64(), "park"));
         let timer = deadline.map(|d| l.timers.insert(d, token));
         if me == ROOT {
             // Straight to the next ready fiber, as a fiber does, while the
@@ -653,7 +655,7 @@ impl Core {
                 self.switch_to(ROOT, next, 0);
             }
             // SAFETY: re-borrowed after the switch.
-            if unsafe { self.local() }.fibers[ROOT].state != State::Running {
+            if unsafe { self.local() }.root().state != State::Running {
                 self.run_root(Until::RootWoken);
             }
         } else {
@@ -662,7 +664,8 @@ impl Core {
         }
         // SAFETY: re-borrowed after the switch.
         let l = unsafe { self.local() };
-        let wake = l.fibers[me].wake;
+        // We run again, so `current` is `me`.
+        let wake = l.running().wake;
         if let Some(timer) = timer
             && wake != Wake::TimedOut
         {
@@ -677,7 +680,7 @@ impl Core {
     pub(crate) fn current_may_unwind(&self) -> bool {
         // SAFETY: on the runtime's thread; short borrow.
         let l = unsafe { self.local() };
-        let rec = &l.fibers[l.current];
+        let rec = l.running();
         rec.cancelled || rec.timeout.is_some()
     }
 
@@ -689,10 +692,14 @@ impl Core {
     /// suspended context accounts for it. (Left undecided: a user panic in
     /// a fiber while another context is suspended mid-unwind; that fiber is
     /// then taken as not unwinding.)
+    ///
+    /// Inlined: every park asks, and the usual answer takes a load of a
+    /// global and a store.
+    #[inline]
     pub(crate) fn current_is_unwinding(&self) -> bool {
         // SAFETY: on the runtime's thread; short borrow.
         let l = unsafe { self.local() };
-        let rec = &mut l.fibers[l.current];
+        let rec = l.running();
         if !std::thread::panicking() {
             rec.unwinding = false; // caught since (or never started)
             return false;
@@ -703,7 +710,7 @@ impl Core {
     pub(crate) fn mark_unwinding(&self, unwinding: bool) {
         // SAFETY: on the runtime's thread; short borrow.
         let l = unsafe { self.local() };
-        l.fibers[l.current].unwinding = unwinding;
+        l.running().unwinding = unwinding;
     }
 
     /// Parks a context that is unwinding, counted as such while suspended.
@@ -751,7 +758,7 @@ impl Core {
         let l = unsafe { self.local() };
         let me = l.current;
         if me == ROOT {
-            l.fibers[ROOT].state = State::Ready;
+            l.root().state = State::Ready;
             l.run_queue.push_back(ROOT);
             self.run_root(Until::RootWoken);
             return;
@@ -762,8 +769,7 @@ impl Core {
         let Some(next) = Core::next_from_fiber(l) else {
             return; // nothing else is ready: carry on
         };
-        // SAFETY: `me` runs, so its record is live and its key in bounds.
-        unsafe { l.fibers.get_unchecked_mut(me) }.state = State::Ready;
+        l.running().state = State::Ready;
         l.run_queue.push_back(me);
         self.switch_to(me, next, 0);
     }
@@ -787,7 +793,7 @@ impl Core {
             // SAFETY: on the runtime's thread; re-borrowed every iteration,
             // never held across the switch below.
             let l = unsafe { self.local() };
-            let root = &mut l.fibers[ROOT];
+            let root = l.root();
             match until {
                 // The root's turn came: it was popped from the run queue,
                 // by a fiber or by this loop. Woken but still queued (Ready)
@@ -1021,6 +1027,28 @@ impl Core {
 }
 
 impl Local {
+    /// The record of the running context.
+    ///
+    /// Without a bounds check: `current` always names a live record. It is
+    /// set to the root (never removed) or to a fiber taken from the run
+    /// queue, whose record was checked there, and a fiber's record is
+    /// removed only after its final switch (by `reap`, in the context that
+    /// runs next, so never the current one's).
+    #[inline(always)]
+    pub(crate) fn running(&mut self) -> &mut Record {
+        debug_assert!(self.fibers.get(self.current).is_some());
+        // SAFETY: `current` is in bounds, as argued above.
+        unsafe { self.fibers.get_unchecked_mut(self.current) }
+    }
+
+    /// The root's record, which is never removed.
+    #[inline(always)]
+    pub(crate) fn root(&mut self) -> &mut Record {
+        debug_assert!(self.fibers.get(ROOT).is_some());
+        // SAFETY: the root's slot is the first one made and never vacated.
+        unsafe { self.fibers.get_unchecked_mut(ROOT) }
+    }
+
     fn next_park(&mut self) -> u64 {
         self.park_seq += 1;
         self.park_seq
@@ -1061,7 +1089,8 @@ impl Local {
             State::Parked => {
                 rec.state = State::Ready;
                 rec.wake = reason;
-                tracing::trace!(fiber = rec.id.as_u64(), ?reason, "unpark");
+                let id = rec.id;
+                trace(move || tracing::trace!(fiber = id.as_u64(), ?reason, "unpark"));
                 rec.park = next_park;
                 self.park_seq = next_park;
                 self.push_ready(token.key, shared);
@@ -1093,6 +1122,22 @@ impl Local {
             self.wake(token, Wake::Cancelled, shared);
         }
     }
+}
+
+/// Emits the trace event `event` makes, out of line, when TRACE is on: the
+/// paths that trace a fiber's life pay one load and branch for it, not the
+/// frame the event's call would need.
+#[inline(always)]
+fn trace(event: impl FnOnce()) {
+    if tracing::level_enabled!(tracing::Level::TRACE) {
+        out_of_line(event);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn out_of_line(f: impl FnOnce()) {
+    f();
 }
 
 fn span_enter(span: &Option<Box<tracing::Span>>) {

@@ -87,7 +87,7 @@ fn check_unwind_slow(core: &Core) -> Option<TimeoutScope> {
     let (cancelled, scope) = {
         // SAFETY: on the runtime's thread; short borrow.
         let l = unsafe { core.local() };
-        let rec = &l.fibers[l.current];
+        let rec = l.running();
         (rec.cancelled, rec.timeout)
     };
     if core.current_is_unwinding() {
@@ -158,7 +158,7 @@ pub(crate) enum Unparker {
 }
 
 /// A wake token plus the identity (not ownership) of its runtime.
-#[derive(Clone)]
+#[derive(Clone, Copy)]
 pub(crate) struct LocalUnparker {
     runtime: *const Shared,
     token: WakeToken,
@@ -169,6 +169,20 @@ pub(crate) struct LocalUnparker {
 unsafe impl Send for LocalUnparker {}
 // SAFETY: as above.
 unsafe impl Sync for LocalUnparker {}
+
+impl LocalUnparker {
+    /// Wakes the fiber if `core` is its runtime (which runs on the calling
+    /// thread); returns whether it is.
+    #[inline]
+    pub(crate) fn unpark_in(self, core: &Core) -> bool {
+        if !ptr::eq(Arc::as_ptr(&core.shared), self.runtime) {
+            return false;
+        }
+        // SAFETY: on the runtime's thread; short borrow.
+        unsafe { core.local() }.wake(self.token, Wake::Unparked, &core.shared);
+        true
+    }
+}
 
 #[derive(Clone)]
 pub(crate) struct FiberUnparker {
@@ -203,13 +217,10 @@ impl Unparker {
         match self {
             Unparker::Thread(thread) => thread.unpark(),
             Unparker::Waker(waker) => waker.wake_by_ref(),
-            Unparker::Local(l) => match context::current() {
-                Some(core) if ptr::eq(Arc::as_ptr(&core.shared), l.runtime) => {
-                    // SAFETY: on the runtime's thread; short borrow.
-                    unsafe { core.local() }.wake(l.token, Wake::Unparked, &core.shared);
-                }
-                _ => debug_assert!(false, "a local unparker used outside its runtime"),
-            },
+            Unparker::Local(l) => {
+                let woken = context::current().is_some_and(|core| l.unpark_in(core));
+                debug_assert!(woken, "a local unparker used outside its runtime");
+            }
             Unparker::Fiber(f) => match context::current() {
                 // On the fiber's own thread, inside its runtime: no lock, no syscall.
                 Some(core) if Arc::ptr_eq(&core.shared, &f.shared) => {
