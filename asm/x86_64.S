@@ -36,9 +36,10 @@
 # suspended context was suspended from the same call site and resumes at the
 # same return address. The return stack buffer therefore predicts our `ret`
 # correctly, and, unlike Boost.Context's `pop; jmp`, a `ret` keeps the RSB
-# balanced for the caller's own returns. Only a fiber's very first entry
-# (into the trampoline) mispredicts. (Generators pair a call with a return
-# instead: see "Generators" below.)
+# balanced for the caller's own returns. A fiber's first entry and its final
+# switch are jumps, so that they keep it balanced too (see "A fiber's first
+# and last switch" below). Generators pair a call with a return instead: see
+# "Generators" below.
 #
 # ## Why the FP control words are compared before they are loaded
 #
@@ -126,7 +127,8 @@
     addq $8, %rsp
     .cfi_adjust_cfa_offset -8
     # Hand `arg` to the incoming context and resume it: with `ret` for a
-    # switch, with a jump for a generator's resume (see "Generators").
+    # switch, with a jump for a generator's resume (see "Generators") and
+    # for a new fiber (see "A fiber's first and last switch").
     movq %rdx, %rax
     .if \jump
     popq %rcx
@@ -134,7 +136,14 @@
     .cfi_register %rip, %rcx
     jmpq *%rcx
     .else
+    leaq fibra_0_1_trampoline(%rip), %rcx
+    cmpq %rcx, (%rsp)
+    je 5f
     ret
+5:
+    addq $8, %rsp
+    .cfi_adjust_cfa_offset -8
+    jmp fibra_0_1_trampoline
     .endif
     # Out-of-line, rarely taken: the incoming context runs with other FP modes.
     .cfi_restore_state
@@ -170,12 +179,14 @@ fibra_0_1_switch_tail:
     .cfi_endproc
     .size fibra_0_1_switch, .-fibra_0_1_switch
 
-# The first code a new fiber runs, entered by the `ret` of fibra_0_1_switch.
+# The first code a new fiber runs, entered by a jump from the second half of
+# the switch, and the last: see "A fiber's first and last switch" below.
 #
 # On entry: rax = the `arg` of the switch that started us, rbx = data pointer,
-# r12 = entry function `extern "C" fn(arg: usize, data: *mut u8) -> !`,
-# rsp 16-byte aligned (so the call below leaves the callee's rsp at 8 mod 16,
-# as the ABI requires).
+# r12 = entry function
+# `extern "C" fn(arg: usize, data: *mut u8) -> (load_sp, arg)`, rsp 16-byte
+# aligned (so the call below leaves the callee's rsp at 8 mod 16, as the ABI
+# requires).
 #
 # `.cfi_undefined rip` marks this frame as the root of the fiber's stack:
 # gdb, perf and std::backtrace stop here instead of walking into garbage.
@@ -189,10 +200,47 @@ fibra_0_1_trampoline:
     movq %rax, %rdi
     movq %rbx, %rsi
     callq *%r12
-    # The entry function never returns; trap if it ever does.
-    ud2
+    # The entry has returned, in rax and rdx, the context to resume for good
+    # and the `arg` it gets: the fiber's final switch. This context is never
+    # resumed, so nothing of it is saved but the FP words, which the second
+    # half of the switch compares with the incoming ones.
+    subq $8, %rsp
+    .cfi_adjust_cfa_offset 8
+    stmxcsr (%rsp)
+    fnstcw 4(%rsp)
+    movq %rax, %rsi
+    movl (%rsp), %eax
+    movzwl 4(%rsp), %ecx
+    movq %rsi, %rsp
+    jmp fibra_0_1_switch_tail
     .cfi_endproc
     .size fibra_0_1_trampoline, .-fibra_0_1_trampoline
+
+# ## A fiber's first and last switch
+#
+# A `ret` pops the return stack whether or not it goes where the CPU
+# predicted. So a fiber entered with `ret` (into the trampoline, which no
+# call put there) would both mispredict and use up the entry that the
+# switch's own call pushed, the one its context needs to resume with a
+# predicted `ret` later. Likewise a fiber that made its final switch with a
+# call from deep in its exit path would leave the entries of that path on
+# the return stack, and the resumed context's returns would be predicted
+# from them: wrong, one after another, until they ran out. That was the
+# case of every spawn + join (the joiner resumed three frames deep in
+# `join`), costing a few dozen cycles out of a couple of hundred.
+#
+# So both ends are jumps, and a fiber's whole life is balanced on the
+# return stack:
+#
+# - The second half of the switch recognises a new fiber's frame, whose
+#   return address is the trampoline, and jumps there instead of
+#   returning. (The comparison is two instructions; no context saved by a
+#   switch can have that return address, as the trampoline never switches.)
+# - The entry function returns to the trampoline, which jumps into the
+#   second half of the switch with the context that runs next. Its `ret`
+#   pops the entry that the switch into the fiber left: when the fiber
+#   hands control back to the context that started it (a `join`), every
+#   return of that context is predicted right.
 
 # ## Generators: entered by a call, left by the matching return
 #

@@ -351,7 +351,7 @@ struct Start<F, T> {
 ///
 /// Called only through the frame `init_stack` built, with `data` the boxed
 /// `Start<F, T>`, whose control box outlives the generator's run.
-unsafe extern "C" fn entry<F, T>(_arg: usize, data: *mut u8) -> !
+unsafe extern "C" fn entry<F, T>(_arg: usize, data: *mut u8) -> arch::FinalSwitch
 where
     F: FnOnce(&Yielder<T>),
 {
@@ -373,13 +373,13 @@ where
     if let Err(payload) = outcome {
         ctl.panic.set(Some(payload));
     }
-    let mut dead_sp = ptr::null_mut();
-    // SAFETY: the caller is suspended in `resume`; this context is never
-    // resumed (its stack goes back to the pool), so `dead_sp` is a dummy.
-    unsafe { arch::suspend(&mut dead_sp, ctl.caller_sp.get(), 1) };
-    // Unreachable: nobody resumes a finished generator. Not a panic:
-    // nothing may unwind out of this function.
-    std::process::abort()
+    // Back to the caller, suspended in `resume`, for good: the trampoline
+    // makes the switch (its `ret` then pops the entry of the caller's call
+    // to `resume`, as a `suspend` does).
+    arch::FinalSwitch {
+        load_sp: ctl.caller_sp.get(),
+        arg: 1,
+    }
 }
 
 impl<T> fmt::Debug for Generator<'_, T> {

@@ -260,6 +260,9 @@ fn fp_control_state_is_per_fiber() {
         }
         a.join().unwrap();
         b.join().unwrap();
+        // `a` ended in its own modes: its final switch restored ours.
+        assert_eq!(mxcsr() & MXCSR_CONTROL, 0x1F80 | 0x6000 | 0x8000);
+        assert_eq!(x87_cw(), 0x0C7F);
         set_mxcsr(root_mxcsr);
         set_x87_cw(0x037F);
     });
@@ -399,14 +402,14 @@ fn fp_control_state_is_per_generator() {
             assert_eq!(mxcsr() & MXCSR_CONTROL, 0x1F80 | 0x2000);
             assert_eq!(x87_cw(), 0x077F);
         }
-        set_mxcsr(0x1F80);
-        set_x87_cw(0x037F);
+        // Ends in its own modes: its final switch restores the caller's.
     });
     while g.next().is_some() {
         assert_eq!(mxcsr() & MXCSR_CONTROL, 0x1F80 | 0x6000);
         assert_eq!(x87_cw(), 0x0C7F);
     }
     assert_eq!(mxcsr() & MXCSR_CONTROL, 0x1F80 | 0x6000);
+    assert_eq!(x87_cw(), 0x0C7F);
     set_mxcsr(caller_mxcsr);
     set_x87_cw(0x037F);
 }

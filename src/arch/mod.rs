@@ -7,7 +7,8 @@
 //!   switching to it calls `entry(arg, data)` on that stack;
 //! - [`switch`]: save the running context, resume another one, and return
 //!   when something switches back;
-//! - [`EntryFn`]: the type of a fiber's first function;
+//! - [`EntryFn`]: the type of a fiber's first function, which returns its
+//!   [`FinalSwitch`]: the context that runs after it, for good;
 //! - [`prefetch_frame`]: start loading a suspended context's switch frame
 //!   ahead of the switch that resumes it.
 //!
@@ -17,7 +18,9 @@
 #[cfg(target_arch = "x86_64")]
 mod x86_64;
 #[cfg(target_arch = "x86_64")]
-pub(crate) use x86_64::{EntryFn, init_stack, prefetch_frame, resume, suspend, switch};
+pub(crate) use x86_64::{
+    EntryFn, FinalSwitch, init_stack, prefetch_frame, resume, suspend, switch,
+};
 
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
 compile_error!("fibra supports x86_64 Linux only (the switch routine is in asm/x86_64.S)");

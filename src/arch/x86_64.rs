@@ -20,9 +20,20 @@ unsafe extern "C" {
 }
 
 /// A fiber's first function: `arg` is what the switch that started it passed,
-/// `data` is the pointer given to [`init_stack`]. It must never return (the
-/// trampoline traps if it does) and must never unwind.
-pub(crate) type EntryFn = unsafe extern "C" fn(arg: usize, data: *mut u8) -> !;
+/// `data` is the pointer given to [`init_stack`]. It must never unwind. It
+/// returns the fiber's final switch, which the trampoline makes.
+pub(crate) type EntryFn = unsafe extern "C" fn(arg: usize, data: *mut u8) -> FinalSwitch;
+
+/// Where a finished fiber's context goes for good: the context to resume,
+/// saved by [`switch`], [`resume`] or [`suspend`] (or built by
+/// [`init_stack`]) and not resumed since, on a stack that is still mapped,
+/// and the `arg` it gets. Returned in rax and rdx, as the System V ABI
+/// returns a pair of words.
+#[repr(C)]
+pub(crate) struct FinalSwitch {
+    pub(crate) load_sp: *mut u8,
+    pub(crate) arg: usize,
+}
 
 /// The default MXCSR (all exceptions masked, round to nearest) and x87
 /// control word (all exceptions masked, 64-bit precision, round to nearest)

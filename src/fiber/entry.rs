@@ -156,13 +156,17 @@ where
     unsafe { spawn_unchecked(core, f, name, stack_size, None) }
 }
 
-/// The first function of every fiber, called by the trampoline.
+/// The first function of every fiber, called by the trampoline, which makes
+/// the final switch this returns.
 ///
 /// # Safety
 ///
 /// Called only through `init_stack`'s frame, with `data` pointing at the
 /// `Start<F, T>` written (or boxed, if `BOXED`) by `spawn_unchecked`.
-unsafe extern "C" fn fiber_main<F, T, const BOXED: bool>(arg: usize, data: *mut u8) -> !
+unsafe extern "C" fn fiber_main<F, T, const BOXED: bool>(
+    arg: usize,
+    data: *mut u8,
+) -> arch::FinalSwitch
 where
     F: FnOnce() -> T,
 {

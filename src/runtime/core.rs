@@ -52,7 +52,7 @@ use crate::arch;
 use crate::reactor::Reactor;
 use crate::runtime::blocks::Blocks;
 use crate::runtime::dump::{FiberInfo, FiberState, Section};
-use crate::runtime::park::WaitOn;
+use crate::runtime::park::{StoredWait, WaitOn};
 use crate::runtime::pool::WorkerLink;
 use crate::runtime::records::Records;
 use crate::runtime::registry::{self, RuntimeId};
@@ -115,6 +115,11 @@ impl FiberId {
             next
         });
         FiberId(NonZeroU64::new(id).expect("fiber ids exhausted"))
+    }
+
+    /// The id whose number is `n` (none for 0).
+    pub(crate) fn from_u64(n: u64) -> Option<FiberId> {
+        NonZeroU64::new(n).map(FiberId)
     }
 
     /// The id as a number (for logs and metrics).
@@ -191,13 +196,13 @@ pub(crate) struct Record {
     pub(crate) name: Option<Arc<str>>,
     pub(crate) timeout: Option<TimeoutScope>,
     /// What its last park waited for, and until when (for dumps).
-    waiting_on: Option<WaitOn>,
+    waiting_on: StoredWait,
     /// Its deadline (ns), or `NO_DEADLINE` (a sentinel rather than an
     /// `Option`, which would take 8 more bytes: see `span`).
     waiting_until: u64,
     /// The fiber's tracing span, boxed and only when a subscriber wants it:
-    /// a `Span` is 40 bytes, and the record stays at 128 (two cache lines
-    /// written at every spawn).
+    /// a `Span` is 40 bytes, and the record stays within 128 (two cache
+    /// lines written at every spawn).
     pub(crate) span: Option<Box<tracing::Span>>,
 }
 
@@ -217,7 +222,7 @@ impl Record {
             id: FiberId::VACANT,
             name: None,
             timeout: None,
-            waiting_on: None,
+            waiting_on: StoredWait::NONE,
             waiting_until: NO_DEADLINE,
             span: None,
         }
@@ -405,7 +410,7 @@ impl Core {
             id,
             name,
             timeout: None,
-            waiting_on: None,
+            waiting_on: StoredWait::NONE,
             waiting_until: NO_DEADLINE,
             span,
         });
@@ -478,25 +483,47 @@ impl Core {
 
     // ----- switching ----------------------------------------------------
 
-    /// Suspends `from` and resumes `to`. `arg` is non-zero only for a fiber's
-    /// final switch (`key + 1` of the finished fiber).
+    /// Suspends `from` and resumes `to`.
     ///
     /// Never inlined: every switch in fibra happens at this one call site, so
     /// every suspended context resumes at the same return address and the
-    /// CPU's return-stack predictor is right (see `asm/x86_64.S`).
+    /// CPU's return-stack predictor is right (see `asm/x86_64.S`). (A
+    /// fiber's final switch is made by its trampoline instead: see
+    /// [`Core::exit_current`].)
     ///
     /// The returns *after* that one are another matter: the return stack
     /// still holds the calls of the context that switched here, so each
     /// frame between a blocking call and this function costs a mispredicted
     /// return (about 20 cycles) when the context resumes, unless the other
     /// context came through the very same frames (two fibers yielding in
-    /// the same loop). A join from the root and the exit of the fiber it
-    /// joins share none. That is why the park path (`park_current`, `park`,
-    /// [`Core::park_raw`]) is inlined into its callers, and why the root
-    /// parks by switching straight to the next fiber instead of through
-    /// [`Core::run_root`]'s loop: together a third off a spawn+join.
+    /// the same loop) or left the return stack as it found it (a fiber
+    /// that ran from its start to its end). That is why the park path
+    /// (`park_current`, `park`, [`Core::park_raw`]) is inlined into its
+    /// callers, and why the root parks by switching straight to the next
+    /// fiber instead of through [`Core::run_root`]'s loop.
     #[inline(never)]
-    fn switch_to(&self, from: Key, to: Key, arg: usize) {
+    fn switch_to(&self, from: Key, to: Key) {
+        let (save, load) = self.hand_over(from, to);
+        // `load` was saved here when `to` switched out (or built by
+        // `init_stack`) and `to` has not run since; records own their stacks
+        // until removed, so it is mapped. `save` points into the record of
+        // `from`, which stays in the slab while `from` is suspended (the
+        // slab may grow meanwhile, which is why it is re-read below, not
+        // kept).
+        // SAFETY: as argued above; nothing unwinds across the switch.
+        let arg = unsafe { arch::switch(save, load, 0) };
+        // Resumed: some context switched back to `from`.
+        self.after_switch(arg);
+        // SAFETY: re-borrowed after the switch; `from` runs, so its record
+        // is live and its key in bounds.
+        let rec = unsafe { self.local().fibers.get_unchecked(from) };
+        span_enter(&rec.span);
+    }
+
+    /// Everything of a switch from `from` to `to` but the switch itself:
+    /// returns where to save `from`'s stack pointer and `to`'s.
+    #[inline(always)]
+    fn hand_over(&self, from: Key, to: Key) -> (*mut *mut u8, *mut u8) {
         // SAFETY: on the runtime's thread; the borrow ends before the switch.
         let l = unsafe { self.local() };
         // `from` is the running context and `to` was just taken from the run
@@ -514,20 +541,7 @@ impl Core {
         l.current = to;
         l.resumed += u64::from(to != ROOT);
         overflow::set_running(header);
-        // `load` was saved here when `to` switched out (or built by
-        // `init_stack`) and `to` has not run since; records own their stacks
-        // until removed, so it is mapped. `save` points into the record of
-        // `from`, which stays in the slab while `from` is suspended (the
-        // slab may grow meanwhile, which is why it is re-read below, not
-        // kept).
-        // SAFETY: as argued above; nothing unwinds across the switch.
-        let arg = unsafe { arch::switch(save, load, arg) };
-        // Resumed: some context switched back to `from`.
-        self.after_switch(arg);
-        // SAFETY: re-borrowed after the switch; `from` runs, so its record
-        // is live and its key in bounds.
-        let rec = unsafe { self.local().fibers.get_unchecked(from) };
-        span_enter(&rec.span);
+        (save, load)
     }
 
     /// Runs in the resumed context right after every switch: frees the
@@ -575,8 +589,16 @@ impl Core {
         None
     }
 
-    /// Ends the running fiber for good: the next context frees its stack.
-    pub(crate) fn exit_current(&self) -> ! {
+    /// Ends the running fiber for good: returns its final switch, for its
+    /// trampoline to make, to the context that runs next (which frees the
+    /// fiber's stack).
+    ///
+    /// Made by the trampoline, with a jump, after this and the fiber's
+    /// entry have returned: the fiber leaves the return stack as it found
+    /// it, so the context that resumes (a `join` of this fiber, often)
+    /// returns through its own frames predicted right (see "A fiber's
+    /// first and last switch" in `asm/x86_64.S`).
+    pub(crate) fn exit_current(&self) -> arch::FinalSwitch {
         // SAFETY: on the runtime's thread; the borrow ends before the switch.
         let l = unsafe { self.local() };
         let me = l.current;
@@ -586,8 +608,13 @@ impl Core {
         trace(move || tracing::trace!(fiber = id.as_u64(), "exit"));
         l.live -= 1;
         let next = Core::next_from_fiber(l).unwrap_or(ROOT);
-        self.switch_to(me, next, me as usize + 1);
-        unreachable!("a finished fiber was resumed");
+        // Nothing resumes this context: where `hand_over` says to save it
+        // is left unwritten.
+        let (_, load_sp) = self.hand_over(me, next);
+        arch::FinalSwitch {
+            load_sp,
+            arg: me as usize + 1,
+        }
     }
 
     // ----- parking and waking -------------------------------------------
@@ -639,7 +666,7 @@ impl Core {
             park: rec.park,
         };
         rec.state = State::Parked;
-        rec.waiting_on = Some(on);
+        rec.waiting_on = StoredWait::new(on);
         rec.waiting_until = deadline.unwrap_or(NO_DEADLINE);
         let id = rec.id;
         trace(move || tracing::trace!(fiber = id.as_u64(), "park"));
@@ -652,7 +679,7 @@ impl Core {
             if let Some(next) = Core::next_from_fiber(l)
                 && next != ROOT
             {
-                self.switch_to(ROOT, next, 0);
+                self.switch_to(ROOT, next);
             }
             // SAFETY: re-borrowed after the switch.
             if unsafe { self.local() }.root().state != State::Running {
@@ -660,7 +687,7 @@ impl Core {
             }
         } else {
             let next = Core::next_from_fiber(l).unwrap_or(ROOT);
-            self.switch_to(me, next, 0);
+            self.switch_to(me, next);
         }
         // SAFETY: re-borrowed after the switch.
         let l = unsafe { self.local() };
@@ -771,7 +798,7 @@ impl Core {
         };
         l.running().state = State::Ready;
         l.run_queue.push_back(me);
-        self.switch_to(me, next, 0);
+        self.switch_to(me, next);
     }
 
     /// Requests cancellation of a fiber of this runtime; a parked fiber is
@@ -833,7 +860,7 @@ impl Core {
                 continue; // seen at the top of the loop
             }
             l.budget = l.budget.saturating_sub(1);
-            self.switch_to(ROOT, next, 0);
+            self.switch_to(ROOT, next);
         }
     }
 
@@ -970,7 +997,7 @@ impl Core {
             .filter(|(_, rec)| rec.state != State::Done)
             .map(|(key, rec)| {
                 let parked = rec.state == State::Parked;
-                let waiting = rec.waiting_on.filter(|_| parked);
+                let waiting = rec.waiting_on.get().filter(|_| parked);
                 FiberInfo {
                     id: rec.id,
                     name: rec.name.as_deref().map(str::to_owned),

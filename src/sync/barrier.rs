@@ -110,7 +110,7 @@ impl Barrier {
             |s| &mut s.waiters,
             &node,
             None,
-            "Barrier::wait",
+            &"Barrier::wait",
             || {},
             |mut state, served| {
                 if !served {

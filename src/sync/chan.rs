@@ -117,7 +117,7 @@ impl<T> Chan<T> {
             |s| &mut s.blocked_senders,
             &node,
             None,
-            "channel send",
+            &"channel send",
             || {},
             // Unwinding: a message taken was sent; one still in the node
             // was not, and goes down with it.
@@ -155,7 +155,7 @@ impl<T> Chan<T> {
                 |s| &mut s.receivers,
                 &node,
                 deadline,
-                "channel receive",
+                &"channel receive",
                 || {},
                 |mut state, served| {
                     // Unwinding with a message in hand: not ours any more.

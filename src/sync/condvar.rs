@@ -207,7 +207,7 @@ impl Condvar {
             |list| list,
             &node,
             deadline,
-            "Condvar::wait",
+            &"Condvar::wait",
             // Release the mutex only once we are in line: a notifier must
             // take the mutex to change the condition, then our lock to
             // notify, so it cannot slip in between and be missed.

@@ -124,7 +124,7 @@ impl<T: ?Sized> Mutex<T> {
     #[inline]
     pub fn lock(&self) -> LockResult<MutexGuard<'_, T>> {
         self.sem
-            .acquire(1, None, "Mutex::lock")
+            .acquire(1, None, &"Mutex::lock")
             .expect("no deadline, no time-out");
         self.guard()
     }
@@ -162,7 +162,7 @@ impl<T: ?Sized> Mutex<T> {
     pub fn lock_timeout(&self, timeout: Duration) -> Option<LockResult<MutexGuard<'_, T>>> {
         let deadline = clock::after_ns(timeout);
         self.sem
-            .acquire(1, Some(deadline), "Mutex::lock_timeout")
+            .acquire(1, Some(deadline), &"Mutex::lock_timeout")
             .ok()?;
         Some(self.guard())
     }

@@ -105,7 +105,7 @@ impl<T: ?Sized> RwLock<T> {
     /// ```
     pub fn read(&self) -> LockResult<RwLockReadGuard<'_, T>> {
         self.sem
-            .acquire(1, None, "RwLock::read")
+            .acquire(1, None, &"RwLock::read")
             .expect("no deadline, no time-out");
         self.read_guard()
     }
@@ -141,7 +141,7 @@ impl<T: ?Sized> RwLock<T> {
     /// ```
     pub fn write(&self) -> LockResult<RwLockWriteGuard<'_, T>> {
         self.sem
-            .acquire(READERS, None, "RwLock::write")
+            .acquire(READERS, None, &"RwLock::write")
             .expect("no deadline, no time-out");
         self.write_guard()
     }

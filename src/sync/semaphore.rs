@@ -95,7 +95,7 @@ impl RawSemaphore {
         &self,
         n: usize,
         deadline: Option<u64>,
-        what: &'static str,
+        what: &'static &'static str,
     ) -> Result<(), TimedOut> {
         if self.try_acquire(n) {
             return Ok(());
@@ -108,7 +108,7 @@ impl RawSemaphore {
         &self,
         n: usize,
         deadline: Option<u64>,
-        what: &'static str,
+        what: &'static &'static str,
     ) -> Result<(), TimedOut> {
         assert!(n <= MAX_PERMITS, "cannot acquire that many permits");
         let guard = lock(&self.waiters);
@@ -305,7 +305,7 @@ impl Semaphore {
     /// ```
     pub fn acquire(&self) -> Permit<'_> {
         self.raw
-            .acquire(1, None, "Semaphore::acquire")
+            .acquire(1, None, &"Semaphore::acquire")
             .expect("no deadline, no time-out");
         Permit { semaphore: self }
     }
@@ -334,7 +334,7 @@ impl Semaphore {
     pub fn acquire_timeout(&self, timeout: Duration) -> Option<Permit<'_>> {
         let deadline = clock::after_ns(timeout);
         self.raw
-            .acquire(1, Some(deadline), "Semaphore::acquire_timeout")
+            .acquire(1, Some(deadline), &"Semaphore::acquire_timeout")
             .ok()
             .map(|()| Permit { semaphore: self })
     }

@@ -79,7 +79,7 @@ impl WaitGroup {
             |s| &mut s.waiters,
             &node,
             None,
-            "WaitGroup::wait",
+            &"WaitGroup::wait",
             || {},
             |_, _| {}, // it left the group already: nothing to undo
         );

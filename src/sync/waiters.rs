@@ -299,7 +299,7 @@ pub(crate) fn park_until_served<'a, I, P>(
     list: fn(&mut I) -> &mut WaitList<P>,
     node: &Node<P>,
     deadline: Option<u64>,
-    on: &'static str,
+    on: &'static &'static str,
     linked: impl FnOnce(),
     abandon: impl FnOnce(MutexGuard<'a, I>, bool),
 ) -> Woken<'a, I> {
