@@ -1,6 +1,7 @@
 //! Echo round trips: fibra's server against tokio current_thread, may with
 //! one worker and std thread-per-connection, all driven by the same load
-//! generator.
+//! generator; and the floor of any epoll server, a hand-written event loop
+//! with no runtime at all.
 //!
 //! Each server runs in a child process (this binary, `echo-server IMPL
 //! PORT`) pinned to core 0; the load generator runs here, pinned to core 1.
@@ -124,7 +125,80 @@ pub fn server(imp: &str, port: u16) {
                     .unwrap();
             }
         }
+        "epoll-floor" => epoll_floor(&addr),
         other => panic!("unknown server {other}"),
+    }
+}
+
+/// The least an epoll server can do per round trip: one thread, one
+/// edge-triggered registration per socket, no tasks, no timers, no
+/// wake-ups; per readable event, `recv` until a short read (which, for a
+/// stream socket, means it was drained) and `send` the bytes back. What a
+/// runtime costs is what it adds to this.
+fn epoll_floor(addr: &str) {
+    use std::os::fd::{AsRawFd, IntoRawFd};
+    let listener = std::net::TcpListener::bind(addr).unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let lfd = listener.as_raw_fd();
+    // SAFETY: plain epoll calls on descriptors this function owns; the
+    // buffers passed to recv/send are valid for their lengths.
+    unsafe {
+        let ep = libc::epoll_create1(libc::EPOLL_CLOEXEC);
+        assert!(ep >= 0);
+        let mut ev = libc::epoll_event {
+            events: (libc::EPOLLIN | libc::EPOLLET) as u32,
+            u64: lfd as u64,
+        };
+        assert_eq!(libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, lfd, &mut ev), 0);
+        let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; 1024];
+        let mut buf = vec![0u8; 16 * 1024];
+        loop {
+            let n = libc::epoll_wait(ep, events.as_mut_ptr(), events.len() as i32, -1);
+            for ev in &events[..n.max(0) as usize] {
+                let fd = ev.u64 as i32;
+                if fd == lfd {
+                    while let Ok((s, _)) = listener.accept() {
+                        s.set_nonblocking(true).unwrap();
+                        s.set_nodelay(true).unwrap();
+                        let cfd = s.into_raw_fd();
+                        let mut ev = libc::epoll_event {
+                            events: (libc::EPOLLIN | libc::EPOLLRDHUP | libc::EPOLLET) as u32,
+                            u64: cfd as u64,
+                        };
+                        libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, cfd, &mut ev);
+                    }
+                    continue;
+                }
+                loop {
+                    let got = libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), 0);
+                    if got <= 0 {
+                        if got == 0 || *libc::__errno_location() != libc::EAGAIN {
+                            libc::close(fd); // also leaves the epoll set
+                        }
+                        break;
+                    }
+                    let mut sent = 0;
+                    while sent < got as usize {
+                        // The peer reads all the time: a full send buffer
+                        // drains in a moment, so retrying is enough here.
+                        let w = libc::send(
+                            fd,
+                            buf[sent..].as_ptr().cast(),
+                            got as usize - sent,
+                            libc::MSG_NOSIGNAL,
+                        );
+                        if w > 0 {
+                            sent += w as usize;
+                        } else if w < 0 && *libc::__errno_location() != libc::EAGAIN {
+                            break;
+                        }
+                    }
+                    if (got as usize) < buf.len() {
+                        break; // drained: the next event says when there is more
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -306,7 +380,7 @@ pub fn run() {
     );
     table(
         &[(100, 64), (100, 4096), (1000, 64), (1000, 4096)],
-        &["fibra", "tokio", "may", "threads"],
+        &["fibra", "tokio", "may", "threads", "epoll-floor"],
         1,
         load,
     );
