@@ -125,7 +125,7 @@ pub fn server(imp: &str, port: u16) {
                     .unwrap();
             }
         }
-        "epoll-floor" => epoll_floor(&addr),
+        "epoll-floor" => epoll_floor(std::net::TcpListener::bind(addr.as_str()).unwrap()),
         other => panic!("unknown server {other}"),
     }
 }
@@ -135,9 +135,8 @@ pub fn server(imp: &str, port: u16) {
 /// wake-ups; per readable event, `recv` until a short read (which, for a
 /// stream socket, means it was drained) and `send` the bytes back. What a
 /// runtime costs is what it adds to this.
-fn epoll_floor(addr: &str) {
+fn epoll_floor(listener: std::net::TcpListener) {
     use std::os::fd::{AsRawFd, IntoRawFd};
-    let listener = std::net::TcpListener::bind(addr).unwrap();
     listener.set_nonblocking(true).unwrap();
     let lfd = listener.as_raw_fd();
     // SAFETY: plain epoll calls on descriptors this function owns; the
@@ -225,6 +224,21 @@ fn server_two_workers(imp: &str, addr: &str) {
             }
             loop {
                 std::thread::park();
+            }
+        }
+        // Two threads, each with its own listener and the floor's loop.
+        "epoll-floor-2w" => {
+            use std::os::fd::{FromRawFd, IntoRawFd};
+            let threads: Vec<_> = (0..2)
+                .map(|_| {
+                    let l = fibra::net::TcpListener::bind_reuse_port(addr).unwrap();
+                    // SAFETY: the descriptor comes straight from `into_raw_fd`.
+                    let l = unsafe { std::net::TcpListener::from_raw_fd(l.into_raw_fd()) };
+                    std::thread::spawn(move || epoll_floor(l))
+                })
+                .collect();
+            for t in threads {
+                t.join().unwrap();
             }
         }
         "tokio-2w" => {
@@ -367,7 +381,7 @@ pub fn run_two_workers() {
     );
     table(
         &[(100, 64), (1000, 64), (1000, 4096)],
-        &["fibra-2w", "tokio-2w", "may-2w"],
+        &["fibra-2w", "tokio-2w", "may-2w", "epoll-floor-2w"],
         3,
         load_two_workers,
     );
