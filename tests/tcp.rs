@@ -505,3 +505,51 @@ fn a_socket_that_always_has_data_does_not_starve_the_other_fibers() {
     });
     writer.join().unwrap();
 }
+
+/// The names of this process's threads.
+fn thread_names() -> Vec<String> {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .map(|t| std::fs::read_to_string(t.unwrap().path().join("comm")).unwrap())
+        .map(|name| name.trim().to_string())
+        .collect()
+}
+
+#[test]
+fn numeric_addresses_never_reach_the_blocking_pool() {
+    const NAME: &str = "numeric_addresses_never_reach_the_blocking_pool";
+    if !util::is_child(NAME) {
+        return util::assert_child_ok(NAME);
+    }
+    // Child: a fresh process, so no pool thread exists yet. Every form of
+    // numeric address resolves in place: a pool thread would be a thread
+    // round trip per `send_to`, and a second thread makes every fd
+    // syscall of the process take the kernel's atomic file references.
+    fibra::run(|| {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let _a = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let _b = TcpStream::connect(format!("127.0.0.1:{port}")).unwrap();
+        let _c = TcpStream::connect(("127.0.0.1".to_string(), port)).unwrap();
+        let u = fibra::net::UdpSocket::bind((std::net::Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let to = u.local_addr().unwrap();
+        for _ in 0..10 {
+            u.send_to(b"x", to).unwrap();
+            u.send_to(b"x", &to).unwrap();
+            u.send_to(b"x", &[to][..]).unwrap();
+        }
+        let names = thread_names();
+        assert!(
+            !names.iter().any(|n| n.starts_with("fibra-blocking")),
+            "{names:?}"
+        );
+        // A host name does go to the pool (the check above can fail).
+        let _d = TcpStream::connect(("localhost", port)).unwrap();
+        let names = thread_names();
+        assert!(
+            names.iter().any(|n| n.starts_with("fibra-blocking")),
+            "{names:?}"
+        );
+    });
+    println!("CHILD OK");
+}

@@ -38,11 +38,3 @@ pub(crate) fn to_sockaddr(addr: &SocketAddr) -> (libc::sockaddr_storage, libc::s
     };
     (storage, len as libc::socklen_t)
 }
-
-/// Resolves `addr`. A host name means a DNS lookup, which blocks, so inside
-/// a runtime the lookup runs on the blocking pool while other fibers run.
-pub(crate) fn resolve<A: std::net::ToSocketAddrs + Sync + ?Sized>(
-    addr: &A,
-) -> std::io::Result<Vec<SocketAddr>> {
-    crate::blocking::run_borrowing(|| addr.to_socket_addrs().map(|it| it.collect()))
-}

@@ -29,11 +29,13 @@
 //! ```
 
 mod addr;
+mod resolve;
 mod socket;
 mod tcp;
 mod udp;
 mod unix;
 
+pub use resolve::ToSocketAddrs;
 pub use tcp::{Incoming, TcpListener, TcpStream};
 pub use udp::UdpSocket;
 pub use unix::{UnixDatagram, UnixIncoming, UnixListener, UnixStream};

@@ -2,12 +2,13 @@
 //! behind the loop of `socket.rs`.
 
 use std::io;
-use std::net::{Shutdown, SocketAddr, ToSocketAddrs};
+use std::net::{Shutdown, SocketAddr};
 use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd};
 use std::time::Duration;
 
 use crate::io::Interest;
-use crate::net::addr::{resolve, to_sockaddr};
+use crate::net::addr::to_sockaddr;
+use crate::net::resolve::{ToSocketAddrs, resolve};
 use crate::net::socket::{Socket, accept_nonblocking, fd_traits, stream_io, timeouts};
 
 /// A TCP socket server, listening for connections; like
@@ -41,7 +42,7 @@ impl TcpListener {
     /// assert!(listener.local_addr()?.port() != 0);
     /// # Ok::<(), std::io::Error>(())
     /// ```
-    pub fn bind(addr: impl ToSocketAddrs + Sync) -> io::Result<TcpListener> {
+    pub fn bind(addr: impl ToSocketAddrs) -> io::Result<TcpListener> {
         let mut last = io::Error::new(io::ErrorKind::InvalidInput, "no address to bind to");
         for addr in resolve(&addr)? {
             match bind_listener(&addr, false) {
@@ -68,7 +69,7 @@ impl TcpListener {
     /// assert_eq!(a.local_addr()?, b.local_addr()?);
     /// # Ok::<(), std::io::Error>(())
     /// ```
-    pub fn bind_reuse_port(addr: impl ToSocketAddrs + Sync) -> io::Result<TcpListener> {
+    pub fn bind_reuse_port(addr: impl ToSocketAddrs) -> io::Result<TcpListener> {
         let mut last = io::Error::new(io::ErrorKind::InvalidInput, "no address to bind to");
         for addr in resolve(&addr)? {
             match bind_listener(&addr, true) {
@@ -323,7 +324,7 @@ impl TcpStream {
     ///     assert_eq!(s.peer_addr().unwrap().port(), port);
     /// });
     /// ```
-    pub fn connect(addr: impl ToSocketAddrs + Sync) -> io::Result<TcpStream> {
+    pub fn connect(addr: impl ToSocketAddrs) -> io::Result<TcpStream> {
         let mut last = io::Error::new(io::ErrorKind::InvalidInput, "no address to connect to");
         for addr in resolve(&addr)? {
             match TcpStream::connect_addr(&addr, None) {

@@ -2,9 +2,9 @@
 //! `socket.rs`.
 
 use std::io;
-use std::net::{SocketAddr, ToSocketAddrs};
+use std::net::SocketAddr;
 
-use crate::net::addr::resolve;
+use crate::net::resolve::{ToSocketAddrs, resolve};
 use crate::net::socket::{Socket, fd_traits, timeouts};
 
 /// A UDP socket; like [`std::net::UdpSocket`], but sends and receives park
@@ -39,7 +39,7 @@ impl UdpSocket {
     /// # Errors
     ///
     /// As [`std::net::UdpSocket::bind`].
-    pub fn bind(addr: impl ToSocketAddrs + Sync) -> io::Result<UdpSocket> {
+    pub fn bind(addr: impl ToSocketAddrs) -> io::Result<UdpSocket> {
         let inner = std::net::UdpSocket::bind(&resolve(&addr)?[..])?;
         inner.set_nonblocking(true)?;
         Ok(UdpSocket {
@@ -58,7 +58,7 @@ impl UdpSocket {
     }
 
     /// Sends a datagram to `addr`.
-    pub fn send_to(&self, buf: &[u8], addr: impl ToSocketAddrs + Sync) -> io::Result<usize> {
+    pub fn send_to(&self, buf: &[u8], addr: impl ToSocketAddrs) -> io::Result<usize> {
         let addr = resolve(&addr)?
             .into_iter()
             .next()
@@ -67,7 +67,7 @@ impl UdpSocket {
     }
 
     /// Sets the default peer: `send` and `recv` then talk to it only.
-    pub fn connect(&self, addr: impl ToSocketAddrs + Sync) -> io::Result<()> {
+    pub fn connect(&self, addr: impl ToSocketAddrs) -> io::Result<()> {
         self.sock.inner.connect(&resolve(&addr)?[..])
     }
 
