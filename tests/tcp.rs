@@ -535,7 +535,8 @@ fn numeric_addresses_never_reach_the_blocking_pool() {
         let to = u.local_addr().unwrap();
         for _ in 0..10 {
             u.send_to(b"x", to).unwrap();
-            u.send_to(b"x", std::net::SocketAddr::to_string(&to)).unwrap();
+            u.send_to(b"x", std::net::SocketAddr::to_string(&to))
+                .unwrap();
             u.send_to(b"x", &[to][..]).unwrap();
         }
         let names = thread_names();

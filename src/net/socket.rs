@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::io::Interest;
+use crate::net::addr::SockAddrBuf;
 use crate::reactor::Registration as Waiting;
 use crate::runtime::context;
 use crate::runtime::core::Core;
@@ -339,15 +340,24 @@ impl<S: AsRawFd> Drop for Socket<S> {
 
 /// One `accept4` on a listening fd: the new connection comes out
 /// non-blocking and close-on-exec, saving the `fcntl` std's accept would
-/// need before we could use it.
-pub(crate) fn accept_nonblocking(listener: RawFd) -> io::Result<std::os::fd::OwnedFd> {
-    // SAFETY: accept4 on a listening fd with null address pointers; the
-    // result is checked.
+/// need before we could use it. With `peer`, the kernel also writes the
+/// peer's address there, saving a `getpeername`.
+pub(crate) fn accept_nonblocking(
+    listener: RawFd,
+    peer: Option<&mut SockAddrBuf>,
+) -> io::Result<std::os::fd::OwnedFd> {
+    let (addr, len) = match peer {
+        Some(buf) => ((&raw mut buf.storage).cast(), &raw mut buf.len),
+        None => (std::ptr::null_mut(), std::ptr::null_mut()),
+    };
+    // SAFETY: accept4 on a listening fd, with either null address pointers
+    // or a sockaddr_storage and its length (in: its size; out: the
+    // address's); the result is checked.
     let conn = unsafe {
         libc::accept4(
             listener,
-            std::ptr::null_mut(),
-            std::ptr::null_mut(),
+            addr,
+            len,
             libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
         )
     };

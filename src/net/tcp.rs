@@ -7,7 +7,7 @@ use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd};
 use std::time::Duration;
 
 use crate::io::Interest;
-use crate::net::addr::to_sockaddr;
+use crate::net::addr::{SockAddrBuf, to_sockaddr};
 use crate::net::resolve::{ToSocketAddrs, resolve};
 use crate::net::socket::{Socket, accept_nonblocking, fd_traits, stream_io, timeouts};
 
@@ -107,11 +107,13 @@ impl TcpListener {
     /// });
     /// ```
     pub fn accept(&self) -> io::Result<(TcpStream, SocketAddr)> {
+        // The peer's address comes with the connection: no getpeername.
+        let mut peer = SockAddrBuf::new();
         let stream = std::net::TcpStream::from(
             self.sock
-                .read(|listener| accept_nonblocking(listener.as_raw_fd()))?,
+                .read(|listener| accept_nonblocking(listener.as_raw_fd(), Some(&mut peer)))?,
         );
-        let peer = stream.peer_addr()?;
+        let peer = peer.to_socket_addr()?;
         Ok((TcpStream::from_nonblocking(stream), peer))
     }
 

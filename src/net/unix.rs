@@ -54,7 +54,7 @@ impl UnixListener {
     pub fn accept(&self) -> io::Result<(UnixStream, SocketAddr)> {
         let stream = std::os::unix::net::UnixStream::from(
             self.sock
-                .read(|listener| accept_nonblocking(listener.as_raw_fd()))?,
+                .read(|listener| accept_nonblocking(listener.as_raw_fd(), None))?,
         );
         let peer = stream.peer_addr()?;
         Ok((
