@@ -435,7 +435,7 @@ pub fn run_two_workers() {
 
 pub fn run() {
     pin_to(1);
-    let repeats = repeats(1);
+    let repeats = repeats(3);
     println!(
         "\nEcho round trips: server pinned to core 0 (its CPU time measured), load generator (fibra) on core 1, {RUN:?} per run, median of {repeats}"
     );
@@ -514,11 +514,16 @@ fn table(
     );
     for &(conns, size) in cases {
         println!("  -- {conns} connections, {size} B messages");
+        // Round-robin over the servers, so a slow spell of the machine
+        // (shared and noisy) falls on all of them alike.
+        let mut runs: Vec<Vec<(f64, f64, f64, f64)>> = vec![Vec::new(); imps.len()];
+        for _ in 0..repeats {
+            for (i, &imp) in imps.iter().enumerate() {
+                runs[i].push(measure_once(imp, conns, size, load));
+            }
+        }
         let mut base: Option<(f64, f64)> = None;
-        for &imp in imps {
-            let runs: Vec<_> = (0..repeats)
-                .map(|_| measure_once(imp, conns, size, load))
-                .collect();
+        for (&imp, runs) in imps.iter().zip(&runs) {
             let median_of = |field: fn(&(f64, f64, f64, f64)) -> f64| {
                 let mut v: Vec<f64> = runs.iter().map(field).collect();
                 v.sort_by(|a, b| a.partial_cmp(b).unwrap());
