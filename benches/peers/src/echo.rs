@@ -379,6 +379,11 @@ pub fn load_only(port: u16, conns: usize, size: usize) -> u64 {
     load(port, conns, size).round_trips
 }
 
+/// The two-worker load generator alone (unpinned): round trips in RUN.
+pub fn load_two_only(port: u16, conns: usize, size: usize) -> u64 {
+    load_two_workers(port, conns, size).round_trips
+}
+
 /// `conns` connections from fibra fibers on two workers until RUN is over.
 fn load_two_workers(port: u16, conns: usize, size: usize) -> Load {
     let rt = fibra::Runtime::builder().workers(2).build().unwrap();

@@ -329,6 +329,17 @@ fn main() {
         println!("{trips} round trips");
         return;
     }
+    if args.first().map(String::as_str) == Some("echo-load2") {
+        // `echo-load2 PORT CONNS SIZE`: the two-worker load generator alone,
+        // unpinned, as the `echo2` table runs it.
+        let trips = echo::load_two_only(
+            args[1].parse().unwrap(),
+            args[2].parse().unwrap(),
+            args[3].parse().unwrap(),
+        );
+        println!("{trips} round trips");
+        return;
+    }
     if args.first().map(String::as_str) == Some("http-server") {
         http::server(&args[1], args[2].parse().unwrap());
         return;
