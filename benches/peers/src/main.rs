@@ -318,25 +318,20 @@ fn main() {
         echo::server(&args[1], args[2].parse().unwrap());
         return;
     }
-    if args.first().map(String::as_str) == Some("echo-load") {
-        // `echo-load PORT CONNS SIZE`: the load generator alone, against a
-        // server started by hand (to count its syscalls with perf, say).
-        let trips = echo::load_only(
+    if let Some(cmd @ ("echo-load" | "echo-load2")) = args.first().map(String::as_str) {
+        // `echo-load PORT CONNS SIZE`: the load generator alone (pinned to
+        // core 1), against a server started by hand (to profile it with
+        // perf, say); `echo-load2`: the two-worker one, unpinned, as the
+        // `echo2` table runs it.
+        let (port, conns, size) = (
             args[1].parse().unwrap(),
             args[2].parse().unwrap(),
             args[3].parse().unwrap(),
         );
-        println!("{trips} round trips");
-        return;
-    }
-    if args.first().map(String::as_str) == Some("echo-load2") {
-        // `echo-load2 PORT CONNS SIZE`: the two-worker load generator alone,
-        // unpinned, as the `echo2` table runs it.
-        let trips = echo::load_two_only(
-            args[1].parse().unwrap(),
-            args[2].parse().unwrap(),
-            args[3].parse().unwrap(),
-        );
+        let trips = match cmd {
+            "echo-load" => echo::load_only(port, conns, size),
+            _ => echo::load_two_only(port, conns, size),
+        };
         println!("{trips} round trips");
         return;
     }
