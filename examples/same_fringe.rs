@@ -48,21 +48,30 @@ fn walk(tree: &Tree, y: &Yielder<char>) {
     }
 }
 
-fn fringe(tree: &Tree) -> Generator<'_, char> {
-    Generator::new(move |y| walk(tree, y))
+/// Whether the fringes match, and how many leaves were compared.
+///
+/// The walks borrow the trees, so their generators are lent by
+/// `Generator::scoped` (a generator that borrows must not be leakable).
+fn same_fringe(a: &Tree, b: &Tree) -> (bool, usize) {
+    Generator::scoped(
+        |y| walk(a, y),
+        |left| Generator::scoped(|y| walk(b, y), |right| compare(left, right)),
+    )
 }
 
-/// Whether the fringes match, and how many leaves were compared.
-fn same_fringe(a: &Tree, b: &Tree) -> (bool, usize) {
+/// Compares leaf by leaf; returning early (on a mismatch) lets `scoped`
+/// drop the generators, which unwinds both walks.
+fn compare(
+    left: &mut impl Iterator<Item = char>,
+    right: &mut impl Iterator<Item = char>,
+) -> (bool, usize) {
     let mut compared = 0;
-    let (mut left, mut right) = (fringe(a), fringe(b));
     loop {
         match (left.next(), right.next()) {
             (None, None) => return (true, compared),
             (l, r) if l == r => compared += 1,
             _ => return (false, compared + 1),
         }
-        // Dropping the generators early (on a mismatch) unwinds both walks.
     }
 }
 

@@ -24,6 +24,31 @@
 //! block both sides share is boxed: the `Generator` value may move between
 //! calls, the box does not.
 //!
+//! ## What a suspended body may hold
+//!
+//! A suspended body is a stack of frames that the generator's owner may
+//! resume anywhere on its thread, or never (a `Generator` can be leaked).
+//! Three rules keep that sound:
+//!
+//! - **Leaking keeps nothing borrowed.** [`Generator::new`] takes a
+//!   `'static` body, so a leaked generator (its stack leaked with it) leaves
+//!   no frame that borrows something which then ends — the leakpocalypse
+//!   of the old `thread::scoped`, where a frame inside `std::thread::scope`
+//!   was abandoned while the scope's threads read its borrows. A body that
+//!   borrows gets its generator from [`Generator::scoped`], which lends it
+//!   out only as a `&mut` to a closure, with a lifetime brand that no other
+//!   generator has (so it cannot be swapped out either), and unwinds it
+//!   before returning.
+//! - **No runtime in a suspended frame.** `fibra::scope`, `block_on`/`run`
+//!   and `fibra::timeout` hold the runtime entered on the thread while their
+//!   closure runs; they pin the stack (`stack::pin`) and `yield_` panics on a
+//!   pinned stack. A suspended body thus holds nothing of any runtime, and
+//!   may be resumed inside another fiber, another runtime, or none.
+//! - **A `Yielder` yields only from its own stack.** It can be lent to a
+//!   scoped fiber or captured by a nested generator; `yield_` there would
+//!   save the wrong stack as the generator's. It checks the stack it runs on
+//!   and panics if that is not its generator's.
+//!
 //! Dropping an unfinished generator resumes it one last time with `cancel`
 //! set: its pending `yield_` unwinds the body (running its destructors), and
 //! a generator that never started drops its closure unrun. A body that
@@ -42,7 +67,7 @@ use std::ptr;
 use crate::arch;
 use crate::runtime::context;
 use crate::runtime::core::FiberId;
-use crate::stack::{self, Stack, StackHeader, overflow};
+use crate::stack::{self, Stack, StackHeader, overflow, pin};
 
 /// The unwind payload that ends a generator dropped half-way.
 struct GeneratorCancel;
@@ -62,6 +87,9 @@ struct Control<T> {
     /// The stack the caller ran on, restored when the generator switches
     /// back (for the overflow report).
     caller_header: Cell<*const StackHeader>,
+    /// The generator's own stack (its header), for `yield_` to check that
+    /// it runs there.
+    header: *const StackHeader,
 }
 
 /// Where the generator is in its life.
@@ -78,11 +106,20 @@ enum State {
 /// A closure running on its own stack, handing out values with
 /// [`Yielder::yield_`]; iterate it to get them.
 ///
-/// It works with or without a runtime. The body may borrow from its
-/// surroundings (`'a`), and may block: inside a fiber that parks the fiber.
-/// Dropping a generator before it has finished unwinds its body, so its
-/// destructors run. A panic in the body comes out of the `next` that
-/// resumed it; the generator is finished after that.
+/// It works with or without a runtime, and may block: inside a fiber that
+/// parks the fiber. Dropping a generator before it has finished unwinds its
+/// body, so its destructors run. A panic in the body comes out of the
+/// `next` that resumed it; the generator is finished after that.
+///
+/// A generator made by [`new`](Generator::new) owns its body (`'static`,
+/// `Generator<'static, T>`): it can be kept, returned and leaked. A body
+/// that borrows from its surroundings runs in [`scoped`](Generator::scoped),
+/// which lends its generator to a closure (`'a` is then a brand of that
+/// call) and unwinds it before returning. Why: a leaked generator never
+/// runs its body's destructors, and a body may be suspended inside
+/// `std::thread::scope`, whose threads would then read borrows that ended.
+/// The body must not yield inside `fibra::scope`, `block_on`/`run` or
+/// `fibra::timeout` (each holds the runtime; see [`Yielder::yield_`]).
 ///
 /// ```
 /// use fibra::Generator;
@@ -104,14 +141,49 @@ enum State {
 /// let g = fibra::Generator::new(|y| y.yield_(1));
 /// std::thread::spawn(move || g.count());
 /// ```
+///
+/// A generator that can be leaked does not borrow:
+///
+/// ```compile_fail
+/// let data = vec![1, 2, 3];
+/// let g = fibra::Generator::new(|y| {
+///     for x in &data {
+///         y.yield_(*x);
+///     }
+/// });
+/// std::mem::forget(g);
+/// ```
+///
+/// and a borrowing one cannot be swapped out of its closure to be leaked:
+///
+/// ```compile_fail
+/// let data = vec![1, 2, 3];
+/// fibra::Generator::scoped(
+///     |y| {
+///         for x in &data {
+///             y.yield_(*x);
+///         }
+///     },
+///     |g| {
+///         let mut other = fibra::Generator::new(|y| y.yield_(0));
+///         std::mem::swap(g, &mut other);
+///         std::mem::forget(other);
+///     },
+/// );
+/// ```
 pub struct Generator<'a, T> {
     control: Box<Control<T>>,
     /// `None` once finished.
     stack: Option<Stack>,
     state: State,
-    /// The body borrows for `'a`, and runs on this thread only.
-    _marker: PhantomData<(&'a (), *const ())>,
+    /// `'static` for an owning generator, a brand of one `scoped` call for
+    /// a borrowing one: invariant, so that no generator of another lifetime
+    /// can take its place. `*const ()`: it runs on this thread only.
+    _marker: PhantomData<(Invariant<'a>, *const ())>,
 }
+
+/// A lifetime marker that is neither co- nor contravariant.
+type Invariant<'a> = fn(&'a ()) -> &'a ();
 
 /// The body's handle for handing out values; see [`Generator`].
 pub struct Yielder<T> {
@@ -120,7 +192,7 @@ pub struct Yielder<T> {
     _not_send: PhantomData<*const ()>,
 }
 
-impl<'a, T> Generator<'a, T> {
+impl<T> Generator<'static, T> {
     /// A generator running `body` on a stack of the default size
     /// ([`DEFAULT_STACK_SIZE`](crate::DEFAULT_STACK_SIZE)). The body does
     /// not start until the first `next`.
@@ -139,9 +211,9 @@ impl<'a, T> Generator<'a, T> {
     /// assert_eq!(g.next(), Some("b"));
     /// assert_eq!(g.next(), None);
     /// ```
-    pub fn new<F>(body: F) -> Generator<'a, T>
+    pub fn new<F>(body: F) -> Generator<'static, T>
     where
-        F: FnOnce(&Yielder<T>) + 'a,
+        F: FnOnce(&Yielder<T>) + 'static,
     {
         match Generator::with_stack_size(crate::DEFAULT_STACK_SIZE, body) {
             Ok(g) => g,
@@ -160,9 +232,116 @@ impl<'a, T> Generator<'a, T> {
     /// assert_eq!(g.sum::<i32>(), 1);
     /// assert!(fibra::Generator::<()>::with_stack_size(0, |_| ()).is_err());
     /// ```
-    pub fn with_stack_size<F>(stack_size: usize, body: F) -> io::Result<Generator<'a, T>>
+    pub fn with_stack_size<F>(stack_size: usize, body: F) -> io::Result<Generator<'static, T>>
     where
-        F: FnOnce(&Yielder<T>) + 'a,
+        F: FnOnce(&Yielder<T>) + 'static,
+    {
+        // SAFETY: the body borrows nothing: a leaked generator leaves no
+        // borrow behind.
+        unsafe { Generator::build(stack_size, body) }
+    }
+
+    /// Runs `f` with a generator whose `body` may borrow from the caller's
+    /// stack, on a stack of the default size; the generator is dropped
+    /// (its body unwound, if unfinished) before `scoped` returns.
+    ///
+    /// `f` gets the generator by `&mut` only, branded with a lifetime `'g`
+    /// of its own: it can iterate it, but not keep, swap or leak it. That is
+    /// what makes the borrows sound (see [`Generator`]).
+    ///
+    /// # Panics
+    ///
+    /// If no stack can be mapped (see
+    /// [`scoped_with_stack_size`](Self::scoped_with_stack_size) for the
+    /// error instead); and whatever `f` or the body panic with.
+    ///
+    /// Same fringe: do two trees hold the same leaves in the same order?
+    ///
+    /// ```
+    /// use fibra::{Generator, Yielder};
+    ///
+    /// enum Tree {
+    ///     Leaf(char),
+    ///     Node(Box<Tree>, Box<Tree>),
+    /// }
+    /// fn walk(t: &Tree, y: &Yielder<char>) {
+    ///     match t {
+    ///         Tree::Leaf(c) => y.yield_(*c),
+    ///         Tree::Node(l, r) => {
+    ///             walk(l, y);
+    ///             walk(r, y);
+    ///         }
+    ///     }
+    /// }
+    /// let node = |l, r| Tree::Node(Box::new(l), Box::new(r));
+    /// let a = node(Tree::Leaf('a'), node(Tree::Leaf('b'), Tree::Leaf('c')));
+    /// let b = node(node(Tree::Leaf('a'), Tree::Leaf('b')), Tree::Leaf('c'));
+    /// let same = Generator::scoped(
+    ///     |y| walk(&a, y),
+    ///     |ga| Generator::scoped(|y| walk(&b, y), |gb| ga.eq(gb)),
+    /// );
+    /// assert!(same);
+    /// ```
+    pub fn scoped<F, R>(body: F, f: impl for<'g> FnOnce(&mut Generator<'g, T>) -> R) -> R
+    where
+        F: FnOnce(&Yielder<T>),
+    {
+        match Generator::scoped_with_stack_size(crate::DEFAULT_STACK_SIZE, body, f) {
+            Ok(r) => r,
+            Err(e) => panic!("fibra::Generator::scoped: cannot create a stack: {e}"),
+        }
+    }
+
+    /// Like [`scoped`](Self::scoped), on a stack of `stack_size` bytes
+    /// (rounded up to pages).
+    ///
+    /// # Errors
+    ///
+    /// If the size is zero or too large, or the stack cannot be mapped; `f`
+    /// is not called then.
+    ///
+    /// ```
+    /// let words = ["a", "b"];
+    /// let n = fibra::Generator::scoped_with_stack_size(
+    ///     64 * 1024,
+    ///     |y| words.iter().for_each(|w| y.yield_(*w)),
+    ///     |g| g.count(),
+    /// )
+    /// .unwrap();
+    /// assert_eq!(n, 2);
+    /// ```
+    pub fn scoped_with_stack_size<F, R>(
+        stack_size: usize,
+        body: F,
+        f: impl for<'g> FnOnce(&mut Generator<'g, T>) -> R,
+    ) -> io::Result<R>
+    where
+        F: FnOnce(&Yielder<T>),
+    {
+        // SAFETY: the generator is a local of this frame, dropped (its body
+        // run to its end or unwound) before this returns or unwinds, while
+        // the body's borrows are still live. `f` cannot take it away: it
+        // only gets a `&mut Generator<'g, T>` for a `'g` it must accept
+        // whatever it is, so it has no other generator of that exact type
+        // (the lifetime is invariant; `new` makes only `'static` ones) to
+        // swap in, and cannot return it.
+        let mut generator = unsafe { Generator::build(stack_size, body) }?;
+        Ok(f(&mut generator))
+    }
+}
+
+impl<'a, T> Generator<'a, T> {
+    /// Makes a generator of any brand around `body`.
+    ///
+    /// # Safety
+    ///
+    /// Whatever `body` borrows must outlive the generator's body run,
+    /// including the case where the generator is leaked and its body never
+    /// ends: either `body` borrows nothing (`'static`), or the caller drops
+    /// the generator before the borrows end and lets nobody leak it.
+    unsafe fn build<F>(stack_size: usize, body: F) -> io::Result<Generator<'a, T>>
+    where
+        F: FnOnce(&Yielder<T>),
     {
         let usable = stack::validate_size(stack_size)?;
         let stack = stack::take(usable)?;
@@ -174,6 +353,7 @@ impl<'a, T> Generator<'a, T> {
             cancel: Cell::new(false),
             panic: Cell::new(None),
             caller_header: Cell::new(ptr::null()),
+            header: stack.header(),
         });
         let (guard_lo, guard_hi) = stack.guard();
         const NAME: &str = "<generator>";
@@ -186,6 +366,7 @@ impl<'a, T> Generator<'a, T> {
                 fiber_id: FiberId::next().as_u64(),
                 name_ptr: NAME.as_ptr(),
                 name_len: NAME.len(),
+                pins: std::cell::Cell::new(0),
             })
         };
         // The body goes into a box (the first switch moves it onto the new
@@ -236,9 +417,12 @@ impl<'a, T> Generator<'a, T> {
         let control = &*self.control;
         control.caller_header.set(enter_stack(header));
         // The generator is suspended (checked above), so `generator_sp`
-        // holds a context saved by `switch` (or built by `init_stack`) on a
+        // holds a context saved by `suspend` (or built by `init_stack`) on a
         // stack we own; `caller_sp` lives in the box, which outlives the
-        // switch. Nothing unwinds across: the entry catches everything.
+        // switch. Its frames hold no runtime (`yield_` refuses to suspend a
+        // pinned stack), so resuming them here, in whatever runtime context
+        // this thread is in now, is sound. Nothing unwinds across: the
+        // entry catches everything.
         // SAFETY: as just argued.
         let finished =
             unsafe { arch::resume(control.caller_sp.as_ptr(), control.generator_sp.get(), 0) };
@@ -305,11 +489,39 @@ impl<T> Yielder<T> {
     /// });
     /// assert_eq!(squares.collect::<Vec<_>>(), [1, 4, 9]);
     /// ```
+    ///
+    /// # Panics
+    ///
+    /// When called from anywhere but its own generator's body: from a
+    /// fiber or another generator it was lent to. And when the body would be
+    /// suspended inside `fibra::scope`, `block_on`/`run`, or `fibra::timeout`:
+    /// each holds on to the runtime entered on the thread until its closure
+    /// returns, and a suspended body may be resumed elsewhere or never.
     #[inline]
     pub fn yield_(&self, value: T) {
-        // SAFETY: a Yielder exists only inside its generator's body, while
-        // the generator (and its control box) is alive.
+        // SAFETY: `self` borrows the Yielder, a local of the body's entry
+        // frame, so that frame is live; the generator owning the control box
+        // cannot be dropped while its body runs (its `resume` holds it
+        // borrowed) nor while it is suspended without first ending the body.
         let control = unsafe { &*self.control };
+        let here = overflow::running();
+        if here != control.header {
+            panic!(
+                "fibra::Yielder::yield_ called outside its generator's body \
+                 (from a fiber or generator it was lent to): a Yielder can only \
+                 suspend its own generator"
+            );
+        }
+        // SAFETY: we run on the generator's stack (checked just above),
+        // which is mapped while the body runs.
+        if unsafe { pin::pins(here) } != 0 {
+            panic!(
+                "fibra::Yielder::yield_ called inside `fibra::scope`, \
+                 `block_on`/`run` or `fibra::timeout` in a generator's body: \
+                 those hold the runtime until their closure returns, and a \
+                 suspended generator may be resumed elsewhere or never"
+            );
+        }
         if control.cancel.get() {
             if crate::runtime::park::unwinding() {
                 return; // a destructor yielding during the cancel: drop it
@@ -317,8 +529,11 @@ impl<T> Yielder<T> {
             panic::resume_unwind(Box::new(GeneratorCancel));
         }
         control.value.set(Some(value));
-        // SAFETY: the body runs, so its caller is suspended in `resume`
-        // with its context in `caller_sp`; `generator_sp` lives in the box.
+        // SAFETY: we run on the generator's own stack (checked above), so
+        // its body runs and its caller is suspended in `resume` with its
+        // context in `caller_sp`; `generator_sp` lives in the box. No frame
+        // of the body holds a runtime (the stack is not pinned), so it may
+        // be resumed in any context.
         unsafe { arch::suspend(control.generator_sp.as_ptr(), control.caller_sp.get(), 0) };
         // Resumed by `next`, or by `Drop` to be cancelled.
         if control.cancel.get() {
@@ -355,10 +570,12 @@ unsafe extern "C" fn entry<F, T>(_arg: usize, data: *mut u8) -> arch::FinalSwitc
 where
     F: FnOnce(&Yielder<T>),
 {
-    // SAFETY: `data` is the box made by `with_stack_size`, taken once.
+    // SAFETY: `data` is the box made by `build`, taken once.
     let start = unsafe { Box::from_raw(data.cast::<Start<F, T>>()) };
     let Start { body, control } = *start;
-    // SAFETY: the control box outlives the generator's run.
+    // SAFETY: the control box is owned by the Generator, which outlives
+    // the body's run: it resumes the body until it ends before it drops
+    // the box, or it is leaked and the box with it.
     let ctl = unsafe { &*control };
     let yielder = Yielder {
         control,

@@ -35,21 +35,27 @@ fn walk(tree: &Tree, y: &Yielder<u32>) {
     }
 }
 
-fn fringe(tree: &Tree) -> Generator<'_, u32> {
-    Generator::new(move |y| walk(tree, y))
-}
-
-/// Compares fringes leaf by leaf, stopping at the first difference.
+/// Compares fringes leaf by leaf, stopping at the first difference. The
+/// generators borrow the trees, so they are lent by `scoped`.
 fn same_fringe(a: &Tree, b: &Tree) -> (bool, usize) {
-    let (mut fa, mut fb) = (fringe(a), fringe(b));
-    let mut compared = 0;
-    loop {
-        match (fa.next(), fb.next()) {
-            (None, None) => return (true, compared),
-            (x, y) if x == y => compared += 1,
-            _ => return (false, compared),
-        }
-    }
+    Generator::scoped(
+        |y| walk(a, y),
+        |fa| {
+            Generator::scoped(
+                |y| walk(b, y),
+                |fb| {
+                    let mut compared = 0;
+                    loop {
+                        match (fa.next(), fb.next()) {
+                            (None, None) => return (true, compared),
+                            (x, y) if x == y => compared += 1,
+                            _ => return (false, compared),
+                        }
+                    }
+                },
+            )
+        },
+    )
 }
 
 #[test]

@@ -131,6 +131,7 @@ where
             fiber_id: id.as_u64(),
             name_ptr,
             name_len,
+            pins: std::cell::Cell::new(0),
         })
     };
     // SAFETY: `frame_top` is 16-byte aligned (header slots and Start are
@@ -233,7 +234,10 @@ where
     };
     packet.complete_in(Some(core), result);
     if let Some(on_exit) = on_exit {
-        // SAFETY: the scope that set the callback waits for it.
+        // SAFETY: the scope that set the callback waits for it: its frame
+        // is blocked in `wait_for_all` (which neither returns nor unwinds
+        // before the count reaches zero) and cannot have been abandoned,
+        // since it pins its stack against a generator's yield.
         unsafe { (on_exit.call)(on_exit.data) };
     }
 }

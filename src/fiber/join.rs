@@ -83,7 +83,12 @@ impl<T> Drop for Packet<T> {
         if let Some(scope) = self.scope
             && matches!(self.result.get_mut(), Some(Err(e)) if e.is_panic())
         {
-            // SAFETY: a scoped packet dies inside its scope, on its thread.
+            // SAFETY: a scoped packet is freed by one of its two ends, both
+            // on the scope's thread: the fiber's (scoped fibers run on the
+            // scope's runtime) and the `ScopedJoinHandle`'s (`!Send`, and it
+            // borrows the scope); and before the scope's data is gone, since
+            // the scope waits for its fibers' exit and the handle cannot
+            // outlive `'scope`.
             unsafe { scope.as_ref().a_fiber_panicked.set(true) };
         }
     }
@@ -183,8 +188,9 @@ pub(crate) struct FiberEnd<T>(NonNull<Packet<T>>);
 // SAFETY: the state protocol serialises every access to the packet, from
 // any thread; the result is written on the fiber's thread and read on the
 // handle's, hence `T: Send`. (A scoped packet's `scope` is dereferenced on
-// drop; scoped fibers are spawned on their scope's thread and their ends
-// never leave it.)
+// drop: its fiber end stays on the scope's thread because a started fiber
+// never migrates and scoped fibers are spawned on the scope's own runtime;
+// its handle end is wrapped in a `ScopedJoinHandle`, which is `!Send`.)
 unsafe impl<T: Send> Send for FiberEnd<T> {}
 
 impl<T> FiberEnd<T> {
@@ -260,7 +266,9 @@ pub(crate) struct HandleEnd<T>(NonNull<Packet<T>>);
 
 // SAFETY: the state protocol serialises every access to the packet's cells;
 // the result crosses threads, hence `T: Send`. `scope` is only dereferenced
-// on the scope's own thread (scoped fibers never leave it).
+// on the scope's own thread: a scoped packet's handle end lives inside a
+// `ScopedJoinHandle`, which is `!Send` and `!Sync`, and its fiber end on the
+// scope's runtime, which a started fiber never leaves.
 unsafe impl<T: Send> Send for HandleEnd<T> {}
 // SAFETY: as above; `&HandleEnd` only reads the state word.
 unsafe impl<T: Send> Sync for HandleEnd<T> {}

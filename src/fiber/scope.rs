@@ -2,21 +2,26 @@
 //! `std::thread::scope`.
 //!
 //! Soundness rests on one promise: [`scope`] does not return, nor unwind,
-//! while a fiber it spawned may still touch a borrow. So its final wait
-//! ignores cancellation and `fibra::timeout`: when either hits the waiting
-//! fiber, the scope cancels its own fibers, waits for them to finish, and
-//! only then unwinds.
+//! nor stop running for good, while a fiber it spawned may still touch a
+//! borrow. So its final wait ignores cancellation and `fibra::timeout`:
+//! when either hits the waiting fiber, the scope cancels its own fibers,
+//! waits for them to finish, and only then unwinds. And the scope's frame
+//! pins its stack (`stack::pin`): a generator body cannot yield inside a
+//! scope, so the frame is never suspended and abandoned, nor resumed after
+//! its runtime is gone.
 
 use std::any::Any;
 use std::cell::Cell;
 use std::marker::PhantomData;
 use std::panic::{self, AssertUnwindSafe};
+use std::ptr;
 
 use crate::fiber::JoinHandle;
 use crate::fiber::entry::{OnExit, spawn_unchecked};
 use crate::runtime::context;
 use crate::runtime::core::{Core, WakeToken};
 use crate::runtime::park::{CancelUnwind, TimeoutUnwind, WaitOn};
+use crate::stack::pin::StackPin;
 use crate::time::clock;
 
 /// What a scope's fibers share with it; lives on the scope owner's stack.
@@ -32,7 +37,9 @@ pub(crate) struct ScopeData {
 /// A scope to spawn borrowing fibers in; see [`scope`].
 pub struct Scope<'scope, 'env: 'scope> {
     data: ScopeData,
-    core: &'scope Core,
+    /// The runtime the scope was opened in, which stays entered on this
+    /// thread while the scope lives (the scope's frame pins its stack).
+    core: *const Core,
     /// Invariance over 'scope, as in std: the scope must not shrink.
     scope: PhantomData<&'scope mut &'scope ()>,
     env: PhantomData<&'env mut &'env ()>,
@@ -67,6 +74,9 @@ where
     F: for<'scope> FnOnce(&'scope Scope<'scope, 'env>) -> T,
 {
     let core = context::expect("fibra::scope");
+    // This frame keeps `core` and is borrowed by the fibers until
+    // `wait_for_all` returns: it must not be suspended by a generator.
+    let _pin = StackPin::new();
     let scope = Scope {
         data: ScopeData {
             running: Cell::new(0),
@@ -164,23 +174,24 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         F: FnOnce() -> T + 'scope,
         T: 'scope,
     {
+        let core = match context::current() {
+            Some(core) if ptr::eq(core, self.core) => core,
+            _ => panic!("a fibra::Scope was used outside the runtime it was opened in"),
+        };
         let data: *const ScopeData = &self.data;
         let on_exit = OnExit {
             call: fiber_exited,
             data: data.cast(),
         };
         // SAFETY: the scope waits for `on_exit` of every fiber it spawned
-        // before its borrows end (see `wait_for_all`, which cannot unwind).
-        let handle = unsafe {
-            spawn_unchecked(
-                self.core,
-                f,
-                None,
-                self.core.default_stack,
-                Some((on_exit, data)),
-            )
-        }
-        .expect("fibra::Scope::spawn: cannot create a fiber");
+        // before its borrows end (see `wait_for_all`, which cannot unwind),
+        // and its frame can neither be abandoned nor outlive the runtime:
+        // it pins its stack, so no generator suspends it, and a runtime
+        // never drops a fiber's frames without running them to the end
+        // unless it leaks the scope's fibers with them.
+        let handle =
+            unsafe { spawn_unchecked(core, f, None, core.default_stack, Some((on_exit, data))) }
+                .expect("fibra::Scope::spawn: cannot create a fiber");
         self.data.running.set(self.data.running.get() + 1);
         let (at, id) = (handle.location(), handle.fiber().id());
         self.data
@@ -195,9 +206,22 @@ impl<'scope, 'env> Scope<'scope, 'env> {
 }
 
 /// A handle to join a scoped fiber; see [`Scope::spawn`].
+///
+/// It stays on the scope's thread: its packet, when the handle frees it,
+/// tells the scope (plain, unsynchronised state) whether the fiber panicked.
+///
+/// ```compile_fail
+/// fibra::run(|| fibra::scope(|s| {
+///     let h = s.spawn(|| 1);
+///     std::thread::scope(|t| {
+///         t.spawn(move || h.join());
+///     });
+/// }));
+/// ```
 pub struct ScopedJoinHandle<'scope, T> {
     inner: JoinHandle<T>,
-    scope: PhantomData<&'scope ()>,
+    /// Borrows the scope, and is `!Send` and `!Sync`.
+    scope: PhantomData<(&'scope (), *const ())>,
 }
 
 impl<T> ScopedJoinHandle<'_, T> {

@@ -10,6 +10,7 @@ use std::ptr;
 
 use crate::runtime::core::{Core, ROOT};
 use crate::stack::overflow;
+use crate::stack::pin::StackPin;
 
 thread_local! {
     static CONTEXT: Cell<*const Core> = const { Cell::new(ptr::null()) };
@@ -17,9 +18,23 @@ thread_local! {
 
 /// The runtime entered on this thread.
 ///
-/// The reference is valid for as long as the caller runs inside that
-/// runtime: the `Core` is boxed in its `Runtime`, which can only be dropped
-/// after leaving it, and whose drop finishes every fiber first.
+/// The lifetime is the caller's to keep honest: the reference is valid for
+/// as long as the caller's frame runs inside this entry of the runtime. Why
+/// that holds:
+///
+/// - CONTEXT is non-null only between an [`Enter`] and its drop. The `Core`
+///   is boxed in its `Runtime`, which cannot be dropped while entered:
+///   `block_on`, `run` and `turn` borrow it, and its own drop enters it
+///   (nested) only to finish its fibers.
+/// - Fibers run only while their runtime is entered, and a runtime's drop
+///   finishes (or, during thread-exit, leaks without resuming) every fiber,
+///   so a fiber's frame never runs after its `Core` is gone.
+/// - The one way a frame can leave its entry and run again later is a
+///   generator: `yield_` suspends the body's frames and the generator may
+///   be resumed elsewhere. Every crate frame that keeps the reference (or
+///   the entry) across user code pins its stack (`stack::pin`), and `yield_`
+///   refuses to suspend a pinned stack; other callers use the reference
+///   only for the call at hand and do not keep it.
 #[inline]
 pub(crate) fn current<'a>() -> Option<&'a Core> {
     let core = CONTEXT.with(Cell::get);
@@ -54,6 +69,9 @@ pub(crate) struct Enter<'a> {
     /// destructor during a panic): it counts as a context suspended
     /// mid-unwind while fibers run.
     unwinding: bool,
+    /// The context stays set until this guard drops: the frame that holds
+    /// it must not be suspended by a generator (see `stack::pin`).
+    _pin: StackPin,
 }
 
 impl<'a> Enter<'a> {
@@ -89,6 +107,7 @@ impl<'a> Enter<'a> {
             core,
             previous,
             unwinding,
+            _pin: StackPin::new(),
         }
     }
 }

@@ -61,6 +61,7 @@
 //! needs no thread-local, `RefCell` or search by size.
 
 pub(crate) mod overflow;
+pub(crate) mod pin;
 mod spare;
 
 pub(crate) use spare::Spare;
@@ -129,6 +130,9 @@ pub(crate) struct StackHeader {
     /// A `str` owned by the fiber's record, which outlives the fiber's run.
     pub(crate) name_ptr: *const u8,
     pub(crate) name_len: usize,
+    /// How many live frames on this stack hold the runtime entered on the
+    /// thread (see [`pin`]); touched only by code running on this stack.
+    pub(crate) pins: std::cell::Cell<u32>,
 }
 
 /// One mapped fiber stack: a guard page at `base`, the usable stack above it.

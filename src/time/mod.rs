@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use crate::runtime::context;
 use crate::runtime::park::{Parked, TimeoutUnwind, WaitOn, park};
+use crate::stack::pin::StackPin;
 
 /// Blocks the current fiber for at least `d` while other fibers run. Outside
 /// a runtime, sleeps the thread.
@@ -121,6 +122,9 @@ impl From<Elapsed> for std::io::Error {
 #[track_caller]
 pub fn timeout<T>(d: Duration, f: impl FnOnce() -> T) -> Result<T, Elapsed> {
     let core = context::expect("fibra::timeout");
+    // The deadline is set on the running fiber and taken back below: this
+    // frame must not be suspended by a generator in between.
+    let _pin = StackPin::new();
     let deadline = clock::after_ns(d);
     let id = next_timeout_id();
     let previous = core.set_timeout(deadline, id);
