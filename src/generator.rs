@@ -570,6 +570,7 @@ unsafe extern "C" fn entry<F, T>(_arg: usize, data: *mut u8) -> arch::FinalSwitc
 where
     F: FnOnce(&Yielder<T>),
 {
+    arch::entered();
     // SAFETY: `data` is the box made by `build`, taken once.
     let start = unsafe { Box::from_raw(data.cast::<Start<F, T>>()) };
     let Start { body, control } = *start;
@@ -593,10 +594,12 @@ where
     // Back to the caller, suspended in `resume`, for good: the trampoline
     // makes the switch (its `ret` then pops the entry of the caller's call
     // to `resume`, as a `suspend` does).
-    arch::FinalSwitch {
+    let last = arch::FinalSwitch {
         load_sp: ctl.caller_sp.get(),
         arg: 1,
-    }
+    };
+    arch::leaving_for_good(&last);
+    last
 }
 
 impl<T> fmt::Debug for Generator<'_, T> {

@@ -171,6 +171,7 @@ unsafe extern "C" fn fiber_main<F, T, const BOXED: bool>(
 where
     F: FnOnce() -> T,
 {
+    arch::entered();
     let Some(core) = context::current() else {
         // Unreachable: fibers run only inside their runtime. Not a panic:
         // nothing may unwind out of this function.
@@ -188,7 +189,9 @@ where
             ));
         }
     }
-    core.exit_current()
+    let last = core.exit_current();
+    arch::leaving_for_good(&last);
+    last
 }
 
 /// Runs the fiber's closure and hands its outcome to the packet. Every local

@@ -184,6 +184,9 @@ impl Stack {
             })
             .collect();
         advice::install_guards(&stacks)?;
+        for stack in &stacks {
+            crate::arch::stack_mapped(stack.guard().1, stack.top() as usize);
+        }
         Ok(stacks)
     }
 
@@ -231,6 +234,8 @@ mod advice;
 
 impl Drop for Stack {
     fn drop(&mut self) {
+        let lo = self.base.as_ptr() as usize;
+        crate::arch::range_unmapped(lo, lo + self.len);
         // SAFETY: the invariant says we own this mapping, and no fiber runs
         // on it any more (a stack is dropped only after its fiber has ended
         // and switched away for good).
@@ -324,6 +329,7 @@ fn unmap(stacks: Vec<Stack>) {
         })
         .collect();
     for (start, len) in runs(ranges) {
+        crate::arch::range_unmapped(start, start + len);
         // SAFETY: each run is made of whole stacks we owned and have
         // forgotten; no fiber runs on them.
         unsafe { libc::munmap(start as *mut libc::c_void, len) };
