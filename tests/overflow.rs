@@ -99,3 +99,118 @@ fn a_null_pointer_in_a_fiber_is_a_plain_segfault_not_an_overflow_report() {
     assert!(!stderr.contains("overflowed"), "stderr:\n{stderr}");
     assert_eq!(out.status.signal(), Some(libc::SIGSEGV), "{:?}", out.status);
 }
+
+/// Recurses `depth` frames of a few words each, then runs `at_bottom`
+/// (which switches) with the stack nearly full.
+/// Frames are kept small (a return address and a saved register or two)
+/// so that the depths step through the few bytes a switch pushes.
+#[inline(never)]
+fn dive(depth: u32, at_bottom: &mut dyn FnMut()) -> u32 {
+    if black_box(depth) == 0 {
+        at_bottom();
+        return 1;
+    }
+    dive(depth - 1, at_bottom) + black_box(1)
+}
+
+/// How a scan child ended.
+#[derive(Debug, PartialEq)]
+enum Ending {
+    Fine,
+    Reported,
+    Silent(String),
+}
+
+/// Runs the scan child: a 16 KiB fiber named 'scan' dives `depth` frames,
+/// then switches away: by parking (`fiber`) or by resuming a generator
+/// (`generator`).
+fn scan_child(kind: &str, depth: u32) -> Ending {
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "overflow_during_a_switch_is_reported_at_every_depth",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(
+            "FIBRA_CHILD",
+            "overflow_during_a_switch_is_reported_at_every_depth",
+        )
+        .env("FIBRA_SCAN", format!("{kind} {depth}"))
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if out.status.success() {
+        Ending::Fine
+    } else if stderr.contains("fiber 'scan' (id ")
+        && stderr.contains("has overflowed its stack of 16 KiB")
+    {
+        Ending::Reported
+    } else {
+        Ending::Silent(format!("{:?}: {stderr}", out.status))
+    }
+}
+
+/// An overflow in the push of a switch, on the stack being left, is reported
+/// like any other: the scheduler (and a generator's resume) records the
+/// stack it switches to before the switch pushes its frame on the one it
+/// leaves. Every depth around the first one that overflows must end either
+/// fine or with the fiber's report, never in a bare SIGSEGV. (The window is
+/// a few bytes wide: CI runs this test in release too, where frames are
+/// smallest.)
+#[test]
+fn overflow_during_a_switch_is_reported_at_every_depth() {
+    if is_child("overflow_during_a_switch_is_reported_at_every_depth") {
+        let scan = std::env::var("FIBRA_SCAN").unwrap();
+        let (kind, depth) = scan.split_once(' ').unwrap();
+        let depth: u32 = depth.parse().unwrap();
+        let generator = kind == "generator";
+        fibra::run(move || {
+            fibra::Builder::new()
+                .name("scan".into())
+                .stack_size(16 * 1024)
+                .spawn(move || {
+                    let _other = fibra::spawn(|| ());
+                    let mut g = fibra::Generator::with_stack_size(64 * 1024, |y| {
+                        loop {
+                            y.yield_(());
+                        }
+                    })
+                    .unwrap();
+                    dive(depth, &mut || {
+                        if generator {
+                            g.next();
+                        } else {
+                            // Another fiber is ready, so this switches.
+                            fibra::yield_now();
+                        }
+                    })
+                })
+                .unwrap()
+                .join()
+                .unwrap();
+        });
+        return;
+    }
+    for kind in ["fiber", "generator"] {
+        // The first depth that does not end fine, by bisection.
+        let (mut fine, mut not_fine) = (0u32, 4096u32);
+        assert_eq!(scan_child(kind, fine), Ending::Fine, "{kind}");
+        assert_ne!(scan_child(kind, not_fine), Ending::Fine, "{kind}");
+        while not_fine - fine > 1 {
+            let mid = (fine + not_fine) / 2;
+            match scan_child(kind, mid) {
+                Ending::Fine => fine = mid,
+                _ => not_fine = mid,
+            }
+        }
+        for depth in not_fine.saturating_sub(12)..not_fine + 12 {
+            if let Ending::Silent(what) = scan_child(kind, depth) {
+                panic!(
+                    "{kind}: depth {depth} (first overflow at {not_fine}) died silently: {what}"
+                );
+            }
+        }
+    }
+}

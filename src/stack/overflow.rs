@@ -35,6 +35,12 @@ thread_local! {
     /// the thread's own stack.
     static RUNNING: Cell<*const StackHeader> = const { Cell::new(ptr::null()) };
 
+    /// The stack this thread ran on before the last [`set_running`]: a
+    /// switch records the stack it goes to *before* it pushes its frame on
+    /// the stack it leaves, so an overflow in that push faults in this
+    /// one's guard page.
+    static SWITCHED_FROM: Cell<*const StackHeader> = const { Cell::new(ptr::null()) };
+
     /// Whether this thread has an alternate signal stack we can rely on.
     static ALTSTACK: Cell<bool> = const { Cell::new(false) };
 }
@@ -42,7 +48,7 @@ thread_local! {
 /// Records which stack this thread is about to run on (null: its own).
 #[inline(always)]
 pub(crate) fn set_running(header: *const StackHeader) {
-    RUNNING.with(|r| r.set(header));
+    SWITCHED_FROM.with(|f| f.set(RUNNING.with(|r| r.replace(header))));
 }
 
 /// The stack this thread runs on now (null: its own).
@@ -166,6 +172,19 @@ extern "C" fn handle_segv(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mu
             report_and_abort(h);
         }
     }
+    // The fault may be the push of a switch on the stack it is leaving.
+    // That stack is mapped then; but a stack left long ago may be unmapped
+    // since, so its header is read only if its page is still mapped.
+    let from = SWITCHED_FROM.with(Cell::get);
+    if !from.is_null() && is_mapped(from.cast()) {
+        // SAFETY: the page holding the header is mapped (just checked), and
+        // every mapped fiber stack's header slot holds a header written at
+        // spawn (or zeroes, which match no address).
+        let h = unsafe { &*from };
+        if (h.guard_lo..h.guard_hi).contains(&addr) {
+            report_and_abort(h);
+        }
+    }
     // Not ours: hand the fault to whoever was there before.
     // SAFETY: PREVIOUS was written before our handler was installed.
     unsafe {
@@ -186,6 +205,16 @@ extern "C" fn handle_segv(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mu
             f(sig);
         }
     }
+}
+
+/// Whether the page holding `p` is mapped (async-signal-safe: one syscall).
+fn is_mapped(p: *const u8) -> bool {
+    let page = super::page_size();
+    let start = (p as usize) & !(page - 1);
+    let mut vec = 0u8;
+    // SAFETY: mincore writes one byte (one page) into `vec`; it fails with
+    // ENOMEM, touching nothing, when the page is not mapped.
+    unsafe { libc::mincore(start as *mut libc::c_void, page, &mut vec) == 0 }
 }
 
 fn report_and_abort(h: &StackHeader) -> ! {
