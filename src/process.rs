@@ -35,8 +35,11 @@ pub fn wait(child: &mut Child) -> io::Result<ExitStatus> {
         return Ok(status);
     }
     let pid = child.id() as libc::pid_t;
-    // SAFETY: pidfd_open on a pid we own (our unreaped child, so the pid
-    // cannot have been reused); the result is checked.
+    // SAFETY: pidfd_open has no memory-safety precondition; the result is
+    // checked. The pid is our child's and not reaped by `Child` yet, so it
+    // names that child unless something else reaped it (SIGCHLD ignored,
+    // another thread's `waitpid(-1)`) and the pid was reused: then we wait
+    // for the wrong process and `child.wait()` below reports ECHILD.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as libc::c_int;
     if fd < 0 {
         return Err(io::Error::last_os_error());

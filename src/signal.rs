@@ -67,8 +67,18 @@ fn dispatcher() -> io::Result<&'static Dispatcher> {
             let [read, write] = fds;
             // The handler must never block: a full pipe drops the byte (the
             // dispatcher is behind, and a burst of one signal merges anyway).
-            // SAFETY: fcntl on our own fd.
-            unsafe { libc::fcntl(write, libc::F_SETFL, libc::O_NONBLOCK) };
+            // SAFETY: fcntl on our own fd; checked below.
+            if unsafe { libc::fcntl(write, libc::F_SETFL, libc::O_NONBLOCK) } != 0 {
+                let errno = io::Error::last_os_error()
+                    .raw_os_error()
+                    .unwrap_or(libc::EIO);
+                // SAFETY: our own fds, not yet shared with anyone.
+                unsafe {
+                    libc::close(read);
+                    libc::close(write);
+                }
+                return Err(errno);
+            }
             PIPE.store(write, std::sync::atomic::Ordering::Release);
             let spawned = std::thread::Builder::new()
                 .name("fibra-signal".into())
@@ -133,17 +143,32 @@ pub(crate) fn install_handler(signal: c_int) -> io::Result<()> {
     install(dispatcher()?, signal)
 }
 
+/// Whether fibra may install its handler for `signal`.
+fn catchable(signal: c_int) -> bool {
+    (1..=libc::SIGRTMAX()).contains(&signal) && !FORBIDDEN.contains(&signal)
+}
+
 fn install(d: &Dispatcher, signal: c_int) -> io::Result<()> {
+    if !catchable(signal) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("signal {signal} cannot be waited for"),
+        ));
+    }
     let mut installed = lock(&d.installed);
     if installed.contains(&signal) {
         return Ok(());
     }
-    // SAFETY: a zeroed sigaction with a plain handler, installed for a
-    // signal checked to be catchable.
+    // SAFETY: a zeroed sigaction with a plain handler (async-signal-safe:
+    // it writes one byte to a nonblocking pipe), installed for a signal
+    // checked just above to be catchable and not one of the faults that
+    // fibra's overflow report or the process must see. SA_ONSTACK: a
+    // signal landing on a fiber deep in its small stack puts its frame on
+    // the thread's alternate stack (when it has one) instead.
     unsafe {
         let mut action: libc::sigaction = std::mem::zeroed();
         action.sa_sigaction = handle as *const () as usize;
-        action.sa_flags = libc::SA_RESTART;
+        action.sa_flags = libc::SA_RESTART | libc::SA_ONSTACK;
         libc::sigemptyset(&mut action.sa_mask);
         if libc::sigaction(signal, &action, std::ptr::null_mut()) != 0 {
             return Err(io::Error::last_os_error());
@@ -180,7 +205,7 @@ pub fn wait(signals: &[c_int]) -> io::Result<c_int> {
         ));
     }
     for &signal in signals {
-        if !(1..=libc::SIGRTMAX()).contains(&signal) || FORBIDDEN.contains(&signal) {
+        if !catchable(signal) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!("signal {signal} cannot be waited for"),

@@ -554,3 +554,39 @@ fn numeric_addresses_never_reach_the_blocking_pool() {
     });
     println!("CHILD OK");
 }
+
+/// More slices than one `writev` takes (IOV_MAX, 1024): a full write of
+/// the first 1024 must not look short and park the next write for a
+/// writable edge that never comes (the peer reads only once all is sent).
+#[test]
+fn vectored_writes_of_more_than_iov_max_slices_do_not_hang() {
+    use std::io::IoSlice;
+    const SLICES: usize = 3000;
+    const EACH: usize = 16;
+    let wrote = fibra::run(|| {
+        fibra::timeout(Duration::from_secs(20), || {
+            let (mut a, mut b) = fibra::net::UnixStream::pair().unwrap();
+            // A short read that waits registers `a` with the reactor, whose
+            // first writable edge is then spent before the test proper.
+            let _ = a.set_read_timeout(Some(Duration::from_millis(20)));
+            let _ = a.read(&mut [0u8; 1]);
+            fibra::sleep(Duration::from_millis(20));
+            let data = vec![7u8; SLICES * EACH];
+            let mut slices: Vec<IoSlice<'_>> = data.chunks(EACH).map(IoSlice::new).collect();
+            let mut bufs = &mut slices[..];
+            let mut total = 0;
+            while !bufs.is_empty() {
+                let n = a.write_vectored(bufs).unwrap();
+                total += n;
+                IoSlice::advance_slices(&mut bufs, n);
+            }
+            drop(a);
+            let mut all = Vec::new();
+            b.read_to_end(&mut all).unwrap();
+            assert_eq!(all.len(), total);
+            total
+        })
+        .expect("the vectored writes hung")
+    });
+    assert_eq!(wrote, SLICES * EACH);
+}

@@ -397,6 +397,14 @@ pub(crate) use fd_traits;
 /// socket (a non-blocking `recv` of nothing reports `WouldBlock`). Writes go
 /// through std's, which use `send(MSG_NOSIGNAL)` for sockets: a closed peer
 /// is `BrokenPipe`, never a SIGPIPE.
+/// The bytes one `readv`/`writev` can move for buffers of these lengths:
+/// std passes at most `IOV_MAX` (1024 on Linux) of them. Counting more would
+/// make a full transfer look short, mark the socket drained, and park the
+/// next call for an edge that may never come.
+pub(crate) fn vectored_len(lens: impl Iterator<Item = usize>) -> usize {
+    lens.take(1024).fold(0usize, usize::saturating_add)
+}
+
 macro_rules! stream_io {
     ($($ty:ty),*) => {$(
         impl std::io::Read for &$ty {
@@ -413,7 +421,7 @@ macro_rules! stream_io {
                 if bufs.iter().all(|b| b.is_empty()) {
                     return Ok(0);
                 }
-                let len = bufs.iter().map(|b| b.len()).sum();
+                let len = $crate::net::socket::vectored_len(bufs.iter().map(|b| b.len()));
                 self.sock
                     .read_stream(len, |mut s| std::io::Read::read_vectored(&mut s, bufs))
             }
@@ -426,7 +434,7 @@ macro_rules! stream_io {
                 self.sock.write_stream(buf.len(), |mut s| std::io::Write::write(&mut s, buf))
             }
             fn write_vectored(&mut self, bufs: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
-                let len = bufs.iter().map(|b| b.len()).sum();
+                let len = $crate::net::socket::vectored_len(bufs.iter().map(|b| b.len()));
                 self.sock
                     .write_stream(len, |mut s| std::io::Write::write_vectored(&mut s, bufs))
             }
