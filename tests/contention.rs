@@ -162,3 +162,20 @@ fn semaphore_never_over_admits_under_contention() {
         assert_eq!(sem.available_permits(), PERMITS, "permits created or lost");
     });
 }
+
+// ----- 8. the read guard is covariant, as std's --------------------------
+
+/// std's `test_read_guard_covariance`, against `fibra::sync`: it compiles.
+#[test]
+fn read_guard_is_covariant_like_std() {
+    use fibra::sync::{RwLock, RwLockReadGuard};
+
+    fn do_stuff<'a>(_: RwLockReadGuard<'_, &'a i32>, _: &'a i32) {}
+    let j: i32 = 5;
+    let lock = RwLock::new(&j);
+    {
+        let i = 6;
+        do_stuff(lock.read().unwrap(), &i);
+    }
+    drop(lock);
+}
