@@ -37,13 +37,11 @@ fn bounded<T: Send + 'static>(
     }
 }
 
-#[allow(dead_code)] // used by the exhaustion tests below
 /// Whether this process is the child that runs test `name` (see [`child`]).
 fn is_child(name: &str) -> bool {
     std::env::var("FIBRA_CONTENTION_CHILD").is_ok_and(|v| v == name)
 }
 
-#[allow(dead_code)]
 /// Runs test `name` of this binary in a child process (which sees
 /// [`is_child`]) for at most `limit`, killing it then; asserts that it
 /// exited successfully and printed `CHILD OK`. A crash or an abort of the
@@ -178,4 +176,73 @@ fn read_guard_is_covariant_like_std() {
         do_stuff(lock.read().unwrap(), &i);
     }
     drop(lock);
+}
+
+// ----- 7. a sleep to the end of time costs nothing -----------------------
+
+/// This process's CPU time (user + system) from `/proc/self/stat`.
+fn process_cpu_time() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    // After the command name, which may hold spaces, in parentheses.
+    let fields: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..].split(' ').collect();
+    // utime and stime are fields 14 and 15 of the whole line.
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    // SAFETY: sysconf has no preconditions.
+    let per_second = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as u64;
+    Duration::from_nanos(ticks * 1_000_000_000 / per_second)
+}
+
+/// Starts a runtime on a thread of its own whose one fiber runs `sleep`;
+/// returns once it has parked.
+fn park_a_sleeper(sleep: fn()) {
+    let (started, ready) = std_mpsc::channel();
+    std::thread::spawn(move || {
+        fibra::run(|| {
+            let sleeper = fibra::spawn(sleep);
+            fibra::yield_now(); // it parks
+            started.send(()).unwrap();
+            let _ = sleeper.join();
+        })
+    });
+    ready.recv().unwrap();
+    std::thread::sleep(Duration::from_millis(50)); // settle
+}
+
+/// The CPU time this process uses over 500 ms; asserts it is under 1 %.
+fn assert_idle_for_500_ms(what: &str) {
+    let (cpu, start) = (process_cpu_time(), Instant::now());
+    std::thread::sleep(Duration::from_millis(500));
+    let (used, elapsed) = (process_cpu_time() - cpu, start.elapsed());
+    assert!(
+        used < elapsed / 100,
+        "{what}: used {used:?} of CPU in {elapsed:?}"
+    );
+    println!("{what}: used {used:?} in {elapsed:?}");
+}
+
+/// A fiber sleeping `Duration::MAX` costs under 1 % of a core over 500 ms:
+/// the runtime sleeps in `epoll_wait` instead of finding the timer due at
+/// once; so does one sleeping until 1 ms before the end of the clock's
+/// range (a deadline that does not saturate). In a child process, so that
+/// other tests' CPU time does not count.
+#[test]
+fn sleep_duration_max_costs_no_cpu() {
+    const NAME: &str = "sleep_duration_max_costs_no_cpu";
+    if !is_child(NAME) {
+        return child(NAME, Duration::from_secs(60));
+    }
+    park_a_sleeper(|| fibra::sleep(Duration::MAX));
+    assert_idle_for_500_ms("sleep(Duration::MAX)");
+    park_a_sleeper(|| {
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: a valid out-pointer; CLOCK_MONOTONIC exists.
+        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+        let now = ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64;
+        fibra::sleep(Duration::from_nanos(u64::MAX - now - 1_000_000));
+    });
+    assert_idle_for_500_ms("a sleep until 1 ms before u64::MAX ns");
+    println!("CHILD OK");
 }
