@@ -7,13 +7,14 @@
 //! awaited with `recv_timeout`, or a child process that is killed), so a
 //! hang fails the test instead of blocking the run.
 
+use std::collections::VecDeque;
 use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc as std_mpsc;
 use std::time::{Duration, Instant};
 
-use fibra::sync::Semaphore;
+use fibra::sync::{Condvar, Mutex, Semaphore};
 
 /// Runs `f` on a thread of its own and waits at most `limit` for it: a
 /// hang fails the test (the thread is left behind), a panic is re-raised.
@@ -245,4 +246,180 @@ fn sleep_duration_max_costs_no_cpu() {
     });
     assert_idle_for_500_ms("a sleep until 1 ms before u64::MAX ns");
     println!("CHILD OK");
+}
+
+// ----- 2. a notified waiter unwound while it re-locks passes it on --------
+
+/// How the first waiter is unwound after it was notified.
+#[derive(Clone, Copy, Debug)]
+enum Unwind {
+    Cancel,
+    Timeout,
+}
+
+/// Two waiters on a condvar; the first is notified and parks re-locking
+/// the mutex (held by the notifier), and is unwound there: the second must
+/// get the notification.
+fn notified_waiter_unwound_while_relocking(how: Unwind) {
+    bounded(&format!("{how:?}"), Duration::from_secs(20), move || {
+        fibra::run(|| {
+            let state = Arc::new((Mutex::new(0u32), Condvar::new()));
+            let first = {
+                let state = state.clone();
+                fibra::spawn(move || {
+                    let wait = || {
+                        let (m, cv) = &*state;
+                        let g = m.lock().unwrap();
+                        drop(cv.wait(g).unwrap());
+                    };
+                    match how {
+                        Unwind::Cancel => wait(),
+                        Unwind::Timeout => {
+                            fibra::timeout(Duration::from_millis(50), wait).unwrap_err();
+                        }
+                    }
+                })
+            };
+            fibra::yield_now(); // the first waits
+            let second = {
+                let state = state.clone();
+                fibra::spawn(move || {
+                    let (m, cv) = &*state;
+                    let g = m.lock().unwrap();
+                    let (_g, r) = cv.wait_timeout(g, Duration::from_secs(10)).unwrap();
+                    assert!(!r.timed_out(), "the notification was lost");
+                })
+            };
+            fibra::yield_now(); // the second waits
+            let (m, cv) = &*state;
+            let held = m.lock().unwrap();
+            cv.notify_one(); // the first is served ...
+            fibra::yield_now(); // ... and parks re-locking the mutex
+            match how {
+                Unwind::Cancel => first.cancel(),
+                Unwind::Timeout => fibra::sleep(Duration::from_millis(100)),
+            }
+            let outcome = first.join();
+            drop(held);
+            match how {
+                Unwind::Cancel => assert!(outcome.unwrap_err().is_cancelled()),
+                Unwind::Timeout => outcome.unwrap(),
+            }
+            second.join().unwrap();
+        })
+    });
+}
+
+#[test]
+fn notified_waiter_cancelled_while_relocking_passes_it_on() {
+    notified_waiter_unwound_while_relocking(Unwind::Cancel);
+}
+
+#[test]
+fn notified_waiter_timed_out_while_relocking_passes_it_on() {
+    notified_waiter_unwound_while_relocking(Unwind::Timeout);
+}
+
+/// A small xorshift generator: the stress tests' schedules vary per run
+/// (seeded from the clock) and per participant.
+struct Rng(u64);
+
+impl Rng {
+    fn new(salt: u64) -> Rng {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos();
+        Rng((u64::from(nanos) ^ salt.wrapping_mul(0x9E37_79B9_7F4A_7C15)) | 1)
+    }
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// A producer (a plain thread) hands items one at a time over a condvar
+/// with `notify_one`, holding the mutex a while after notifying. Patient
+/// consumers (a fiber on a worker and a plain thread) wait without a
+/// deadline; before each item an impatient fiber on the other worker
+/// waits under a `fibra::timeout` of a few ms and leaves for good when it
+/// expires. Waiters are served in FIFO order, so the impatient ones come
+/// to the front in turn, and their timeouts expire at random points: in
+/// line, or served and parked re-locking the mutex. Either way the
+/// notification must reach a patient consumer: every item is consumed
+/// within seconds, or the test fails as a stall.
+#[test]
+fn producer_consumer_over_notify_one_with_timed_out_waits_never_stalls() {
+    const ITEMS: usize = 300;
+    bounded("producer/consumer", Duration::from_secs(90), || {
+        type Queue = (Mutex<(VecDeque<usize>, bool)>, Condvar);
+        let queue: Arc<Queue> = Arc::new((Mutex::new((VecDeque::new(), false)), Condvar::new()));
+        let consumed = Arc::new(AtomicUsize::new(0));
+        let take = |queue: &Queue, consumed: &AtomicUsize| -> bool {
+            let (m, cv) = queue;
+            let mut g = m.lock().unwrap();
+            loop {
+                if g.0.pop_front().is_some() {
+                    consumed.fetch_add(1, Ordering::SeqCst);
+                    return true;
+                }
+                if g.1 {
+                    return false;
+                }
+                g = cv.wait(g).unwrap();
+            }
+        };
+        let rt = fibra::Runtime::builder().workers(2).build().unwrap();
+        let patient_fiber = {
+            let (queue, consumed) = (queue.clone(), consumed.clone());
+            rt.spawn_on(0, move || while take(&queue, &consumed) {})
+        };
+        let patient_thread = {
+            let (queue, consumed) = (queue.clone(), consumed.clone());
+            std::thread::spawn(move || while take(&queue, &consumed) {})
+        };
+        let mut rng = Rng::new(1);
+        let mut impatient = Vec::new();
+        for item in 0..ITEMS {
+            let (q, c) = (queue.clone(), consumed.clone());
+            let patience = Duration::from_micros(500 + rng.below(2_500));
+            impatient.push(rt.spawn_on(1, move || {
+                let _ = fibra::timeout(patience, || take(&q, &c));
+            }));
+            std::thread::sleep(Duration::from_micros(rng.below(1_000)));
+            {
+                let (m, cv) = &*queue;
+                let mut g = m.lock().unwrap();
+                g.0.push_back(item);
+                cv.notify_one();
+                // Hold on: the notified waiter parks re-locking the mutex
+                // while its timeout may expire.
+                std::thread::sleep(Duration::from_micros(rng.below(2_000)));
+            }
+            let deadline = Instant::now() + Duration::from_secs(5);
+            while consumed.load(Ordering::SeqCst) <= item {
+                assert!(
+                    Instant::now() < deadline,
+                    "stall: item {item} not consumed (a notification was lost)"
+                );
+                std::thread::sleep(Duration::from_micros(50));
+            }
+        }
+        {
+            let (m, cv) = &*queue;
+            m.lock().unwrap().1 = true;
+            cv.notify_all();
+        }
+        for h in impatient {
+            h.join().unwrap();
+        }
+        patient_fiber.join().unwrap();
+        patient_thread.join().unwrap();
+        assert_eq!(consumed.load(Ordering::SeqCst), ITEMS);
+    });
 }
