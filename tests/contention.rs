@@ -10,7 +10,7 @@
 use std::collections::VecDeque;
 use std::process::Command;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc as std_mpsc;
 use std::time::{Duration, Instant};
 
@@ -421,5 +421,65 @@ fn producer_consumer_over_notify_one_with_timed_out_waits_never_stalls() {
         patient_fiber.join().unwrap();
         patient_thread.join().unwrap();
         assert_eq!(consumed.load(Ordering::SeqCst), ITEMS);
+    });
+}
+
+// ----- 3. cancellation lands at a sleep that need not wait -----------------
+
+/// A fiber looping on sleeps that are already due (`sleep(ZERO)`,
+/// `sleep_until` a past instant) is cancelled from a plain thread: the
+/// cancel lands, although none of those sleeps would park.
+#[test]
+fn cancel_from_a_thread_stops_a_loop_of_due_sleeps() {
+    bounded("due sleeps", Duration::from_secs(20), || {
+        let rt = fibra::Runtime::builder().workers(1).build().unwrap();
+        let zero = rt.spawn(|| {
+            loop {
+                fibra::sleep(Duration::ZERO);
+            }
+        });
+        let past = rt.spawn(|| {
+            let then = Instant::now();
+            loop {
+                fibra::sleep_until(then);
+            }
+        });
+        std::thread::sleep(Duration::from_millis(50)); // both spin
+        let start = Instant::now();
+        zero.cancel();
+        past.cancel();
+        assert!(zero.join().unwrap_err().is_cancelled());
+        assert!(past.join().unwrap_err().is_cancelled());
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            start.elapsed()
+        );
+        // The same from a current-thread runtime driven by another thread.
+        let (handle_tx, handle_rx) = std_mpsc::channel();
+        let done = Arc::new(AtomicBool::new(false));
+        let driver = {
+            let done = done.clone();
+            std::thread::spawn(move || {
+                fibra::run(|| {
+                    let h = fibra::spawn(|| {
+                        loop {
+                            fibra::sleep(Duration::ZERO);
+                        }
+                    });
+                    handle_tx.send(h).unwrap();
+                    // The root spins on due sleeps too, until told to stop.
+                    while !done.load(Ordering::SeqCst) {
+                        fibra::sleep(Duration::ZERO);
+                    }
+                })
+            })
+        };
+        let h = handle_rx.recv().unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        h.cancel();
+        assert!(h.join().unwrap_err().is_cancelled());
+        done.store(true, Ordering::SeqCst);
+        driver.join().unwrap();
     });
 }
