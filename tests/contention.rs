@@ -483,3 +483,51 @@ fn cancel_from_a_thread_stops_a_loop_of_due_sleeps() {
         driver.join().unwrap();
     });
 }
+
+// ----- 6. a join woken early keeps its wake-up ----------------------------
+
+/// A cancelled fiber joins another in a destructor while it unwinds, and
+/// is cancelled again meanwhile (an early wake of that join): the join
+/// still gets the other fiber's completion, and the fiber finishes. On a
+/// current-thread runtime and from another thread to a worker.
+#[test]
+fn a_cancelled_fiber_joining_while_unwinding_finishes() {
+    struct JoinOnDrop(Option<fibra::JoinHandle<u32>>);
+    impl Drop for JoinOnDrop {
+        fn drop(&mut self) {
+            let h = self.0.take().unwrap();
+            assert_eq!(h.join().unwrap(), 7);
+        }
+    }
+    bounded("join while unwinding", Duration::from_secs(20), || {
+        fibra::run(|| {
+            let slow = fibra::spawn(|| {
+                fibra::sleep(Duration::from_millis(100));
+                7
+            });
+            let a = fibra::spawn(move || {
+                let _join = JoinOnDrop(Some(slow));
+                fibra::sleep(Duration::from_secs(3600));
+            });
+            fibra::yield_now(); // `a` sleeps
+            a.cancel(); // `a` unwinds into the join
+            fibra::sleep(Duration::from_millis(10));
+            a.cancel(); // wakes the join early
+            assert!(a.join().unwrap_err().is_cancelled());
+        });
+        let rt = fibra::Runtime::builder().workers(2).build().unwrap();
+        let a = rt.spawn_on(0, || {
+            let slow = fibra::spawn(|| {
+                fibra::sleep(Duration::from_millis(100));
+                7
+            });
+            let _join = JoinOnDrop(Some(slow));
+            fibra::sleep(Duration::from_secs(3600));
+        });
+        std::thread::sleep(Duration::from_millis(20));
+        a.cancel();
+        std::thread::sleep(Duration::from_millis(20));
+        a.cancel();
+        assert!(a.join().unwrap_err().is_cancelled());
+    });
+}
