@@ -531,3 +531,78 @@ fn a_cancelled_fiber_joining_while_unwinding_finishes() {
         assert!(a.join().unwrap_err().is_cancelled());
     });
 }
+
+// ----- 4. a fiber's stack needs no file descriptor ------------------------
+
+/// Lowers this process's fd limit (soft and hard, so no runtime raises it
+/// again) to what is open now plus `headroom`.
+fn limit_fds(headroom: u64) {
+    let open = std::fs::read_dir("/proc/self/fd").unwrap().count() as u64;
+    let limit = libc::rlimit {
+        rlim_cur: open + headroom,
+        rlim_max: open + headroom,
+    };
+    // SAFETY: a valid rlimit; lowering a limit needs no privilege.
+    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &limit) }, 0);
+}
+
+/// Opens fds until the kernel says `EMFILE`; returns them, to keep them open.
+fn exhaust_fds() -> Vec<std::fs::File> {
+    let mut held = Vec::new();
+    loop {
+        match std::fs::File::open("/dev/null") {
+            Ok(f) => held.push(f),
+            Err(e) if e.raw_os_error() == Some(libc::EMFILE) => return held,
+            Err(e) => panic!("unexpected error while using up fds: {e}"),
+        }
+    }
+}
+
+/// With every fd in use, the first fibers of the process spawn and run, on
+/// a current-thread runtime and on workers (runtimes made before the fds
+/// ran out: they need fds of their own). In a child process, whose fd
+/// limit it lowers.
+#[test]
+fn spawn_works_with_no_fd_free() {
+    const NAME: &str = "spawn_works_with_no_fd_free";
+    if !is_child(NAME) {
+        return child(NAME, Duration::from_secs(60));
+    }
+    limit_fds(64);
+    let local = fibra::Runtime::new().unwrap();
+    let workers = fibra::Runtime::builder().workers(2).build().unwrap();
+    let held = exhaust_fds();
+    assert!(!held.is_empty());
+
+    let sum = local.block_on(|| {
+        let fibers: Vec<_> = (0..300u64)
+            .map(|i| {
+                fibra::spawn(move || {
+                    fibra::yield_now();
+                    i
+                })
+            })
+            .collect();
+        fibers.into_iter().map(|f| f.join().unwrap()).sum::<u64>()
+    });
+    assert_eq!(sum, 300 * 299 / 2);
+
+    let on_workers: Vec<_> = (0..300u64)
+        .map(|i| {
+            workers.spawn(move || {
+                fibra::yield_now();
+                i
+            })
+        })
+        .collect();
+    let sum: u64 = on_workers.into_iter().map(|f| f.join().unwrap()).sum();
+    assert_eq!(sum, 300 * 299 / 2);
+    for w in 0..2 {
+        assert_eq!(workers.spawn_on(w, move || w).join().unwrap(), w);
+    }
+    // Still out of fds: the fibers did not need one.
+    let err = std::fs::File::open("/dev/null").unwrap_err();
+    assert_eq!(err.raw_os_error(), Some(libc::EMFILE));
+    drop(held);
+    println!("CHILD OK");
+}
