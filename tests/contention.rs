@@ -606,3 +606,56 @@ fn spawn_works_with_no_fd_free() {
     drop(held);
     println!("CHILD OK");
 }
+
+// ----- 5. too many workers is an error, not an abort ----------------------
+
+/// This process's thread count, from `/proc/self/status`.
+fn threads() -> usize {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("Threads:"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
+}
+
+/// `workers(100_000)` returns an error instead of aborting the process,
+/// and leaves no thread behind; so does a build whose workers run out of
+/// fds part-way (some started, then stopped and joined). In a child
+/// process (an abort fails this test, not the run), whose fd limit is
+/// lowered so that no machine starts more than a few hundred threads.
+#[test]
+fn too_many_workers_is_an_error_and_leaves_nothing_behind() {
+    const NAME: &str = "too_many_workers_is_an_error_and_leaves_nothing_behind";
+    if !is_child(NAME) {
+        return child(NAME, Duration::from_secs(120));
+    }
+    limit_fds(1_000);
+    let (threads_before, fds_before) = (
+        threads(),
+        std::fs::read_dir("/proc/self/fd").unwrap().count(),
+    );
+
+    let err = fibra::Runtime::builder()
+        .workers(100_000)
+        .build()
+        .unwrap_err();
+    println!("workers(100_000): {:?}: {err}", err.kind());
+    assert_eq!(threads(), threads_before, "threads left behind");
+
+    // Room for a few workers' fds only: some start, one fails.
+    limit_fds(40);
+    let err = fibra::Runtime::builder().workers(100).build().unwrap_err();
+    println!("workers(100) with 40 fds free: {:?}: {err}", err.kind());
+    assert_eq!(err.raw_os_error(), Some(libc::EMFILE), "{err}");
+    assert_eq!(threads(), threads_before, "threads left behind");
+    let fds_after = std::fs::read_dir("/proc/self/fd").unwrap().count();
+    assert_eq!(fds_after, fds_before, "fds left behind");
+
+    // And the process goes on: a runtime of a few workers works.
+    let rt = fibra::Runtime::builder().workers(2).build().unwrap();
+    assert_eq!(rt.spawn(|| 5).join().unwrap(), 5);
+    println!("CHILD OK");
+}
