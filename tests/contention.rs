@@ -659,3 +659,135 @@ fn too_many_workers_is_an_error_and_leaves_nothing_behind() {
     assert_eq!(rt.spawn(|| 5).join().unwrap(), 5);
     println!("CHILD OK");
 }
+
+// ----- the wait lists: a million notify/cancel races ----------------------
+
+/// How many timed waits the stress test makes in all (the acceptance
+/// criterion: at least a million notify/cancel races).
+const RACES: usize = 1_000_000;
+
+/// The randomised stress test of `sync/waiters.rs` (see its module docs
+/// for the invariant it checks): fibers on two workers and a plain thread
+/// wait for a semaphore of 2 permits with deadlines of a few µs — its own
+/// (`acquire_timeout`), or a `fibra::timeout` that unwinds the wait — while
+/// the holders release, so that releases (notifications) and expiries
+/// (cancellations) land on the same waiters at once, before, while and
+/// after they are served; meanwhile another thread cancels fibers blocked
+/// in `acquire` at random moments. Never more than 2 holders, and exactly
+/// 2 permits at the end: no permit is created, lost or handed out twice.
+#[test]
+fn a_million_notify_cancel_races_on_the_wait_list() {
+    const PERMITS: usize = 2;
+    const FIBERS_PER_WORKER: usize = 4;
+    bounded("notify/cancel races", Duration::from_secs(120), || {
+        let start = Instant::now();
+        let sem = Arc::new(Semaphore::new(PERMITS));
+        let holders = Arc::new(AtomicUsize::new(0));
+        let waits = Arc::new(AtomicUsize::new(0));
+        let served = Arc::new(AtomicUsize::new(0));
+        let rt = fibra::Runtime::builder().workers(2).build().unwrap();
+        // One timed wait; returns whether it got the permit.
+        let attempt = {
+            let (sem, holders) = (sem.clone(), holders.clone());
+            move |rng: &mut Rng, fiber: bool| -> bool {
+                let patience = Duration::from_nanos(rng.below(20_000));
+                let permit = if fiber && rng.below(2) == 0 {
+                    fibra::timeout(patience, || sem.acquire()).ok()
+                } else {
+                    sem.acquire_timeout(patience)
+                };
+                let Some(permit) = permit else {
+                    return false;
+                };
+                let now = holders.fetch_add(1, Ordering::SeqCst) + 1;
+                assert!(now <= PERMITS, "{now} holders of {PERMITS} permits");
+                if fiber && rng.below(4) == 0 {
+                    fibra::yield_now(); // hold it across a switch
+                }
+                holders.fetch_sub(1, Ordering::SeqCst);
+                drop(permit);
+                true
+            }
+        };
+        let run = {
+            let (waits, served) = (waits.clone(), served.clone());
+            move |salt: u64, fiber: bool| {
+                let mut rng = Rng::new(salt);
+                let (mut mine, mut got) = (0, 0);
+                while waits.load(Ordering::Relaxed) < RACES {
+                    for _ in 0..64 {
+                        got += usize::from(attempt(&mut rng, fiber));
+                    }
+                    mine += 64;
+                    waits.fetch_add(64, Ordering::Relaxed);
+                }
+                served.fetch_add(got, Ordering::Relaxed);
+                mine
+            }
+        };
+        let fibers: Vec<_> = (0..2 * FIBERS_PER_WORKER)
+            .map(|i| {
+                let run = run.clone();
+                rt.spawn_on(i % 2, move || run(i as u64, true))
+            })
+            .collect();
+        let thread = {
+            let run = run.clone();
+            std::thread::spawn(move || run(99, false))
+        };
+        // Fibers blocked in `acquire` (no deadline), cancelled from this
+        // thread at random moments: before they queue, while queued, just
+        // as they are served, or while they hold the permit.
+        let mut rng = Rng::new(7);
+        let mut cancelled = 0;
+        while waits.load(Ordering::Relaxed) < RACES {
+            let victim = {
+                let (sem, holders) = (sem.clone(), holders.clone());
+                rt.spawn(move || {
+                    /// Counts a holder out even when it unwinds.
+                    struct Holding(Arc<AtomicUsize>);
+                    impl Drop for Holding {
+                        fn drop(&mut self) {
+                            self.0.fetch_sub(1, Ordering::SeqCst);
+                        }
+                    }
+                    let _permit = sem.acquire();
+                    let now = holders.fetch_add(1, Ordering::SeqCst) + 1;
+                    let _holding = Holding(holders);
+                    assert!(now <= PERMITS, "{now} holders of {PERMITS} permits");
+                    fibra::yield_now(); // may be cancelled here, holding it
+                })
+            };
+            for _ in 0..rng.below(50) {
+                std::hint::spin_loop();
+            }
+            victim.cancel();
+            if let Err(e) = victim.join() {
+                assert!(e.is_cancelled(), "{e}");
+                cancelled += 1;
+            }
+        }
+        let mut total = thread.join().unwrap();
+        for f in fibers {
+            total += f.join().unwrap();
+        }
+        assert_eq!(holders.load(Ordering::SeqCst), 0);
+        assert_eq!(
+            sem.available_permits(),
+            PERMITS,
+            "a permit was created or lost"
+        );
+        let served = served.load(Ordering::Relaxed);
+        println!(
+            "{total} timed waits ({served} served, {} expired), {cancelled} fibers cancelled, in {:?}",
+            total - served,
+            start.elapsed()
+        );
+        assert!(total >= RACES);
+        // Both ways out of a wait were taken many times: the races happened.
+        assert!(
+            served >= RACES / 20 && total - served >= RACES / 20,
+            "{served} of {total}"
+        );
+    });
+}
