@@ -372,18 +372,22 @@ impl<T> HandleEnd<T> {
             .expect("fibra: a JoinHandle was polled after it returned the result")
     }
 
-    /// Waits for the result, parking with `waiter`.
+    /// Waits for the result, parking with the waiter `waiter` makes.
+    ///
+    /// A waiter names one park (a fiber's wake token): after a wake-up
+    /// that was not the fiber's completion — a cancel landing on a join
+    /// made while unwinding, which parks plainly — the next park needs a
+    /// waiter of its own, registered again, or the completion would go to
+    /// the spent one and never arrive.
     fn wait(
         &self,
-        waiter: impl FnOnce(&mut Option<Unparker>) -> bool,
+        mut waiter: impl FnMut(&mut Option<Unparker>) -> bool,
         id: FiberId,
     ) -> Result<T, JoinError> {
-        if !self.is_done() {
-            match self.register(waiter) {
+        while !self.is_done() {
+            match self.register(&mut waiter) {
                 Registered::Waiting => {
-                    while !self.is_done() {
-                        park_current(None, WaitOn::Join(id));
-                    }
+                    park_current(None, WaitOn::Join(id));
                 }
                 Registered::Finishing => self.finish_wait(),
             }

@@ -95,8 +95,18 @@ impl Builder<Workers> {
     /// # Errors
     ///
     /// `InvalidInput` for zero workers and for a stack size of zero or above
-    /// [`MAX_STACK_SIZE`](crate::MAX_STACK_SIZE); an OS error when a thread
-    /// or a worker's fds cannot be created.
+    /// [`MAX_STACK_SIZE`](crate::MAX_STACK_SIZE); `OutOfMemory` when the
+    /// process has too few memory mappings left (`vm.max_map_count`) for
+    /// that many threads; an OS error when a thread or a worker's fds
+    /// cannot be created. Workers start one after another, and the first
+    /// that fails ends the build with its error: those already started are
+    /// stopped and joined, so a failed build leaves no thread behind.
+    ///
+    /// ```
+    /// // More threads than any process may map (vm.max_map_count < 2^31).
+    /// let err = fibra::Runtime::builder().workers(1 << 28).build().unwrap_err();
+    /// assert_eq!(err.kind(), std::io::ErrorKind::OutOfMemory);
+    /// ```
     ///
     /// ```
     /// let err = fibra::Runtime::builder().workers(0).build().unwrap_err();

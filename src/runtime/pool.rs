@@ -113,12 +113,18 @@ struct Published {
 
 impl Pool {
     /// Starts `n` workers and waits until each has its scheduler.
+    ///
+    /// One at a time: a worker is started only once the one before has
+    /// reported, so the first that fails (no thread, or no fds for its
+    /// reactor) ends the start with its error, and the workers already up
+    /// are stopped and joined. (Starting them all before reading any
+    /// report ran on past the limits until std could not map a thread's
+    /// signal stack, and aborted the process.)
     pub(crate) fn start(
         n: usize,
         stack_size: usize,
     ) -> io::Result<(Arc<Pool>, Vec<thread::JoinHandle<()>>)> {
         let pool = Arc::new(Pool::new(n));
-        let (report, started) = std::sync::mpsc::channel();
         let mut threads = Vec::with_capacity(n);
         let mut failure = None;
         for index in 0..n {
@@ -126,7 +132,7 @@ impl Pool {
                 pool: pool.clone(),
                 index,
             };
-            let report = report.clone();
+            let (report, started) = std::sync::mpsc::channel();
             match thread::Builder::new()
                 .name(format!("fibra-worker-{index}"))
                 .spawn(move || worker_main(link, stack_size, report))
@@ -137,16 +143,19 @@ impl Pool {
                     break;
                 }
             }
-        }
-        drop(report);
-        for _ in 0..threads.len() {
             // A worker that failed reports its error; one that panicked
-            // drops its sender, which ends the loop with RecvError.
+            // drops its sender, which ends the wait with RecvError.
             match started.recv() {
                 Ok(Ok(())) => {}
-                Ok(Err(e)) => failure = failure.or(Some(e)),
+                Ok(Err(e)) => {
+                    failure = Some(e);
+                    break;
+                }
                 Err(_) => {
-                    failure = failure.or(Some(io::Error::other("a fibra worker failed to start")))
+                    failure = Some(io::Error::other(format!(
+                        "fibra worker {index} failed to start"
+                    )));
+                    break;
                 }
             }
         }

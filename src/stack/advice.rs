@@ -12,7 +12,9 @@
 //!    huge pages away only since Linux 6.7.
 //!
 //! The first method that fails with `EINVAL`, `ENOSYS` or `EPERM` is not
-//! tried again in this process.
+//! tried again in this process. Any other failure of the batch — the pidfd
+//! it needs cannot be opened at the fd limit — falls back to the next
+//! method for that call only: a fiber's stack never needs a free fd.
 
 use std::io;
 use std::sync::atomic::{AtomicI32, AtomicU8, Ordering};
@@ -27,15 +29,20 @@ const MPROTECT: u8 = 2;
 static METHOD: AtomicU8 = AtomicU8::new(BATCH);
 
 /// Installs a guard on the lowest page of every stack.
+///
+/// Needs no file descriptor: when the batch cannot have its pidfd (the
+/// process is at its fd limit, `EMFILE`) or fails otherwise, this call
+/// guards stack by stack, and the next tries the batch again. (Installing
+/// a guard twice, after a batch that failed part-way, is harmless.)
 pub(super) fn install_guards(stacks: &[Stack]) -> io::Result<()> {
     if METHOD.load(Ordering::Relaxed) == BATCH {
         match batch(stacks, MADV_GUARD_INSTALL, |s| (s.base(), page_size())) {
             Ok(()) => return Ok(()),
             Err(e) if unsupported(&e) => METHOD.store(PER_STACK, Ordering::Relaxed),
-            Err(e) => return Err(e),
+            Err(_) => {} // this time only: per stack below
         }
     }
-    if METHOD.load(Ordering::Relaxed) == PER_STACK {
+    if METHOD.load(Ordering::Relaxed) != MPROTECT {
         let mut result = Ok(());
         for stack in stacks {
             // SAFETY: the lowest page of our own fresh mapping; nothing lives there.
@@ -99,7 +106,8 @@ pub(super) fn free_memory(stacks: &[Stack]) {
 }
 
 /// One `advice` over a range of each stack, in `process_madvise` calls on a
-/// pidfd of our own process.
+/// pidfd of our own process. Fails when that pidfd cannot be opened (no
+/// fd free): callers fall back to one `madvise` per stack.
 fn batch(
     stacks: &[Stack],
     advice: libc::c_int,

@@ -16,9 +16,15 @@ use crate::time::clock;
 /// Waiters are woken in the order they began to wait, and there are no
 /// spurious wake-ups from the condvar itself (a waiter should still check
 /// its condition in a loop, or use [`wait_while`](Self::wait_while), since
-/// another waiter may have changed it first). A waiter that is cancelled or
-/// times out just as it is notified passes the notification on to the next
-/// waiter.
+/// another waiter may have changed it first).
+///
+/// A fiber unwound out of a wait — cancelled, or its
+/// [`fibra::timeout`](crate::timeout) expired — after it was notified
+/// passes the notification on to the next waiter, if any, as POSIX asks of
+/// a cancelled `pthread_cond_wait`: whether the unwind lands while it is in
+/// line or while it parks re-locking the mutex. (A wait that ends by its
+/// own [`wait_timeout`](Self::wait_timeout) consumes a notification that
+/// came at the same moment, and says so: its `timed_out()` is false.)
 ///
 /// ```
 /// use std::sync::Arc;
@@ -224,7 +230,17 @@ impl Condvar {
             },
         )
         .served();
-        (mutex.lock(), !served)
+        // Served, and then unwound (cancelled, or its `fibra::timeout`
+        // expired) while parked re-locking the mutex: the notification
+        // would die with this waiter, so it goes to the next one, as when
+        // a waiter is unwound while still in line (see the type's docs).
+        let pass_on = PassOn {
+            condvar: self,
+            armed: served,
+        };
+        let relocked = mutex.lock();
+        std::mem::forget(pass_on);
+        (relocked, !served)
     }
 
     /// Wakes the waiter that has waited longest, if any.
@@ -248,6 +264,21 @@ impl Condvar {
         let mut wakeups = Wakeups::default();
         wakeups.take_all(&mut lock(&self.waiters), |_| ());
         wakeups.wake();
+    }
+}
+
+/// Notifies the next waiter of `condvar` when dropped `armed`: by the
+/// unwinding of a waiter that had been notified (forgotten otherwise).
+struct PassOn<'c> {
+    condvar: &'c Condvar,
+    armed: bool,
+}
+
+impl Drop for PassOn<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.condvar.notify_one();
+        }
     }
 }
 

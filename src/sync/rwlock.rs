@@ -4,6 +4,7 @@ use std::cell::UnsafeCell;
 use std::fmt;
 use std::marker::PhantomData;
 use std::ops::{Deref, DerefMut};
+use std::ptr::NonNull;
 use std::sync::{LockResult, TryLockError, TryLockResult};
 
 use crate::sync::poison;
@@ -46,10 +47,32 @@ unsafe impl<T: ?Sized + Send> Send for RwLock<T> {}
 unsafe impl<T: ?Sized + Send + Sync> Sync for RwLock<T> {}
 
 /// Shared access to the data of an [`RwLock`]; releases on drop.
+///
+/// Covariant in `T`, as std's: a guard of an `RwLock<&'long U>` may be
+/// used where a guard of `&'short U` is expected (it only ever gives
+/// shared access). The write guard, like std's, is invariant.
+///
+/// ```
+/// use fibra::sync::{RwLock, RwLockReadGuard};
+///
+/// fn use_both<'a>(_: RwLockReadGuard<'_, &'a i32>, _: &'a i32) {}
+///
+/// let long = 5;
+/// let lock = RwLock::new(&long);
+/// {
+///     let short = 6;
+///     use_both(lock.read().unwrap(), &short); // `&'long i32` shortened
+/// }
+/// ```
 #[must_use = "the lock is released as soon as the guard is dropped"]
 pub struct RwLockReadGuard<'a, T: ?Sized + 'a> {
-    lock: &'a RwLock<T>,
-    _not_send: PhantomData<*const ()>,
+    /// The data, as a pointer rather than through `&'a RwLock<T>`, whose
+    /// `UnsafeCell<T>` would make the guard invariant in `T`. Also keeps
+    /// the guard `!Send`, as std's.
+    data: NonNull<T>,
+    /// The lock's permits, which do not mention `T`.
+    sem: &'a RawSemaphore,
+    _borrow: PhantomData<&'a T>,
 }
 
 /// Exclusive access to the data of an [`RwLock`]; releases on drop.
@@ -168,8 +191,9 @@ impl<T: ?Sized> RwLock<T> {
         poison::map_result(
             &self.poison,
             RwLockReadGuard {
-                lock: self,
-                _not_send: PhantomData,
+                data: NonNull::new(self.data.get()).expect("UnsafeCell::get is never null"),
+                sem: &self.sem,
+                _borrow: PhantomData,
             },
         )
     }
@@ -218,7 +242,7 @@ impl<T: ?Sized> RwLock<T> {
 
 impl<T: ?Sized> Drop for RwLockReadGuard<'_, T> {
     fn drop(&mut self) {
-        self.lock.sem.release(1);
+        self.sem.release(1);
     }
 }
 
@@ -232,8 +256,9 @@ impl<T: ?Sized> Drop for RwLockWriteGuard<'_, T> {
 impl<T: ?Sized> Deref for RwLockReadGuard<'_, T> {
     type Target = T;
     fn deref(&self) -> &T {
-        // SAFETY: a read permit is held, so no writer (no `&mut T`) exists.
-        unsafe { &*self.lock.data.get() }
+        // SAFETY: `data` points into the lock, which `sem`'s borrow keeps
+        // alive; a read permit is held, so no writer (no `&mut T`) exists.
+        unsafe { self.data.as_ref() }
     }
 }
 

@@ -318,9 +318,9 @@ impl Semaphore {
     /// assert!(s.try_acquire().is_none());
     /// ```
     pub fn try_acquire(&self) -> Option<Permit<'_>> {
-        self.raw
-            .try_acquire(1)
-            .then_some(Permit { semaphore: self })
+        // `then`, not `then_some`: a `Permit` built for a failed attempt
+        // would be dropped, and its drop returns a permit never taken.
+        self.raw.try_acquire(1).then(|| Permit { semaphore: self })
     }
 
     /// Waits at most `timeout` for a permit.

@@ -26,6 +26,55 @@
 //!   `fibra::timeout` expired, while the wake-up was on its way) passes what
 //!   it received on: the `abandon` callback of [`park_until_served`] does
 //!   that for each primitive, so no notification is ever lost.
+//!
+//! ## Why a hand-off is never lost nor doubled
+//!
+//! Checked by argument rather than by `loom`: a waiter's side of the race
+//! runs through the fiber scheduler (`park_current`, wake tokens, switches
+//! between stacks), which loom cannot model, and the list itself is plain
+//! data under one `std::sync::Mutex`, so the only interleavings that matter
+//! are the orders in which the two sides take that lock — few enough to
+//! enumerate here. A randomised stress test (`tests/contention.rs`,
+//! `a_million_notify_cancel_races_on_the_wait_list`) races them a million
+//! times across two workers and a thread.
+//!
+//! **Invariant.** A node is in exactly one of three states: *linked*,
+//! *served* (unlinked by a notifier's [`WaitList::pop_front`], which wrote
+//! what it hands over into the payload and then raised `served`) or
+//! *withdrawn* (unlinked by its own waiter's [`WaitList::remove`]). Both
+//! transitions leave *linked*, both happen under the lock, and neither
+//! state is ever left again; so exactly one of them happens, once.
+//!
+//! **Every way out of [`park_until_served`] settles the node once:**
+//!
+//! 1. The waiter sees `served` (Acquire) without the lock: the notifier
+//!    stored it (Release) after its last access, still under the lock, so
+//!    the payload is complete and nobody touches the node again: the
+//!    waiter returns `Served` and owns the hand-off.
+//! 2. Otherwise it takes the lock. Not linked: served (the flag was not
+//!    seen yet, but the unlock ordered the notifier's writes before us):
+//!    `Locked(_, true)`, the hand-off is the waiter's. Linked and its own
+//!    deadline passed: it withdraws — nothing was handed over, and the
+//!    primitive undoes what the waiting meant (a semaphore returns the
+//!    permits partly given in `assigned`). Linked and woken for nothing: it
+//!    stays linked with the unparker of its next park (the old token is
+//!    spent) and parks again.
+//! 3. It unwinds (cancel, `fibra::timeout`, a panic in `linked`) at a park
+//!    or anywhere in between: `OnUnwind` takes the lock and withdraws the
+//!    node if it is still linked. `remove` returning false means it was
+//!    served first: `abandon(served = true)` passes the hand-off on (a
+//!    condvar notifies the next waiter, a semaphore releases the permits
+//!    to the next in line). Returning true means withdrawn: nothing to
+//!    pass on, only partial gifts to undo.
+//!
+//! A notifier serves only linked nodes, and a served node is never served
+//! again, so a hand-off is given once; the waiter either keeps it (1, 2)
+//! or passes it on (3), so it is used once. The node never dangles: it is
+//! linked only inside `park_until_served`, and every exit from that
+//! function — return or unwind — leaves it served or withdrawn, with the
+//! notifier's last touch before the `served` store the waiter waits for.
+//! What happens after the wait (a condvar re-locking its mutex) is the
+//! primitive's own: a condvar passes its notification on from there too.
 
 use std::cell::UnsafeCell;
 use std::marker::PhantomPinned;

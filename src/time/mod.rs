@@ -14,11 +14,19 @@ use std::panic::{self, AssertUnwindSafe};
 use std::time::{Duration, Instant};
 
 use crate::runtime::context;
-use crate::runtime::park::{Parked, TimeoutUnwind, WaitOn, park};
+use crate::runtime::park::{Parked, TimeoutUnwind, WaitOn, check_unwind, park};
 use crate::stack::pin::StackPin;
 
 /// Blocks the current fiber for at least `d` while other fibers run. Outside
 /// a runtime, sleeps the thread.
+///
+/// A sleep is a cancellation point: a cancelled fiber (or one whose
+/// [`timeout`] expired) unwinds from it, even when it need not wait. A sleep
+/// that is already due — `sleep(Duration::ZERO)`, or [`sleep_until`] a
+/// past instant — still yields, as [`yield_now`](crate::yield_now) does, so
+/// a loop of them lets the other fibers run and the runtime hear from other
+/// threads (a `cancel` from one, say), as `std::thread::sleep(ZERO)` lets
+/// the OS reschedule.
 ///
 /// ```
 /// use std::time::{Duration, Instant};
@@ -38,6 +46,8 @@ pub fn sleep(d: Duration) {
 
 /// Blocks the current fiber until `deadline` while other fibers run. Outside
 /// a runtime, sleeps the thread.
+///
+/// A cancellation point, as [`sleep`] is; a deadline already past yields.
 ///
 /// ```
 /// use std::time::{Duration, Instant};
@@ -62,9 +72,15 @@ pub fn sleep_until(deadline: Instant) {
 
 fn sleep_ns(core: &crate::runtime::core::Core, deadline: u64) {
     if deadline <= clock::now_ns() {
-        // Already due: no timer, no switch; still a point where
-        // cancellation and timeouts take effect.
-        crate::runtime::park::check_unwind(core);
+        // Already due: no timer, but a yield, so that a loop of due sleeps
+        // neither starves the other fibers nor keeps its runtime from
+        // reading messages from other threads (a yield counts against the
+        // budget after which the runtime polls), a cancel among them. And,
+        // on both sides of the switch, a point where cancellation and
+        // timeouts take effect.
+        check_unwind(core);
+        core.yield_now();
+        check_unwind(core);
         return;
     }
     loop {

@@ -31,6 +31,10 @@ use slab::Slab;
 
 /// log2 of the tick length in nanoseconds.
 pub(crate) const TICK_SHIFT: u32 = 10;
+/// The tick `u64::MAX` ns rounds up to: 2^54, which begins one past the
+/// end of the `u64` range. Ticks live in `0..=LAST_TICK`; the start of
+/// every one but this fits a `u64` (see [`tick_start_ns`]).
+const LAST_TICK: u64 = u64::MAX.div_ceil(1 << TICK_SHIFT);
 const SLOT_BITS: u32 = 6;
 const SLOTS: usize = 1 << SLOT_BITS;
 const LEVELS: usize = 11;
@@ -128,14 +132,14 @@ impl<T> Wheel<T> {
     /// The nanosecond time at which the next `advance` will have work: a
     /// timer firing or a slot cascading. `None` when no timer is armed.
     pub(crate) fn next_expiration(&self) -> Option<u64> {
-        self.next_slot().map(|(_, _, tick)| tick << TICK_SHIFT)
+        self.next_slot().map(|(_, _, tick)| tick_start_ns(tick))
     }
 
     /// Processes time up to `now` (nanoseconds): every timer whose deadline is
     /// at or before `now` is removed and appended to `fired`, sorted by
     /// deadline, ties in arming order.
     pub(crate) fn advance(&mut self, now: u64, fired: &mut Vec<Fired<T>>) {
-        let now_tick = now >> TICK_SHIFT;
+        let now_tick = ticks_begun(now);
         let start = fired.len();
         while let Some((level, slot, tick)) = self.next_slot() {
             if tick > now_tick {
@@ -227,6 +231,27 @@ impl<T> Wheel<T> {
     }
 }
 
+/// The nanosecond time at which `tick` begins. [`LAST_TICK`] would begin
+/// at 2^64 ns, past the clock's range: it saturates to `u64::MAX`, which
+/// [`ticks_begun`] maps back to it. (A plain shift wrapped to 0 there, so
+/// a timer due at or near `u64::MAX` ns — `sleep(Duration::MAX)` — looked
+/// due at once, forever: the runtime polled without sleeping.)
+fn tick_start_ns(tick: u64) -> u64 {
+    debug_assert!(tick <= LAST_TICK);
+    tick.saturating_mul(1 << TICK_SHIFT)
+}
+
+/// The last tick that has begun at `now` ns: every deadline in it and
+/// before it is at or before `now`. At `u64::MAX` every deadline is due,
+/// those that round up to [`LAST_TICK`] too.
+fn ticks_begun(now: u64) -> u64 {
+    if now == u64::MAX {
+        LAST_TICK
+    } else {
+        now >> TICK_SHIFT
+    }
+}
+
 /// The level at which a timer due at `when` is kept, given `elapsed`.
 fn level_for(elapsed: u64, when: u64) -> usize {
     // `| (SLOTS - 1)` makes equal ticks land on level 0.
@@ -300,6 +325,97 @@ mod tests {
             step = (step * 2).min(TICK / 3);
         }
         assert!(w.is_empty());
+    }
+
+    /// Drives `w` from `now` by its own `next_expiration` until it is
+    /// empty: nothing fires early or more than a tick late, and after every
+    /// advance the next expiration lies ahead (a runtime that found it due
+    /// at once would poll without sleeping, forever).
+    fn drive_to_the_end(w: &mut Wheel<u32>, deadlines: &[u64], mut now: u64) {
+        let mut fired_total = 0;
+        let mut fired = Vec::new();
+        let mut rounds = 0;
+        while fired_total < deadlines.len() {
+            rounds += 1;
+            assert!(rounds < 100_000, "the wheel does not converge");
+            fired.clear();
+            w.advance(now, &mut fired);
+            for f in &fired {
+                assert_eq!(f.deadline, deadlines[f.value as usize]);
+                assert!(f.deadline <= now, "fired early: {} > {now}", f.deadline);
+                assert!(
+                    now - f.deadline < TICK,
+                    "fired late: {} at {now}",
+                    f.deadline
+                );
+            }
+            fired_total += fired.len();
+            match w.next_expiration() {
+                Some(next) => {
+                    assert!(next > now, "due again at once: {next} <= {now}");
+                    now = next;
+                }
+                None => assert_eq!(fired_total, deadlines.len(), "timers lost"),
+            }
+        }
+        assert!(w.is_empty());
+    }
+
+    #[test]
+    fn the_end_of_time_is_never_due_early() {
+        // A sleep of Duration::MAX: the deadline saturates to u64::MAX.
+        let mut w = Wheel::new();
+        w.insert(u64::MAX, 0);
+        let next = w.next_expiration().unwrap();
+        assert_eq!(next, u64::MAX, "the last tick starts at the end of time");
+        let now = 1 << 40;
+        assert!(drain(&mut w, now).is_empty());
+        assert!(w.next_expiration().unwrap() > now);
+        assert!(drain(&mut w, u64::MAX - 1).is_empty());
+        assert_eq!(w.next_expiration(), Some(u64::MAX));
+        assert_eq!(drain(&mut w, u64::MAX), vec![0]);
+        assert!(w.is_empty());
+    }
+
+    #[test]
+    fn deadlines_at_the_edges_of_the_range() {
+        // The top of the range, tick and level boundaries, and their
+        // neighbours, armed from a few starting points.
+        let mut deadlines = vec![0, 1, TICK - 1, TICK, TICK + 1, u64::MAX];
+        for k in 0..=64u32 {
+            let edge = 1u64.checked_shl(k).unwrap_or(u64::MAX);
+            deadlines.extend([edge.saturating_sub(1), edge, edge.saturating_add(1)]);
+        }
+        for k in 0..2048u64 {
+            deadlines.push(u64::MAX - k);
+        }
+        let top = (LAST_TICK - 1) << TICK_SHIFT;
+        deadlines.extend([top - 1, top, top + 1]);
+        for start in [0, 12_345 * TICK + 7, 1 << 62, u64::MAX - 5 * TICK] {
+            let mut w = Wheel::new();
+            assert!(drain(&mut w, start).is_empty());
+            // A deadline already past fires at the next advance, on time.
+            let live: Vec<u64> = deadlines.iter().map(|&d| d.max(start)).collect();
+            for (i, &d) in live.iter().enumerate() {
+                w.insert(d, i as u32);
+            }
+            drive_to_the_end(&mut w, &live, start);
+        }
+    }
+
+    #[test]
+    fn tick_arithmetic_at_the_edges() {
+        assert_eq!(LAST_TICK, 1 << 54);
+        assert_eq!(tick_start_ns(0), 0);
+        assert_eq!(tick_start_ns(LAST_TICK - 1), u64::MAX - (TICK - 1));
+        assert_eq!(tick_start_ns(LAST_TICK), u64::MAX);
+        assert_eq!(ticks_begun(u64::MAX), LAST_TICK);
+        assert_eq!(ticks_begun(u64::MAX - 1), LAST_TICK - 1);
+        assert_eq!(ticks_begun(TICK - 1), 0);
+        assert_eq!(ticks_begun(TICK), 1);
+        assert_eq!(level_for(0, LAST_TICK), 9);
+        assert_eq!(level_for(LAST_TICK, LAST_TICK), 0);
+        assert_eq!(level_for(LAST_TICK - 1, LAST_TICK), 9);
     }
 
     #[test]
