@@ -520,11 +520,20 @@ impl<T> JoinHandle<T> {
         )
     }
 
-    /// Asks the fiber to stop: it unwinds from the park it is in (or its
-    /// next park, sleep, yield or blocking call), running its destructors,
-    /// and its `join` returns a [`JoinError`] for which
+    /// Asks the fiber to stop: it unwinds from the park it is in, running
+    /// its destructors, and its `join` returns a [`JoinError`] for which
     /// [`is_cancelled`](JoinError::is_cancelled) holds. A fiber that has not
     /// started never runs. Cancelling a finished fiber does nothing.
+    ///
+    /// The cancellation points, from this thread or any other: every park
+    /// (a call that blocks, at the moment it would block), and every
+    /// [`sleep`](crate::sleep), [`sleep_until`](crate::sleep_until) and
+    /// [`yield_now`](crate::yield_now), even a sleep that is already due. A
+    /// call that completes without blocking (an uncontended lock, a `recv`
+    /// with a message waiting, a read with data ready) is not one, as in
+    /// tokio, where an abort lands at the next `Pending`: checking there
+    /// would put a read of the cross-thread queue on every fast path. A
+    /// loop that never blocks is cancelled at its next `yield_now`.
     ///
     /// ```
     /// use std::time::Duration;
