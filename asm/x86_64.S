@@ -190,13 +190,21 @@ fibra_0_1_switch_tail:
 #
 # `.cfi_undefined rip` marks this frame as the root of the fiber's stack:
 # gdb, perf and std::backtrace stop here instead of walking into garbage.
+#
+# The FDE starts one byte before the entry point, on a `nop` that never
+# runs. A new fiber's (or generator's) frame holds the trampoline itself as
+# its return address, and unwinders look a return address up at minus one
+# (it normally follows a call): without that byte the lookup would land in
+# the padding after the switch, outside any FDE, and gdb or perf would show
+# `??` frames there instead of stopping.
     .globl fibra_0_1_trampoline
     .hidden fibra_0_1_trampoline
     .type fibra_0_1_trampoline,@function
     .p2align 4
-fibra_0_1_trampoline:
     .cfi_startproc
     .cfi_undefined %rip
+    nop
+fibra_0_1_trampoline:
     movq %rax, %rdi
     movq %rbx, %rsi
     callq *%r12

@@ -343,6 +343,7 @@ impl<'a, T> Generator<'a, T> {
     where
         F: FnOnce(&Yielder<T>),
     {
+        arch::check_supported()?;
         let usable = stack::validate_size(stack_size)?;
         let stack = stack::take(usable)?;
         overflow::prepare_thread(); // an overflow of the body is reported

@@ -18,7 +18,7 @@
 #[cfg(target_arch = "x86_64")]
 mod x86_64;
 #[cfg(target_arch = "x86_64")]
-pub(crate) use x86_64::{EntryFn, FinalSwitch, init_stack, prefetch_frame};
+pub(crate) use x86_64::{EntryFn, FinalSwitch, check_supported, init_stack, prefetch_frame};
 #[cfg(all(target_arch = "x86_64", not(fibra_asan)))]
 pub(crate) use x86_64::{resume, suspend, switch};
 

@@ -183,3 +183,96 @@ pub(crate) unsafe fn suspend(save_sp: *mut *mut u8, load_sp: *mut u8, arg: usize
         );
     }
 }
+
+/// Whether this thread may switch stacks with the routine above: not while
+/// a CET shadow stack is active, since the switch does not switch shadow
+/// stacks (its `ret` into another context would not match the shadow
+/// stack's record, and the CPU would kill the process with a control
+/// protection fault). Linux enables one only for a binary marked
+/// SHSTK-compatible (e.g. built with `-Zcf-protection=full`) and when
+/// glibc is asked to (`GLIBC_TUNABLES=glibc.cpu.x86_shstk=on`).
+pub(crate) fn check_supported() -> std::io::Result<()> {
+    const ARCH_SHSTK_STATUS: libc::c_ulong = 0x5005;
+    const ARCH_SHSTK_SHSTK: u64 = 1;
+    let mut features: u64 = 0;
+    // SAFETY: ARCH_SHSTK_STATUS writes one u64 through the pointer, which
+    // is valid; kernels without CET support fail with EINVAL, touching
+    // nothing.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_arch_prctl,
+            ARCH_SHSTK_STATUS,
+            &mut features as *mut u64,
+        )
+    };
+    if rc == 0 && features & ARCH_SHSTK_SHSTK != 0 {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::Unsupported,
+            "fibra cannot run with a CET shadow stack active: its stack switch does not \
+             switch shadow stacks yet (run with GLIBC_TUNABLES=glibc.cpu.x86_shstk=off, or \
+             build without -Zcf-protection)",
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::c_void;
+
+    /// libgcc's `struct dwarf_eh_bases`.
+    #[repr(C)]
+    struct EhBases {
+        tbase: *mut c_void,
+        dbase: *mut c_void,
+        func: *mut c_void,
+    }
+
+    unsafe extern "C" {
+        /// libgcc's lookup of the FDE covering `pc` (what every unwinder
+        /// step does with a return address minus one).
+        fn _Unwind_Find_FDE(pc: *mut c_void, bases: *mut EhBases) -> *const c_void;
+    }
+
+    /// The start of the FDE covering `pc`, if any.
+    fn fde_start(pc: usize) -> Option<usize> {
+        let mut bases = EhBases {
+            tbase: std::ptr::null_mut(),
+            dbase: std::ptr::null_mut(),
+            func: std::ptr::null_mut(),
+        };
+        // SAFETY: a lookup in the unwind tables; `bases` is a valid out-struct.
+        let fde = unsafe { _Unwind_Find_FDE(pc as *mut c_void, &mut bases) };
+        (!fde.is_null()).then_some(bases.func as usize)
+    }
+
+    #[test]
+    fn switching_is_supported_without_a_shadow_stack() {
+        // This machine runs without CET shadow stacks (the probe's syscall
+        // fails with EINVAL on kernels or CPUs without them, which counts
+        // as none active).
+        super::check_supported().unwrap();
+    }
+
+    #[test]
+    fn a_new_contexts_return_address_unwinds_into_the_trampoline() {
+        let trampoline = super::fibra_0_1_trampoline as *const () as usize;
+        // A new fiber's frame returns to the trampoline's first byte; the
+        // unwinder looks that up at minus one. It must find the
+        // trampoline's own FDE (which ends the walk), not none or the
+        // switch's.
+        let fde = fde_start(trampoline - 1).expect("no FDE covers trampoline - 1");
+        assert_eq!(
+            fde,
+            trampoline - 1,
+            "the FDE starts on the nop before the trampoline"
+        );
+        assert_eq!(
+            fde_start(trampoline + 4),
+            Some(fde),
+            "one FDE for the whole trampoline"
+        );
+        let switch = super::fibra_0_1_switch as *const () as usize;
+        assert_ne!(fde_start(switch), Some(fde));
+    }
+}

@@ -53,6 +53,7 @@ impl Builder {
     /// assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
     /// ```
     pub fn build(self) -> io::Result<Runtime> {
+        crate::arch::check_supported()?;
         let stack_size = stack::validate_size(self.stack_size)?;
         Ok(Runtime::from_flavor(CurrentThread::new(Core::new(
             stack_size, None,
@@ -113,6 +114,7 @@ impl Builder<Workers> {
     /// assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
     /// ```
     pub fn build(self) -> io::Result<Runtime<Workers>> {
+        crate::arch::check_supported()?;
         let stack_size = stack::validate_size(self.stack_size)?;
         if self.workers == 0 {
             return Err(io::Error::new(
