@@ -318,13 +318,14 @@ impl<T> Generator<'static, T> {
     where
         F: FnOnce(&Yielder<T>),
     {
-        // SAFETY: the generator is a local of this frame, dropped (its body
+        // the generator is a local of this frame, dropped (its body
         // run to its end or unwound) before this returns or unwinds, while
         // the body's borrows are still live. `f` cannot take it away: it
         // only gets a `&mut Generator<'g, T>` for a `'g` it must accept
         // whatever it is, so it has no other generator of that exact type
         // (the lifetime is invariant; `new` makes only `'static` ones) to
         // swap in, and cannot return it.
+        // SAFETY: as argued just above.
         let mut generator = unsafe { Generator::build(stack_size, body) }?;
         Ok(f(&mut generator))
     }
@@ -500,10 +501,11 @@ impl<T> Yielder<T> {
     /// returns, and a suspended body may be resumed elsewhere or never.
     #[inline]
     pub fn yield_(&self, value: T) {
-        // SAFETY: `self` borrows the Yielder, a local of the body's entry
+        // `self` borrows the Yielder, a local of the body's entry
         // frame, so that frame is live; the generator owning the control box
         // cannot be dropped while its body runs (its `resume` holds it
         // borrowed) nor while it is suspended without first ending the body.
+        // SAFETY: as argued just above.
         let control = unsafe { &*self.control };
         let here = overflow::running();
         if here != control.header {
@@ -530,11 +532,12 @@ impl<T> Yielder<T> {
             panic::resume_unwind(Box::new(GeneratorCancel));
         }
         control.value.set(Some(value));
-        // SAFETY: we run on the generator's own stack (checked above), so
+        // we run on the generator's own stack (checked above), so
         // its body runs and its caller is suspended in `resume` with its
         // context in `caller_sp`; `generator_sp` lives in the box. No frame
         // of the body holds a runtime (the stack is not pinned), so it may
         // be resumed in any context.
+        // SAFETY: as argued just above.
         unsafe { arch::suspend(control.generator_sp.as_ptr(), control.caller_sp.get(), 0) };
         // Resumed by `next`, or by `Drop` to be cancelled.
         if control.cancel.get() {

@@ -35,11 +35,12 @@ pub fn wait(child: &mut Child) -> io::Result<ExitStatus> {
         return Ok(status);
     }
     let pid = child.id() as libc::pid_t;
-    // SAFETY: pidfd_open has no memory-safety precondition; the result is
+    // pidfd_open has no memory-safety precondition; the result is
     // checked. The pid is our child's and not reaped by `Child` yet, so it
     // names that child unless something else reaped it (SIGCHLD ignored,
     // another thread's `waitpid(-1)`) and the pid was reused: then we wait
     // for the wrong process and `child.wait()` below reports ECHILD.
+    // SAFETY: as argued just above.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as libc::c_int;
     if fd < 0 {
         return Err(io::Error::last_os_error());

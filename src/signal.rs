@@ -159,12 +159,13 @@ fn install(d: &Dispatcher, signal: c_int) -> io::Result<()> {
     if installed.contains(&signal) {
         return Ok(());
     }
-    // SAFETY: a zeroed sigaction with a plain handler (async-signal-safe:
+    // a zeroed sigaction with a plain handler (async-signal-safe:
     // it writes one byte to a nonblocking pipe), installed for a signal
     // checked just above to be catchable and not one of the faults that
     // fibra's overflow report or the process must see. SA_ONSTACK: a
     // signal landing on a fiber deep in its small stack puts its frame on
     // the thread's alternate stack (when it has one) instead.
+    // SAFETY: as argued just above.
     unsafe {
         let mut action: libc::sigaction = std::mem::zeroed();
         action.sa_sigaction = handle as *const () as usize;

@@ -237,10 +237,11 @@ where
     };
     packet.complete_in(Some(core), result);
     if let Some(on_exit) = on_exit {
-        // SAFETY: the scope that set the callback waits for it: its frame
+        // the scope that set the callback waits for it: its frame
         // is blocked in `wait_for_all` (which neither returns nor unwinds
         // before the count reaches zero) and cannot have been abandoned,
         // since it pins its stack against a generator's yield.
+        // SAFETY: as argued just above.
         unsafe { (on_exit.call)(on_exit.data) };
     }
 }

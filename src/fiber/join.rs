@@ -83,12 +83,13 @@ impl<T> Drop for Packet<T> {
         if let Some(scope) = self.scope
             && matches!(self.result.get_mut(), Some(Err(e)) if e.is_panic())
         {
-            // SAFETY: a scoped packet is freed by one of its two ends, both
+            // a scoped packet is freed by one of its two ends, both
             // on the scope's thread: the fiber's (scoped fibers run on the
             // scope's runtime) and the `ScopedJoinHandle`'s (`!Send`, and it
             // borrows the scope); and before the scope's data is gone, since
             // the scope waits for its fibers' exit and the handle cannot
             // outlive `'scope`.
+            // SAFETY: as argued just above.
             unsafe { scope.as_ref().a_fiber_panicked.set(true) };
         }
     }

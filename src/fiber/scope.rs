@@ -183,15 +183,16 @@ impl<'scope, 'env> Scope<'scope, 'env> {
             call: fiber_exited,
             data: data.cast(),
         };
-        // SAFETY: the scope waits for `on_exit` of every fiber it spawned
-        // before its borrows end (see `wait_for_all`, which cannot unwind),
-        // and its frame can neither be abandoned nor outlive the runtime:
-        // it pins its stack, so no generator suspends it, and a runtime
-        // never drops a fiber's frames without running them to the end
-        // unless it leaks the scope's fibers with them.
-        let handle =
-            unsafe { spawn_unchecked(core, f, None, core.default_stack, Some((on_exit, data))) }
-                .expect("fibra::Scope::spawn: cannot create a fiber");
+        // The scope waits for `on_exit` of every fiber it spawned before its
+        // borrows end (see `wait_for_all`, which cannot unwind), and its
+        // frame can neither be abandoned nor outlive the runtime: it pins
+        // its stack, so no generator suspends it, and a runtime never drops
+        // a fiber's frames without running them to the end unless it leaks
+        // the scope's fibers with them.
+        // SAFETY: as argued just above.
+        let spawned =
+            unsafe { spawn_unchecked(core, f, None, core.default_stack, Some((on_exit, data))) };
+        let handle = spawned.expect("fibra::Scope::spawn: cannot create a fiber");
         self.data.running.set(self.data.running.get() + 1);
         let (at, id) = (handle.location(), handle.fiber().id());
         self.data

@@ -48,10 +48,11 @@ impl StackPin {
     #[inline]
     pub(crate) fn new() -> StackPin {
         let header = overflow::running();
-        // SAFETY: a non-null RUNNING names the header of the stack this
+        // a non-null RUNNING names the header of the stack this
         // thread runs on (the scheduler and the generators set it at every
         // switch), at the top of that stack's mapping, which is mapped while
         // we run on it. Only code running on a stack touches its `pins`.
+        // SAFETY: as argued just above.
         if let Some(h) = unsafe { header.as_ref() } {
             h.pins.set(h.pins.get() + 1);
         }
