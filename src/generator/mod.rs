@@ -65,9 +65,15 @@ use std::panic::{self, AssertUnwindSafe};
 use std::ptr;
 
 use crate::arch;
-use crate::runtime::context;
 use crate::runtime::core::FiberId;
-use crate::stack::{self, Stack, StackHeader, overflow, pin};
+use crate::stack::{self, Stack, StackHeader, overflow};
+
+mod entry;
+mod scoped;
+mod yielder;
+
+use entry::{Start, enter_stack, entry};
+pub use yielder::Yielder;
 
 /// The unwind payload that ends a generator dropped half-way.
 struct GeneratorCancel;
@@ -185,13 +191,6 @@ pub struct Generator<'a, T> {
 /// A lifetime marker that is neither co- nor contravariant.
 type Invariant<'a> = fn(&'a ()) -> &'a ();
 
-/// The body's handle for handing out values; see [`Generator`].
-pub struct Yielder<T> {
-    control: *const Control<T>,
-    /// Only the generator's own thread may use it.
-    _not_send: PhantomData<*const ()>,
-}
-
 impl<T> Generator<'static, T> {
     /// A generator running `body` on a stack of the default size
     /// ([`DEFAULT_STACK_SIZE`](crate::DEFAULT_STACK_SIZE)). The body does
@@ -240,97 +239,7 @@ impl<T> Generator<'static, T> {
         // borrow behind.
         unsafe { Generator::build(stack_size, body) }
     }
-
-    /// Runs `f` with a generator whose `body` may borrow from the caller's
-    /// stack, on a stack of the default size; the generator is dropped
-    /// (its body unwound, if unfinished) before `scoped` returns.
-    ///
-    /// `f` gets the generator by `&mut` only, branded with a lifetime `'g`
-    /// of its own: it can iterate it, but not keep, swap or leak it. That is
-    /// what makes the borrows sound (see [`Generator`]).
-    ///
-    /// # Panics
-    ///
-    /// If no stack can be mapped (see
-    /// [`scoped_with_stack_size`](Self::scoped_with_stack_size) for the
-    /// error instead); and whatever `f` or the body panic with.
-    ///
-    /// Same fringe: do two trees hold the same leaves in the same order?
-    ///
-    /// ```
-    /// use fibra::{Generator, Yielder};
-    ///
-    /// enum Tree {
-    ///     Leaf(char),
-    ///     Node(Box<Tree>, Box<Tree>),
-    /// }
-    /// fn walk(t: &Tree, y: &Yielder<char>) {
-    ///     match t {
-    ///         Tree::Leaf(c) => y.yield_(*c),
-    ///         Tree::Node(l, r) => {
-    ///             walk(l, y);
-    ///             walk(r, y);
-    ///         }
-    ///     }
-    /// }
-    /// let node = |l, r| Tree::Node(Box::new(l), Box::new(r));
-    /// let a = node(Tree::Leaf('a'), node(Tree::Leaf('b'), Tree::Leaf('c')));
-    /// let b = node(node(Tree::Leaf('a'), Tree::Leaf('b')), Tree::Leaf('c'));
-    /// let same = Generator::scoped(
-    ///     |y| walk(&a, y),
-    ///     |ga| Generator::scoped(|y| walk(&b, y), |gb| ga.eq(gb)),
-    /// );
-    /// assert!(same);
-    /// ```
-    pub fn scoped<F, R>(body: F, f: impl for<'g> FnOnce(&mut Generator<'g, T>) -> R) -> R
-    where
-        F: FnOnce(&Yielder<T>),
-    {
-        match Generator::scoped_with_stack_size(crate::DEFAULT_STACK_SIZE, body, f) {
-            Ok(r) => r,
-            Err(e) => panic!("fibra::Generator::scoped: cannot create a stack: {e}"),
-        }
-    }
-
-    /// Like [`scoped`](Self::scoped), on a stack of `stack_size` bytes
-    /// (rounded up to pages).
-    ///
-    /// # Errors
-    ///
-    /// If the size is zero or too large, or the stack cannot be mapped; `f`
-    /// is not called then.
-    ///
-    /// ```
-    /// let words = ["a", "b"];
-    /// let n = fibra::Generator::scoped_with_stack_size(
-    ///     64 * 1024,
-    ///     |y| words.iter().for_each(|w| y.yield_(*w)),
-    ///     |g| g.count(),
-    /// )
-    /// .unwrap();
-    /// assert_eq!(n, 2);
-    /// ```
-    pub fn scoped_with_stack_size<F, R>(
-        stack_size: usize,
-        body: F,
-        f: impl for<'g> FnOnce(&mut Generator<'g, T>) -> R,
-    ) -> io::Result<R>
-    where
-        F: FnOnce(&Yielder<T>),
-    {
-        // the generator is a local of this frame, dropped (its body
-        // run to its end or unwound) before this returns or unwinds, while
-        // the body's borrows are still live. `f` cannot take it away: it
-        // only gets a `&mut Generator<'g, T>` for a `'g` it must accept
-        // whatever it is, so it has no other generator of that exact type
-        // (the lifetime is invariant; `new` makes only `'static` ones) to
-        // swap in, and cannot return it.
-        // SAFETY: as argued just above.
-        let mut generator = unsafe { Generator::build(stack_size, body) }?;
-        Ok(f(&mut generator))
-    }
 }
-
 impl<'a, T> Generator<'a, T> {
     /// Makes a generator of any brand around `body`.
     ///
@@ -479,143 +388,10 @@ impl<T> Drop for Generator<'_, T> {
     }
 }
 
-impl<T> Yielder<T> {
-    /// Hands `value` to the `next` that resumed the generator and suspends
-    /// the body until the following `next`.
-    ///
-    /// ```
-    /// let squares = fibra::Generator::new(|y| {
-    ///     for i in 1..=3 {
-    ///         y.yield_(i * i);
-    ///     }
-    /// });
-    /// assert_eq!(squares.collect::<Vec<_>>(), [1, 4, 9]);
-    /// ```
-    ///
-    /// # Panics
-    ///
-    /// When called from anywhere but its own generator's body: from a
-    /// fiber or another generator it was lent to. And when the body would be
-    /// suspended inside `fibra::scope`, `block_on`/`run`, or `fibra::timeout`:
-    /// each holds on to the runtime entered on the thread until its closure
-    /// returns, and a suspended body may be resumed elsewhere or never.
-    #[inline]
-    pub fn yield_(&self, value: T) {
-        // `self` borrows the Yielder, a local of the body's entry
-        // frame, so that frame is live; the generator owning the control box
-        // cannot be dropped while its body runs (its `resume` holds it
-        // borrowed) nor while it is suspended without first ending the body.
-        // SAFETY: as argued just above.
-        let control = unsafe { &*self.control };
-        let here = overflow::running();
-        if here != control.header {
-            panic!(
-                "fibra::Yielder::yield_ called outside its generator's body \
-                 (from a fiber or generator it was lent to): a Yielder can only \
-                 suspend its own generator"
-            );
-        }
-        // SAFETY: we run on the generator's stack (checked just above),
-        // which is mapped while the body runs.
-        if unsafe { pin::pins(here) } != 0 {
-            panic!(
-                "fibra::Yielder::yield_ called inside `fibra::scope`, \
-                 `block_on`/`run` or `fibra::timeout` in a generator's body: \
-                 those hold the runtime until their closure returns, and a \
-                 suspended generator may be resumed elsewhere or never"
-            );
-        }
-        if control.cancel.get() {
-            if crate::runtime::park::unwinding() {
-                return; // a destructor yielding during the cancel: drop it
-            }
-            panic::resume_unwind(Box::new(GeneratorCancel));
-        }
-        control.value.set(Some(value));
-        // we run on the generator's own stack (checked above), so
-        // its body runs and its caller is suspended in `resume` with its
-        // context in `caller_sp`; `generator_sp` lives in the box. No frame
-        // of the body holds a runtime (the stack is not pinned), so it may
-        // be resumed in any context.
-        // SAFETY: as argued just above.
-        unsafe { arch::suspend(control.generator_sp.as_ptr(), control.caller_sp.get(), 0) };
-        // Resumed by `next`, or by `Drop` to be cancelled.
-        if control.cancel.get() {
-            panic::resume_unwind(Box::new(GeneratorCancel));
-        }
-    }
-}
-
-/// Tells the runtime (if any) and the overflow handler which stack this
-/// thread now runs on; returns the previous one.
-fn enter_stack(header: *const StackHeader) -> *const StackHeader {
-    match context::current() {
-        Some(core) => core.swap_running_header(header),
-        None => {
-            let previous = overflow::running();
-            overflow::set_running(header);
-            previous
-        }
-    }
-}
-
-struct Start<F, T> {
-    body: F,
-    control: *const Control<T>,
-}
-
-/// The generator's first function, on its own stack.
-///
-/// # Safety
-///
-/// Called only through the frame `init_stack` built, with `data` the boxed
-/// `Start<F, T>`, whose control box outlives the generator's run.
-unsafe extern "C" fn entry<F, T>(_arg: usize, data: *mut u8) -> arch::FinalSwitch
-where
-    F: FnOnce(&Yielder<T>),
-{
-    arch::entered();
-    // SAFETY: `data` is the box made by `build`, taken once.
-    let start = unsafe { Box::from_raw(data.cast::<Start<F, T>>()) };
-    let Start { body, control } = *start;
-    // SAFETY: the control box is owned by the Generator, which outlives
-    // the body's run: it resumes the body until it ends before it drops
-    // the box, or it is leaked and the box with it.
-    let ctl = unsafe { &*control };
-    let yielder = Yielder {
-        control,
-        _not_send: PhantomData,
-    };
-    let outcome = if ctl.cancel.get() {
-        // Dropped before it ever ran: drop the closure unrun.
-        panic::catch_unwind(AssertUnwindSafe(move || drop(body)))
-    } else {
-        panic::catch_unwind(AssertUnwindSafe(move || body(&yielder)))
-    };
-    if let Err(payload) = outcome {
-        ctl.panic.set(Some(payload));
-    }
-    // Back to the caller, suspended in `resume`, for good: the trampoline
-    // makes the switch (its `ret` then pops the entry of the caller's call
-    // to `resume`, as a `suspend` does).
-    let last = arch::FinalSwitch {
-        load_sp: ctl.caller_sp.get(),
-        arg: 1,
-    };
-    arch::leaving_for_good(&last);
-    last
-}
-
 impl<T> fmt::Debug for Generator<'_, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Generator")
             .field("finished", &self.is_finished())
             .finish_non_exhaustive()
-    }
-}
-
-impl<T> fmt::Debug for Yielder<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Yielder").finish_non_exhaustive()
     }
 }
