@@ -33,8 +33,19 @@
 //! ## Ground rules
 //!
 //! - All state but [`Shared`] is touched only on the runtime's thread,
-//!   through [`Core::local`]. A `&mut Local` is never held across a switch:
-//!   it is re-borrowed after every switch (other fibers run in between).
+//!   through [`Core::local`], in short borrows: a `&mut Local` (or a
+//!   reference into it, such as a `&mut Record`) is never held across a
+//!   switch, nor across a call into user code — a `tracing` subscriber's
+//!   callback, a user value's `Drop`, a waker. Such code may re-enter the
+//!   runtime (spawn, which may grow the record slab and move every record;
+//!   wake; cancel; log), so what it needs is copied out first and the
+//!   caller re-borrows by key after it: see [`Core::callback`], the one
+//!   door through which the scheduler calls a subscriber. Other fibers run
+//!   between the two halves of a switch, so the same holds there.
+//! - The place a switch saves the outgoing stack pointer to (a field of
+//!   its record, in the slab) is taken after the last callback before the
+//!   switch and used at once by `arch::switch`, with no user code in
+//!   between: it cannot have moved. The incoming one's is read then too.
 //! - A fiber runs only while its runtime is entered on this thread (the
 //!   `CONTEXT` thread-local points at its `Core`), and the `Core` outlives
 //!   every fiber: dropping the runtime cancels and finishes them first.
@@ -87,10 +98,12 @@ const IO_BUDGET: u32 = 128;
 /// of pooled stacks (see `stack::release_pending`).
 const IDLE_RELEASE_NS: u64 = 5_000_000;
 
+mod callback;
 mod id;
 mod root;
 mod switch;
 
+pub(crate) use callback::parked_in_callback;
 pub use id::FiberId;
 
 /// Names one park of one fiber; see the module docs.
@@ -229,6 +242,9 @@ pub(crate) struct Local {
     spare: Spare,
     /// Free blocks for join packets.
     blocks: Blocks,
+    /// The subscriber callback running now, if any (see
+    /// [`Core::callback`]): a park or yield then is a misuse.
+    pub(crate) in_callback: Option<&'static str>,
 }
 
 /// One runtime's scheduler.
@@ -274,6 +290,7 @@ impl Core {
                 remote: Vec::new(),
                 spare: Spare::new(default_stack),
                 blocks: Blocks::new(),
+                in_callback: None,
             }),
             id: registry::register(shared.clone()),
             shared,
@@ -341,14 +358,17 @@ impl Core {
         name: Option<Arc<str>>,
     ) -> Key {
         // Checked here, the span made out of line: a disabled `Span` is
-        // still a 40-byte value that the macro builds and moves around.
+        // still a 40-byte value that the macro builds and moves around. It
+        // is made before the borrow below: `new_span` is the subscriber's
+        // code, and may spawn fibers of its own.
         let span = if tracing::level_enabled!(tracing::Level::TRACE) {
             self.fiber_span(id, name.as_deref())
         } else {
             None
         };
         // SAFETY: on the runtime's thread (spawning needs the runtime entered
-        // or owned by this thread); no other borrow is live.
+        // or owned by this thread); no other borrow is live, and this one
+        // ends before the event below.
         let l = unsafe { self.local() };
         let park = l.next_park();
         let cancelled = l.closing;
@@ -371,7 +391,7 @@ impl Core {
         });
         l.live += 1;
         l.push_ready(key, &self.shared);
-        trace(move || tracing::trace!(fiber = id.as_u64(), "spawn"));
+        self.trace(move || tracing::trace!(fiber = id.as_u64(), "spawn"));
         key
     }
 
@@ -379,22 +399,22 @@ impl Core {
     #[cold]
     #[inline(never)]
     fn fiber_span(&self, id: FiberId, name: Option<&str>) -> Option<Box<tracing::Span>> {
-        let span = tracing::trace_span!(
-            "fiber",
-            id = id.as_u64(),
-            name,
-            worker = self.worker.as_ref().map(WorkerLink::index)
-        );
-        (!span.is_disabled()).then(|| Box::new(span))
+        let worker = self.worker.as_ref().map(WorkerLink::index);
+        self.callback("Subscriber::new_span", || {
+            let span = tracing::trace_span!("fiber", id = id.as_u64(), name, worker);
+            (!span.is_disabled()).then(|| Box::new(span))
+        })
     }
 
     /// Called first thing by a new fiber: enters its tracing span and tells
     /// its id and whether it was cancelled before it started.
     pub(crate) fn begin_current(&self) -> (FiberId, bool) {
         // SAFETY: on the runtime's thread; short borrow.
-        let l = unsafe { self.local() };
-        let rec = l.running();
-        span_enter(&rec.span);
+        let me = unsafe { self.local() }.current;
+        self.enter_span(me);
+        // SAFETY: re-borrowed after the subscriber's `enter` (which may
+        // even have cancelled this fiber: that counts).
+        let rec = unsafe { self.local() }.running();
         (rec.id, rec.cancelled)
     }
 
@@ -487,78 +507,76 @@ impl Local {
         self.run_queue.push_back(key);
     }
 
-    /// Wakes the park named by `token` with `reason`; returns whether it did.
+    /// Wakes the park named by `token` with `reason`; returns whether it
+    /// did. Emits no trace event (that would be a subscriber's code under
+    /// the caller's borrow): [`Core::wake`] does, after the borrow.
     pub(crate) fn wake(&mut self, token: WakeToken, reason: Wake, shared: &Shared) -> bool {
+        self.wake_fiber(token, reason, shared).is_some()
+    }
+
+    /// As [`Local::wake`]; returns the id of the fiber it woke.
+    #[inline]
+    fn wake_fiber(&mut self, token: WakeToken, reason: Wake, shared: &Shared) -> Option<FiberId> {
         let next_park = self.park_seq + 1;
-        let Some(rec) = self.fibers.get_mut(token.key) else {
-            return false;
-        };
+        let rec = self.fibers.get_mut(token.key)?;
         if rec.park != token.park {
-            return false; // that park has ended
+            return None; // that park has ended
         }
         match rec.state {
             State::Parked => {
                 rec.state = State::Ready;
                 rec.wake = reason;
-                let id = rec.id;
-                trace(move || tracing::trace!(fiber = id.as_u64(), ?reason, "unpark"));
                 rec.park = next_park;
+                let id = rec.id;
                 self.park_seq = next_park;
                 self.push_ready(token.key, shared);
-                true
+                Some(id)
             }
             State::Ready | State::Running => {
                 if reason == Wake::Unparked {
                     rec.notified = true;
                 }
-                false
+                None
             }
-            State::Done | State::Vacant => false,
+            State::Done | State::Vacant => None,
         }
     }
 
-    fn cancel(&mut self, key: Key, id: FiberId, shared: &Shared) {
-        let Some(rec) = self.fibers.get_mut(key) else {
-            return;
-        };
+    /// Marks fiber `id` in slot `key` cancelled and wakes it if it is
+    /// parked; returns its id if it woke it (for the caller's trace).
+    fn cancel(&mut self, key: Key, id: FiberId, shared: &Shared) -> Option<FiberId> {
+        let rec = self.fibers.get_mut(key)?;
         if rec.id != id || rec.state == State::Done {
-            return;
+            return None;
         }
         rec.cancelled = true;
-        if rec.state == State::Parked {
-            let token = WakeToken {
-                key,
-                park: rec.park,
-            };
-            self.wake(token, Wake::Cancelled, shared);
+        if rec.state != State::Parked {
+            return None;
         }
+        let token = WakeToken {
+            key,
+            park: rec.park,
+        };
+        self.wake_fiber(token, Wake::Cancelled, shared)
     }
 }
 
-/// Emits the trace event `event` makes, out of line, when TRACE is on: the
-/// paths that trace a fiber's life pay one load and branch for it, not the
-/// frame the event's call would need.
-#[inline(always)]
-fn trace(event: impl FnOnce()) {
-    if tracing::level_enabled!(tracing::Level::TRACE) {
-        out_of_line(event);
+impl Core {
+    /// Wakes the park named by `token` with `reason`; returns whether it
+    /// did. Traces the wake-up after its borrow of the state has ended.
+    #[inline]
+    pub(crate) fn wake(&self, token: WakeToken, reason: Wake) -> bool {
+        // SAFETY: on the runtime's thread; short borrow, ended before the
+        // trace event.
+        let woken = unsafe { self.local() }.wake_fiber(token, reason, &self.shared);
+        if let Some(id) = woken {
+            self.trace_unpark(id, reason);
+        }
+        woken.is_some()
     }
-}
 
-#[cold]
-#[inline(never)]
-fn out_of_line(f: impl FnOnce()) {
-    f();
-}
-
-fn span_enter(span: &Option<Box<tracing::Span>>) {
-    if let Some(span) = span {
-        span.with_subscriber(|(id, dispatch)| dispatch.enter(id));
-    }
-}
-
-fn span_exit(span: &Option<Box<tracing::Span>>) {
-    if let Some(span) = span {
-        span.with_subscriber(|(id, dispatch)| dispatch.exit(id));
+    #[inline(always)]
+    fn trace_unpark(&self, id: FiberId, reason: Wake) {
+        self.trace(move || tracing::trace!(fiber = id.as_u64(), ?reason, "unpark"));
     }
 }

@@ -89,21 +89,24 @@ impl Records {
         self.slots.push(Record::vacant());
     }
 
-    /// Empties slot `key` for reuse: drops the record's name and span and
-    /// returns its stack.
+    /// Empties slot `key` for reuse: drops the record's name and returns
+    /// its stack and its span. The span is the caller's to drop, once it
+    /// holds no borrow of the slab: dropping it calls the subscriber's
+    /// `try_close`, user code that may spawn fibers (see the ground rules
+    /// in `core.rs`).
     ///
     /// # Panics
     ///
     /// If the slot is vacant or out of bounds.
     #[inline]
-    pub(crate) fn vacate(&mut self, key: Key) -> Option<Stack> {
+    pub(crate) fn vacate(&mut self, key: Key) -> (Option<Stack>, Option<Box<tracing::Span>>) {
         let rec = &mut self[key];
         rec.state = State::Vacant;
         rec.name = None;
-        rec.span = None;
+        let span = rec.span.take();
         let stack = rec.stack.take();
         self.free.push(key);
-        stack
+        (stack, span)
     }
 
     /// The record in slot `key`, if the slot holds one.
@@ -202,7 +205,7 @@ mod tests {
         let a = records.insert_with(running);
         let b = records.insert_with(running);
         assert_ne!(a, b);
-        assert!(records.vacate(a).is_none(), "these records own no stack");
+        assert!(records.vacate(a).0.is_none(), "these records own no stack");
         assert!(records.get(a).is_none());
         assert!(records.get_mut(a).is_none());
         assert!(records.get(99).is_none());

@@ -114,68 +114,88 @@ impl Core {
 
     /// The body of [`Core::poll_with`] that every runtime shares.
     fn poll_events(&self, timeout: Option<std::time::Duration>, skip_epoll: bool) {
-        // SAFETY: on the runtime's thread; no switch happens in here.
-        let l = unsafe { self.local() };
         let zero = timeout == Some(std::time::Duration::ZERO);
         let mut remote = self.shared.take_woken();
         if !skip_epoll {
-            let mut timeout = timeout;
-            if !zero
-                && l.timers
-                    .next_expiration()
-                    .is_none_or(|next| next > clock::now_ns() + IDLE_RELEASE_NS)
-            {
-                // About to sleep for a while: a good moment to give back the
-                // memory of stacks that fibers left behind. (Not before a
-                // short sleep: a burst of fibers would pay for it.)
-                stack::release_pending();
-            }
-            if !zero && let Some(next) = l.timers.next_expiration() {
-                if next <= clock::now_ns() {
-                    timeout = Some(std::time::Duration::ZERO);
-                } else {
-                    l.reactor.arm_timer(next);
+            let (polled, mut ready) = {
+                // SAFETY: on the runtime's thread; no user code runs and no
+                // switch happens while this borrow lives.
+                let l = unsafe { self.local() };
+                let mut timeout = timeout;
+                if !zero
+                    && l.timers
+                        .next_expiration()
+                        .is_none_or(|next| next > clock::now_ns() + IDLE_RELEASE_NS)
+                {
+                    // About to sleep for a while: a good moment to give back
+                    // the memory of stacks that fibers left behind. (Not
+                    // before a short sleep: a burst of fibers would pay for
+                    // it.)
+                    stack::release_pending();
                 }
-            }
-            if remote {
-                timeout = Some(std::time::Duration::ZERO);
-            }
-            let mut ready = std::mem::take(&mut l.io_ready);
-            match l.reactor.poll(timeout, &mut ready) {
+                if !zero && let Some(next) = l.timers.next_expiration() {
+                    if next <= clock::now_ns() {
+                        timeout = Some(std::time::Duration::ZERO);
+                    } else {
+                        l.reactor.arm_timer(next);
+                    }
+                }
+                if remote {
+                    timeout = Some(std::time::Duration::ZERO);
+                }
+                let mut ready = std::mem::take(&mut l.io_ready);
+                (l.reactor.poll(timeout, &mut ready), ready)
+            };
+            match polled {
                 Ok(polled) => remote |= polled.remote && self.shared.take_woken(),
-                Err(e) => tracing::error!(error = %e, "epoll_wait failed"),
+                Err(e) => self.callback("event", || {
+                    tracing::error!(error = %e, "epoll_wait failed");
+                }),
             }
+            // Each wake-up borrows the state on its own: it is traced (a
+            // subscriber's code) after.
             for token in ready.drain(..) {
-                l.wake(token, Wake::Unparked, &self.shared);
+                self.wake(token, Wake::Unparked);
             }
-            l.io_ready = ready;
+            // SAFETY: on the runtime's thread; short borrow.
+            unsafe { self.local() }.io_ready = ready;
+        }
+        if let Some(e) = self.shared.take_wake_error() {
+            self.callback("event", || {
+                tracing::error!(error = %e, "cannot wake a fibra runtime");
+            });
         }
         let mut dumps = Vec::new();
         if remote {
-            let mut msgs = std::mem::take(&mut l.remote);
+            // SAFETY: on the runtime's thread; short borrow.
+            let mut msgs = std::mem::take(&mut unsafe { self.local() }.remote);
             self.shared.drain(&mut msgs);
             for msg in msgs.drain(..) {
                 match msg {
                     Remote::Unpark(token) => {
-                        l.wake(token, Wake::Unparked, &self.shared);
+                        self.wake(token, Wake::Unparked);
                     }
-                    Remote::Cancel(key, id) => l.cancel(key, id, &self.shared),
+                    Remote::Cancel(key, id) => self.cancel(key, id),
                     Remote::Dump(answer) => dumps.push(answer),
                 }
             }
-            l.remote = msgs;
+            // SAFETY: on the runtime's thread; short borrow.
+            unsafe { self.local() }.remote = msgs;
         }
         let now = clock::now_ns();
         stack::release_stale_pending(now);
+        // SAFETY: on the runtime's thread; short borrow.
+        let l = unsafe { self.local() };
         if !l.timers.is_empty() {
             let mut fired = std::mem::take(&mut l.fired);
             l.timers.advance(now, &mut fired);
             for f in fired.drain(..) {
-                l.wake(f.value, Wake::TimedOut, &self.shared);
+                self.wake(f.value, Wake::TimedOut);
             }
-            l.fired = fired;
+            // SAFETY: on the runtime's thread; short borrow.
+            unsafe { self.local() }.fired = fired;
         }
-        // Answered last: `l` is not used again (an answer may wake a fiber).
+        // Answered last (an answer may wake a fiber).
         for answer in dumps {
             answer(self.dump_section());
         }
@@ -233,7 +253,8 @@ impl Core {
 
     /// Cancels every fiber and runs them until all have finished.
     pub(crate) fn shutdown(&self) {
-        // SAFETY: on the runtime's thread; short borrow.
+        // SAFETY: on the runtime's thread; short borrow, ended before the
+        // cancellations (traced: a subscriber's code).
         let l = unsafe { self.local() };
         l.closing = true;
         let all: Vec<(Key, FiberId)> = l
@@ -243,7 +264,7 @@ impl Core {
             .map(|(key, rec)| (key, rec.id))
             .collect();
         for (key, id) in all {
-            l.cancel(key, id, &self.shared);
+            self.cancel(key, id);
         }
         self.run_root(Until::NoFibers);
     }

@@ -23,39 +23,49 @@ impl Core {
     /// (`park_current`, `park`, [`Core::park_raw`]) is inlined into its
     /// callers, and why the root parks by switching straight to the next
     /// fiber instead of through [`Core::run_root`]'s loop.
+    ///
+    /// The caller has chosen `to` (marked running, out of the run queue)
+    /// and settled `from`'s state (parked, queued, or done) with no borrow
+    /// kept: the subscriber's `exit` for `from`'s span runs first, and
+    /// whatever it does (spawn, wake, cancel: see `callback.rs`) leaves
+    /// both as they are.
     #[inline(never)]
     pub(super) fn switch_to(&self, from: Key, to: Key) {
+        self.exit_span(from);
         let (save, load) = self.hand_over(from, to);
-        // `load` was saved here when `to` switched out (or built by
+        // `load` was saved by `to`'s own last switch out (or built by
         // `init_stack`) and `to` has not run since; records own their stacks
-        // until removed, so it is mapped. `save` points into the record of
-        // `from`, which stays in the slab while `from` is suspended (the
-        // slab may grow meanwhile, which is why it is re-read below, not
-        // kept).
+        // until removed, so it is mapped. `save` points at `sp` in the
+        // record of `from`, in the slab as it is now: `hand_over` took it
+        // after the last callback, and no user code runs between there and
+        // the store `arch::switch` makes through it, so the slab cannot
+        // have grown (and moved) in between. Once `from` is switched out,
+        // the pointer is dead: the slab may move, and whoever switches back
+        // reads `from`'s `sp` through the slab as it is then.
         // SAFETY: as argued above; nothing unwinds across the switch.
         let arg = unsafe { arch::switch(save, load, 0) };
         // Resumed: some context switched back to `from`.
         self.after_switch(arg);
-        // SAFETY: re-borrowed after the switch; `from` runs, so its record
-        // is live and its key in bounds.
-        let rec = unsafe { self.local().fibers.get_unchecked(from) };
-        span_enter(&rec.span);
+        self.enter_span(from);
     }
 
-    /// Everything of a switch from `from` to `to` but the switch itself:
-    /// returns where to save `from`'s stack pointer and `to`'s.
+    /// Everything of a switch from `from` to `to` but the switch itself and
+    /// the calls into a subscriber: returns where to save `from`'s stack
+    /// pointer and `to`'s. Runs no user code, so the pointers it returns
+    /// stay valid until the switch that uses them.
     #[inline(always)]
     fn hand_over(&self, from: Key, to: Key) -> (*mut *mut u8, *mut u8) {
-        // SAFETY: on the runtime's thread; the borrow ends before the switch.
+        // SAFETY: on the runtime's thread; the borrow ends before the switch,
+        // and nothing in it calls out.
         let l = unsafe { self.local() };
-        // `from` is the running context and `to` was just taken from the run
+        // `from` is the running context and `to` was taken from the run
         // queue (its record checked there) or is the root, and a record is
-        // removed only after its context's final switch: both keys are in
+        // removed only after its context's final switch, by `reap` in the
+        // context that runs after it — neither of these: both keys are in
         // bounds, which is all `get_unchecked` asks.
         // SAFETY: as argued above.
         let (save, load, header) = unsafe {
             let from_rec = l.fibers.get_unchecked_mut(from);
-            span_exit(&from_rec.span);
             let save: *mut *mut u8 = &mut from_rec.sp;
             let to_rec = l.fibers.get_unchecked(to);
             (save, to_rec.sp, to_rec.running_header)
@@ -78,10 +88,16 @@ impl Core {
     #[cold]
     fn reap(&self, key: Key) {
         // SAFETY: on the runtime's thread; the finished fiber no longer runs.
+        // The borrow ends before the span is dropped (the subscriber's
+        // `try_close`, which may spawn into the slot just freed).
         let l = unsafe { self.local() };
         debug_assert_eq!(l.fibers[key].state, State::Done);
-        if let Some(stack) = l.fibers.vacate(key) {
+        let (stack, span) = l.fibers.vacate(key);
+        if let Some(stack) = stack {
             l.spare.give_back(stack);
+        }
+        if let Some(span) = span {
+            self.close_span(span);
         }
     }
 
@@ -121,15 +137,19 @@ impl Core {
     /// returns through its own frames predicted right (see "A fiber's
     /// first and last switch" in `asm/x86_64.S`).
     pub(crate) fn exit_current(&self) -> arch::FinalSwitch {
-        // SAFETY: on the runtime's thread; the borrow ends before the switch.
+        // SAFETY: on the runtime's thread; the borrow ends before the
+        // subscriber's callbacks below.
         let l = unsafe { self.local() };
         let me = l.current;
         let rec = l.running();
         rec.state = State::Done;
         let id = rec.id;
-        trace(move || tracing::trace!(fiber = id.as_u64(), "exit"));
         l.live -= 1;
         let next = Core::next_from_fiber(l).unwrap_or(ROOT);
+        // Done, and the next context chosen: the callbacks may spawn or
+        // wake, which queues behind `next`.
+        self.trace(move || tracing::trace!(fiber = id.as_u64(), "exit"));
+        self.exit_span(me);
         // Nothing resumes this context: where `hand_over` says to save it
         // is left unwritten.
         let (_, load_sp) = self.hand_over(me, next);
@@ -173,8 +193,12 @@ impl Core {
     /// Inlined: see [`Core::switch_to`] on frames above a switch.
     #[inline(always)]
     pub(crate) fn park_raw(&self, deadline: Option<u64>, on: WaitOn) -> Wake {
-        // SAFETY: on the runtime's thread; the borrow ends before the switch.
+        // SAFETY: on the runtime's thread; the borrow ends before the trace
+        // event and the switch.
         let l = unsafe { self.local() };
+        if let Some(what) = l.in_callback {
+            parked_in_callback(what);
+        }
         let me = l.current;
         let next_park = l.next_park();
         let rec = l.running();
@@ -191,14 +215,18 @@ impl Core {
         rec.waiting_on = StoredWait::new(on);
         rec.waiting_until = deadline.unwrap_or(NO_DEADLINE);
         let id = rec.id;
-        trace(move || tracing::trace!(fiber = id.as_u64(), "park"));
         let timer = deadline.map(|d| l.timers.insert(d, token));
+        // The event is emitted once the next context is chosen: should the
+        // subscriber wake this very park, the wake-up queues it like any
+        // other, and the switch below still goes elsewhere.
         if me == ROOT {
             // Straight to the next ready fiber, as a fiber does, while the
             // budget lasts (one frame fewer to return through when resumed);
             // the loop when it is spent, when nothing is ready, and when we
             // are resumed without having been woken.
-            if let Some(next) = Core::next_from_fiber(l)
+            let next = Core::next_from_fiber(l);
+            self.trace_park(id);
+            if let Some(next) = next
                 && next != ROOT
             {
                 self.switch_to(ROOT, next);
@@ -209,6 +237,7 @@ impl Core {
             }
         } else {
             let next = Core::next_from_fiber(l).unwrap_or(ROOT);
+            self.trace_park(id);
             self.switch_to(me, next);
         }
         // SAFETY: re-borrowed after the switch.
@@ -305,6 +334,9 @@ impl Core {
     pub(crate) fn yield_now(&self) {
         // SAFETY: on the runtime's thread; the borrow ends before the switch.
         let l = unsafe { self.local() };
+        if let Some(what) = l.in_callback {
+            parked_in_callback(what);
+        }
         let me = l.current;
         if me == ROOT {
             l.root().state = State::Ready;
@@ -326,7 +358,16 @@ impl Core {
     /// Requests cancellation of a fiber of this runtime; a parked fiber is
     /// woken so it can unwind.
     pub(crate) fn cancel(&self, key: Key, id: FiberId) {
-        // SAFETY: on the runtime's thread; short borrow.
-        unsafe { self.local() }.cancel(key, id, &self.shared);
+        // SAFETY: on the runtime's thread; short borrow, ended before the
+        // trace event.
+        let woken = unsafe { self.local() }.cancel(key, id, &self.shared);
+        if let Some(id) = woken {
+            self.trace_unpark(id, Wake::Cancelled);
+        }
+    }
+
+    #[inline(always)]
+    fn trace_park(&self, id: FiberId) {
+        self.trace(move || tracing::trace!(fiber = id.as_u64(), "park"));
     }
 }
