@@ -81,7 +81,9 @@ impl Core {
     fn has_span(&self, key: Key) -> bool {
         // SAFETY: on the runtime's thread; short borrow. `key` is in
         // bounds, as said above, which is all `get_unchecked` asks.
-        unsafe { self.local().fibers.get_unchecked(key) }.span.is_some()
+        unsafe { self.local().fibers.get_unchecked(key) }
+            .span
+            .is_some()
     }
 
     /// The dispatcher and id of `key`'s span, copied out of the record so
