@@ -268,4 +268,30 @@ impl Core {
         }
         self.run_root(Until::NoFibers);
     }
+
+    /// Leaks every fiber instead of finishing it: for a runtime dropped
+    /// while its thread destroys its thread-locals, whose parked fibers may
+    /// borrow destroyed ones (see `runtime::thread_exit`). Nothing of a
+    /// fiber runs again or is dropped: its stack stays mapped (a parked
+    /// fiber's frames may be linked into wait lists that other threads
+    /// still walk), and its span is forgotten with it. Its `JoinHandle`
+    /// never completes.
+    pub(crate) fn abandon(&self) {
+        // SAFETY: on the runtime's thread; no user code runs in here.
+        let l = unsafe { self.local() };
+        l.closing = true;
+        let keys: Vec<Key> = l
+            .fibers
+            .iter()
+            .filter(|(key, _)| *key != ROOT)
+            .map(|(key, _)| key)
+            .collect();
+        for key in keys {
+            let (stack, span) = l.fibers.vacate(key);
+            std::mem::forget(stack);
+            std::mem::forget(span);
+        }
+        l.live = 0;
+        while l.run_queue.pop_front().is_some() {}
+    }
 }
