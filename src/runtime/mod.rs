@@ -36,7 +36,9 @@
 //! keeps the new fiber on the caller's worker (`F` need not be `Send`).
 //! A worker with nothing to run takes fibers that have not started yet from
 //! a busy one; a fiber that has started never changes thread, so it may keep
-//! `Rc`s and thread-locals across blocking calls.
+//! `Rc`s and borrows of thread-locals across blocking calls (a
+//! `thread_local!` initializer must not block, though: see
+//! ["Thread-locals"](crate#thread-locals)).
 //!
 //! ```
 //! use std::thread;
