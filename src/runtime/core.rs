@@ -410,8 +410,13 @@ impl Core {
     /// its id and whether it was cancelled before it started.
     pub(crate) fn begin_current(&self) -> (FiberId, bool) {
         // SAFETY: on the runtime's thread; short borrow.
-        let me = unsafe { self.local() }.current;
-        self.enter_span(me);
+        let l = unsafe { self.local() };
+        let me = l.current;
+        let rec = l.running();
+        if rec.span.is_none() {
+            return (rec.id, rec.cancelled);
+        }
+        self.enter_span_slow(me);
         // SAFETY: re-borrowed after the subscriber's `enter` (which may
         // even have cancelled this fiber: that counts).
         let rec = unsafe { self.local() }.running();

@@ -107,7 +107,7 @@ impl Core {
 
     #[cold]
     #[inline(never)]
-    fn enter_span_slow(&self, key: Key) {
+    pub(crate) fn enter_span_slow(&self, key: Key) {
         if let Some((dispatch, id)) = self.span_parts(key) {
             self.callback("Subscriber::enter", || dispatch.enter(&id));
         }
@@ -124,7 +124,7 @@ impl Core {
 
     #[cold]
     #[inline(never)]
-    fn exit_span_slow(&self, key: Key) {
+    pub(crate) fn exit_span_slow(&self, key: Key) {
         if let Some((dispatch, id)) = self.span_parts(key) {
             self.callback("Subscriber::exit", || dispatch.exit(&id));
         }

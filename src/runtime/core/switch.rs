@@ -144,12 +144,15 @@ impl Core {
         let rec = l.running();
         rec.state = State::Done;
         let id = rec.id;
+        let has_span = rec.span.is_some();
         l.live -= 1;
         let next = Core::next_from_fiber(l).unwrap_or(ROOT);
         // Done, and the next context chosen: the callbacks may spawn or
         // wake, which queues behind `next`.
         self.trace(move || tracing::trace!(fiber = id.as_u64(), "exit"));
-        self.exit_span(me);
+        if has_span {
+            self.exit_span_slow(me);
+        }
         // Nothing resumes this context: where `hand_over` says to save it
         // is left unwritten.
         let (_, load_sp) = self.hand_over(me, next);
