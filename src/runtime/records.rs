@@ -90,23 +90,24 @@ impl Records {
     }
 
     /// Empties slot `key` for reuse: drops the record's name and returns
-    /// its stack and its span. The span is the caller's to drop, once it
-    /// holds no borrow of the slab: dropping it calls the subscriber's
-    /// `try_close`, user code that may spawn fibers (see the ground rules
-    /// in `core.rs`).
+    /// its stack. Its span must have been taken out first
+    /// (`rec.span.take()`): dropping a span calls the subscriber's
+    /// `try_close`, user code that may spawn fibers, so the caller drops it
+    /// once it holds no borrow of the slab (see the ground rules in
+    /// `core.rs`).
     ///
     /// # Panics
     ///
     /// If the slot is vacant or out of bounds.
     #[inline]
-    pub(crate) fn vacate(&mut self, key: Key) -> (Option<Stack>, Option<Box<tracing::Span>>) {
+    pub(crate) fn vacate(&mut self, key: Key) -> Option<Stack> {
         let rec = &mut self[key];
+        debug_assert!(rec.span.is_none(), "a span dropped under a borrow");
         rec.state = State::Vacant;
         rec.name = None;
-        let span = rec.span.take();
         let stack = rec.stack.take();
         self.free.push(key);
-        (stack, span)
+        stack
     }
 
     /// The record in slot `key`, if the slot holds one.
@@ -205,7 +206,7 @@ mod tests {
         let a = records.insert_with(running);
         let b = records.insert_with(running);
         assert_ne!(a, b);
-        assert!(records.vacate(a).0.is_none(), "these records own no stack");
+        assert!(records.vacate(a).is_none(), "these records own no stack");
         assert!(records.get(a).is_none());
         assert!(records.get_mut(a).is_none());
         assert!(records.get(99).is_none());

@@ -287,9 +287,8 @@ impl Core {
             .map(|(key, _)| key)
             .collect();
         for key in keys {
-            let (stack, span) = l.fibers.vacate(key);
-            std::mem::forget(stack);
-            std::mem::forget(span);
+            std::mem::forget(l.fibers[key].span.take());
+            std::mem::forget(l.fibers.vacate(key));
         }
         l.live = 0;
         while l.run_queue.pop_front().is_some() {}

@@ -92,8 +92,8 @@ impl Core {
         // `try_close`, which may spawn into the slot just freed).
         let l = unsafe { self.local() };
         debug_assert_eq!(l.fibers[key].state, State::Done);
-        let (stack, span) = l.fibers.vacate(key);
-        if let Some(stack) = stack {
+        let span = l.fibers[key].span.take();
+        if let Some(stack) = l.fibers.vacate(key) {
             l.spare.give_back(stack);
         }
         if let Some(span) = span {
