@@ -4,8 +4,9 @@
 //! `asm/x86_64.S`. It runs until it blocks (sleep, join, a socket that would
 //! block, a lock...), when its runtime switches to another ready fiber. A
 //! fiber stays on the thread of the runtime that spawned it for its whole
-//! life, so it may hold `Rc`s, `RefCell`s and thread-locals across blocking
-//! calls.
+//! life, so it may hold `Rc`s and `RefCell`s across blocking calls, and
+//! borrows of thread-locals too — but a `thread_local!` initializer must
+//! not block: see ["Thread-locals"](crate#thread-locals) in the crate docs.
 //!
 //! ```
 //! use std::rc::Rc;
@@ -108,6 +109,16 @@ pub fn current() -> Fiber {
 /// the fibers already ready. It stays on this thread, so `f` need not be
 /// `Send`. Its stack has the runtime's default size; use [`Builder`] for
 /// another size, a name, or to handle a failure to map the stack.
+///
+/// # Thread-locals
+///
+/// The fibers of a thread share its thread-locals. A fiber may park inside
+/// `KEY.with(..)`, but **a `thread_local!` initializer must not park**: a
+/// second fiber would initialise the key again and have its value dropped
+/// under it when the first initializer returns. Make such values with
+/// [`sync::OnceLock`](crate::sync::OnceLock) or
+/// [`sync::LazyLock`](crate::sync::LazyLock) instead; see
+/// ["Thread-locals"](crate#thread-locals).
 ///
 /// # Panics
 ///

@@ -36,7 +36,9 @@
 //! keeps the new fiber on the caller's worker (`F` need not be `Send`).
 //! A worker with nothing to run takes fibers that have not started yet from
 //! a busy one; a fiber that has started never changes thread, so it may keep
-//! `Rc`s and thread-locals across blocking calls.
+//! `Rc`s and borrows of thread-locals across blocking calls (a
+//! `thread_local!` initializer must not block, though: see
+//! ["Thread-locals"](crate#thread-locals)).
 //!
 //! ```
 //! use std::thread;
@@ -66,6 +68,7 @@ mod records;
 pub(crate) mod registry;
 mod run_queue;
 pub(crate) mod shared;
+mod thread_exit;
 mod workers;
 
 pub use builder::Builder;
@@ -93,6 +96,53 @@ use crate::runtime::core::{Core, Until};
 ///
 /// `Runtime<Workers>`, from [`Builder::workers`], runs on threads of its own
 /// and may be shared between threads.
+///
+/// # Dropping
+///
+/// Dropping a runtime cancels the fibers left in it: each is unwound from
+/// where it is parked, so its destructors run. One exception: a runtime
+/// dropped while its thread destroys its thread-locals (one kept in a
+/// `thread_local!`, say, dropped when the thread exits) *leaks* its
+/// fibers and their stacks instead — none is resumed or dropped, and
+/// their `JoinHandle`s never complete — because a fiber parked inside
+/// `LocalKey::with` borrows that thread-local, which std may already have
+/// destroyed (std orders those destructors as if `with` scopes nested on a
+/// thread; fibers interleave them). Likewise `block_on`, `run` and `turn`
+/// panic then if the runtime has fibers. fibra learns that destruction has
+/// begun from a thread-local of its own, registered the first time a
+/// runtime on the thread is left with fibers alive; it cannot tell when a
+/// runtime that was first left with fibers, then stored in a thread-local
+/// first used after that, holds a fiber that borrows a thread-local first
+/// used later still: don't make a runtime's owner a thread-local newer
+/// than the runtime's first fibers.
+///
+/// ```
+/// use std::cell::RefCell;
+///
+/// thread_local! {
+///     static RT: fibra::Runtime = fibra::Runtime::new().unwrap();
+///     static NAME: RefCell<String> = RefCell::new("conn".into());
+/// }
+///
+/// std::thread::spawn(|| {
+///     RT.with(|rt| {
+///         rt.block_on(|| {
+///             fibra::spawn(|| {
+///                 NAME.with(|name| {
+///                     // Parks forever, borrowing NAME. At thread exit NAME
+///                     // is destroyed before RT: RT's drop leaks this fiber
+///                     // rather than unwind it into a freed `String`.
+///                     fibra::sleep(std::time::Duration::from_secs(3600));
+///                     println!("{}", name.borrow());
+///                 })
+///             });
+///             fibra::yield_now();
+///         })
+///     });
+/// })
+/// .join()
+/// .unwrap();
+/// ```
 pub struct Runtime<Flavor = CurrentThread> {
     flavor: Flavor,
 }
@@ -173,9 +223,11 @@ impl Runtime {
     /// ```
     #[track_caller]
     pub fn block_on<T>(&self, f: impl FnOnce() -> T) -> T {
+        self.refuse_at_thread_exit("Runtime::block_on");
         let enter = Enter::new(self.core(), "Runtime::block_on");
         let result = panic::catch_unwind(AssertUnwindSafe(f));
         drop(enter);
+        self.left();
         match result {
             Ok(value) => value,
             Err(payload) => panic::resume_unwind(payload),
@@ -199,8 +251,11 @@ impl Runtime {
     /// ```
     #[track_caller]
     pub fn run(&self) {
-        let _enter = Enter::new(self.core(), "Runtime::run");
+        self.refuse_at_thread_exit("Runtime::run");
+        let enter = Enter::new(self.core(), "Runtime::run");
         self.core().run_root(Until::NoFibers);
+        drop(enter);
+        self.left();
     }
 
     /// One step for an outer loop: runs the fibers that are ready; if none
@@ -230,7 +285,8 @@ impl Runtime {
     /// ```
     #[track_caller]
     pub fn turn(&self, timeout: Option<Duration>) -> usize {
-        let _enter = Enter::new(self.core(), "Runtime::turn");
+        self.refuse_at_thread_exit("Runtime::turn");
+        let enter = Enter::new(self.core(), "Runtime::turn");
         let core = self.core();
         // SAFETY: on the runtime's thread (Runtime is !Send); short borrow.
         let before = unsafe { core.local() }.resumed;
@@ -255,7 +311,32 @@ impl Runtime {
         }
         core.prepare_outer_wait();
         // SAFETY: as above.
-        (unsafe { core.local() }.resumed - before) as usize
+        let resumed = (unsafe { core.local() }.resumed - before) as usize;
+        drop(enter);
+        self.left();
+        resumed
+    }
+
+    /// Called after the runtime was driven: if fibers are left, they may
+    /// hold borrows of thread-locals from now on (see `thread_exit`).
+    fn left(&self) {
+        if self.fibers() > 0 {
+            thread_exit::arm();
+        }
+    }
+
+    /// Panics if the thread is destroying its thread-locals and this
+    /// runtime has fibers: running them could resume one that borrows a
+    /// destroyed thread-local (see `thread_exit`).
+    #[track_caller]
+    fn refuse_at_thread_exit(&self, what: &str) {
+        if self.fibers() > 0 && thread_exit::destroying() {
+            panic!(
+                "`{what}` called while the thread destroys its thread-locals, on a \
+                 runtime with fibers: they may borrow thread-locals already gone, so \
+                 fibra will not resume them"
+            );
+        }
     }
 
     /// Spawns a fiber on this runtime from outside it (from the thread that
@@ -369,17 +450,28 @@ impl AsRawFd for Runtime {
 impl Drop for CurrentThread {
     /// Cancels every fiber left, unwinding each from where it is parked so
     /// its destructors run, and waits until all have finished.
+    ///
+    /// Except while the thread destroys its thread-locals (a runtime kept
+    /// in a `thread_local!`, dropped at thread exit): then the fibers left
+    /// are leaked, stacks and all, neither resumed nor dropped, because a
+    /// fiber parked inside `LocalKey::with` may borrow a thread-local that
+    /// is already gone. See [`Runtime`]'s docs.
     fn drop(&mut self) {
         close(&self.core);
     }
 }
 
 /// Cancels the fibers left in `core`, runs them to their end, and takes the
-/// runtime out of the registry.
+/// runtime out of the registry; during thread-local destruction, leaks
+/// them instead (see `thread_exit`).
 pub(crate) fn close(core: &Core) {
-    let enter = Enter::nested(core);
-    core.shutdown();
-    drop(enter);
+    if thread_exit::destroying() {
+        core.abandon();
+    } else {
+        let enter = Enter::nested(core);
+        core.shutdown();
+        drop(enter);
+    }
     registry::unregister(core.id);
     core.shared.close();
 }

@@ -228,8 +228,7 @@ impl LocalUnparker {
         if !ptr::eq(Arc::as_ptr(&core.shared), self.runtime) {
             return false;
         }
-        // SAFETY: on the runtime's thread; short borrow.
-        unsafe { core.local() }.wake(self.token, Wake::Unparked, &core.shared);
+        core.wake(self.token, Wake::Unparked);
         true
     }
 }
@@ -274,8 +273,7 @@ impl Unparker {
             Unparker::Fiber(f) => match context::current() {
                 // On the fiber's own thread, inside its runtime: no lock, no syscall.
                 Some(core) if Arc::ptr_eq(&core.shared, &f.shared) => {
-                    // SAFETY: on the runtime's thread; short borrow.
-                    unsafe { core.local() }.wake(f.token, Wake::Unparked, &core.shared);
+                    core.wake(f.token, Wake::Unparked);
                 }
                 _ => f.shared.send(Remote::Unpark(f.token)),
             },

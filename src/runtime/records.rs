@@ -89,8 +89,12 @@ impl Records {
         self.slots.push(Record::vacant());
     }
 
-    /// Empties slot `key` for reuse: drops the record's name and span and
-    /// returns its stack.
+    /// Empties slot `key` for reuse: drops the record's name and returns
+    /// its stack. Its span must have been taken out first
+    /// (`rec.span.take()`): dropping a span calls the subscriber's
+    /// `try_close`, user code that may spawn fibers, so the caller drops it
+    /// once it holds no borrow of the slab (see the ground rules in
+    /// `core.rs`).
     ///
     /// # Panics
     ///
@@ -98,9 +102,9 @@ impl Records {
     #[inline]
     pub(crate) fn vacate(&mut self, key: Key) -> Option<Stack> {
         let rec = &mut self[key];
+        debug_assert!(rec.span.is_none(), "a span dropped under a borrow");
         rec.state = State::Vacant;
         rec.name = None;
-        rec.span = None;
         let stack = rec.stack.take();
         self.free.push(key);
         stack

@@ -13,7 +13,7 @@
 
 use std::io;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::thread::ThreadId;
 
 use crate::reactor::WAKER;
@@ -36,6 +36,11 @@ pub(crate) struct Shared {
     pub(crate) owner: ThreadId,
     /// That thread's name, for dumps.
     pub(crate) thread_name: String,
+    /// The errno of the last failed [`Shared::wake_fd`] (0: none), for the
+    /// runtime to report at its next poll: `wake_fd` is called where the
+    /// runtime's state is borrowed (a wake-up queues a fiber), and a log
+    /// line is a subscriber's code, which must not run there.
+    wake_error: AtomicI32,
 }
 
 struct Queue {
@@ -52,6 +57,7 @@ impl Shared {
                 closed: false,
             }),
             woken: AtomicBool::new(false),
+            wake_error: AtomicI32::new(0),
             waker: mio::Waker::new(registry, WAKER)?,
             owner: std::thread::current().id(),
             thread_name: std::thread::current().name().map_or_else(
@@ -77,10 +83,21 @@ impl Shared {
     }
 
     /// Makes the runtime's epoll fd readable (and its `epoll_wait` return).
+    /// A failure is kept for [`Shared::take_wake_error`], not logged here.
     pub(crate) fn wake_fd(&self) {
         if let Err(e) = self.waker.wake() {
-            tracing::error!(error = %e, "cannot wake a fibra runtime");
+            let errno = e.raw_os_error().unwrap_or(libc::EIO);
+            self.wake_error.store(errno, Ordering::Relaxed);
         }
+    }
+
+    /// The error of a failed [`Shared::wake_fd`] since the last call.
+    pub(crate) fn take_wake_error(&self) -> Option<io::Error> {
+        if self.wake_error.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        let errno = self.wake_error.swap(0, Ordering::Relaxed);
+        (errno != 0).then(|| io::Error::from_raw_os_error(errno))
     }
 
     /// Whether messages may be waiting; clears the flag (the caller drains).

@@ -161,11 +161,18 @@ impl Runtime<Workers> {
                  work on this runtime and join it instead."
             );
         }
-        // SAFETY: the join below waits until the fiber has dropped `f` and
-        // handed over its result (or the job was dropped unrun); it cannot
-        // unwind (a thread's park does not), so the borrows outlive both.
+        // SAFETY: the borrows of `f` and `T` must outlive the job. Once
+        // `submit` has the job, this call returns or unwinds only after
+        // `join` has seen the result, which comes after the fiber dropped
+        // `f` (or after the job was dropped unrun). `join` on a thread does
+        // not unwind (a thread's park does not). `submit` runs no user code
+        // (a failed wake-up of a worker is reported by that worker, later),
+        // but should it ever unwind after queueing the job, `JoinOnUnwind`
+        // still waits for the job before the borrows end.
         let (job, handle) = unsafe { Job::new_unchecked(f) };
+        let mut waiting = JoinOnUnwind(Some(handle));
         self.pool().submit(job, None);
+        let handle = waiting.0.take().expect("set above");
         match handle.join() {
             Ok(value) => value,
             Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
@@ -288,6 +295,18 @@ impl Runtime<Workers> {
     /// ```
     pub fn fibers(&self) -> usize {
         self.metrics().iter().map(|m| m.alive + m.queued).sum()
+    }
+}
+
+/// Joins a `block_on` fiber if the caller unwinds before its own join (see
+/// the SAFETY argument there).
+struct JoinOnUnwind<T>(Option<JoinHandle<T>>);
+
+impl<T> Drop for JoinOnUnwind<T> {
+    fn drop(&mut self) {
+        if let Some(handle) = self.0.take() {
+            let _ = handle.join();
+        }
     }
 }
 

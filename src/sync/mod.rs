@@ -1,5 +1,6 @@
 //! Synchronisation for fibers and threads: locks, condition variables,
-//! semaphores, barriers, wait groups and channels, in std's shapes.
+//! semaphores, barriers, wait groups, channels and lazily initialised
+//! cells ([`OnceLock`], [`LazyLock`]), in std's shapes.
 //!
 //! Every blocking call here parks the calling fiber — its runtime runs
 //! other fibers meanwhile — or, called from a plain thread, blocks the
@@ -45,6 +46,7 @@ mod chan;
 mod condvar;
 pub mod mpsc;
 mod mutex;
+mod once;
 pub mod oneshot;
 mod poison;
 mod rwlock;
@@ -55,6 +57,7 @@ pub(crate) mod waiters;
 pub use barrier::{Barrier, BarrierWaitResult};
 pub use condvar::{Condvar, WaitTimeoutResult};
 pub use mutex::{Mutex, MutexGuard};
+pub use once::{LazyLock, OnceLock};
 pub use rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 pub use semaphore::{Permit, Semaphore};
 pub use std::sync::{LockResult, PoisonError, TryLockError, TryLockResult};

@@ -1,0 +1,296 @@
+//! The root loop: polling for I/O, timers and messages from other threads,
+//! dumps and shutdown.
+
+use super::*;
+
+impl Core {
+    // ----- the root loop ------------------------------------------------
+
+    /// Runs fibers on behalf of the root context until `until` holds.
+    ///
+    /// The root's own state tells why control came back: `Running` means it
+    /// was resumed from the run queue (which ends `RootWoken`); otherwise a
+    /// fiber found nothing to run, or spent the budget, and the root polls.
+    pub(crate) fn run_root(&self, until: Until) {
+        loop {
+            // SAFETY: on the runtime's thread; re-borrowed every iteration,
+            // never held across the switch below.
+            let l = unsafe { self.local() };
+            let root = l.root();
+            match until {
+                // The root's turn came: it was popped from the run queue,
+                // by a fiber or by this loop. Woken but still queued (Ready)
+                // is not enough: it waits for its FIFO turn like any fiber.
+                Until::RootWoken if root.state == State::Running => return,
+                Until::NoFibers if l.live == 0 => return,
+                Until::BatchDone if l.budget == 0 || l.run_queue.is_empty() => return,
+                Until::Stopped if self.worker.as_ref().is_some_and(WorkerLink::stopping) => return,
+                _ => {}
+            }
+            if l.run_queue.is_empty() {
+                match &self.worker {
+                    Some(worker) => worker.wait_for_work(self, l.closing),
+                    None => self.poll(None),
+                }
+                continue;
+            }
+            if until != Until::BatchDone && l.budget == 0 {
+                // A budget's worth of fibers ran: look for I/O and timers
+                // before the next budget.
+                self.poll_between_batches();
+                // SAFETY: re-borrowed after polling.
+                let l = unsafe { self.local() };
+                l.budget = BUDGET;
+            }
+            // SAFETY: re-borrowed after polling.
+            let l = unsafe { self.local() };
+            let Some(next) = l.run_queue.pop_front() else {
+                continue;
+            };
+            let rec = &mut l.fibers[next];
+            if rec.state != State::Ready {
+                continue;
+            }
+            rec.state = State::Running;
+            if next == ROOT {
+                continue; // seen at the top of the loop
+            }
+            l.budget = l.budget.saturating_sub(1);
+            self.switch_to(ROOT, next);
+        }
+    }
+
+    /// Sets the budget of a `turn` batch: the fibers ready now.
+    pub(crate) fn start_batch(&self) {
+        // SAFETY: on the runtime's thread; short borrow.
+        let l = unsafe { self.local() };
+        l.budget = u32::try_from(l.run_queue.len()).unwrap_or(u32::MAX);
+    }
+
+    pub(crate) fn has_ready(&self) -> bool {
+        // SAFETY: on the runtime's thread; short borrow.
+        !unsafe { self.local() }.run_queue.is_empty()
+    }
+
+    /// The poll between two budgets of fibers, while fibers are ready. It
+    /// skips `epoll_wait` when no fd is awaited: news from other threads is
+    /// in `take_woken` and timers are checked without the kernel. (Events of
+    /// the waker and the timerfd then stay queued in epoll, so the runtime's
+    /// fd may look readable once more than needed: harmless.)
+    fn poll_between_batches(&self) {
+        // SAFETY: on the runtime's thread; short borrow.
+        let skip_epoll = !unsafe { self.local() }.reactor.has_waiters();
+        self.poll_with(Some(std::time::Duration::ZERO), skip_epoll);
+    }
+
+    /// One poll of the reactor (at most `timeout`; `None`: until an event),
+    /// then due timers and messages from other threads.
+    pub(crate) fn poll(&self, timeout: Option<std::time::Duration>) {
+        self.poll_with(timeout, false);
+    }
+
+    fn poll_with(&self, timeout: Option<std::time::Duration>, skip_epoll: bool) {
+        self.poll_events(timeout, skip_epoll);
+        if let Some(worker) = &self.worker {
+            // SAFETY: on the runtime's thread; short borrow.
+            let l = unsafe { self.local() };
+            if !l.closing {
+                worker.start_own(self);
+            }
+            let (alive, ready) = self.figures();
+            worker.publish(alive, ready);
+        }
+    }
+
+    /// Fibers alive, and of those the ones ready to run (for metrics; a
+    /// fiber woken twice may count twice in `ready` until it runs).
+    pub(crate) fn figures(&self) -> (usize, usize) {
+        // SAFETY: on the runtime's thread; short borrow.
+        let l = unsafe { self.local() };
+        let root_ready = usize::from(l.fibers[ROOT].state == State::Ready);
+        let ready = l.run_queue.len().saturating_sub(root_ready);
+        (l.live, ready.min(l.live))
+    }
+
+    /// The body of [`Core::poll_with`] that every runtime shares.
+    fn poll_events(&self, timeout: Option<std::time::Duration>, skip_epoll: bool) {
+        let zero = timeout == Some(std::time::Duration::ZERO);
+        let mut remote = self.shared.take_woken();
+        if !skip_epoll {
+            let (polled, mut ready) = {
+                // SAFETY: on the runtime's thread; no user code runs and no
+                // switch happens while this borrow lives.
+                let l = unsafe { self.local() };
+                let mut timeout = timeout;
+                if !zero
+                    && l.timers
+                        .next_expiration()
+                        .is_none_or(|next| next > clock::now_ns() + IDLE_RELEASE_NS)
+                {
+                    // About to sleep for a while: a good moment to give back
+                    // the memory of stacks that fibers left behind. (Not
+                    // before a short sleep: a burst of fibers would pay for
+                    // it.)
+                    stack::release_pending();
+                }
+                if !zero && let Some(next) = l.timers.next_expiration() {
+                    if next <= clock::now_ns() {
+                        timeout = Some(std::time::Duration::ZERO);
+                    } else {
+                        l.reactor.arm_timer(next);
+                    }
+                }
+                if remote {
+                    timeout = Some(std::time::Duration::ZERO);
+                }
+                let mut ready = std::mem::take(&mut l.io_ready);
+                (l.reactor.poll(timeout, &mut ready), ready)
+            };
+            match polled {
+                Ok(polled) => remote |= polled.remote && self.shared.take_woken(),
+                Err(e) => self.callback("event", || {
+                    tracing::error!(error = %e, "epoll_wait failed");
+                }),
+            }
+            // Each wake-up borrows the state on its own: it is traced (a
+            // subscriber's code) after.
+            for token in ready.drain(..) {
+                self.wake(token, Wake::Unparked);
+            }
+            // SAFETY: on the runtime's thread; short borrow.
+            unsafe { self.local() }.io_ready = ready;
+        }
+        if let Some(e) = self.shared.take_wake_error() {
+            self.callback("event", || {
+                tracing::error!(error = %e, "cannot wake a fibra runtime");
+            });
+        }
+        let mut dumps = Vec::new();
+        if remote {
+            // SAFETY: on the runtime's thread; short borrow.
+            let mut msgs = std::mem::take(&mut unsafe { self.local() }.remote);
+            self.shared.drain(&mut msgs);
+            for msg in msgs.drain(..) {
+                match msg {
+                    Remote::Unpark(token) => {
+                        self.wake(token, Wake::Unparked);
+                    }
+                    Remote::Cancel(key, id) => self.cancel(key, id),
+                    Remote::Dump(answer) => dumps.push(answer),
+                }
+            }
+            // SAFETY: on the runtime's thread; short borrow.
+            unsafe { self.local() }.remote = msgs;
+        }
+        let now = clock::now_ns();
+        stack::release_stale_pending(now);
+        // SAFETY: on the runtime's thread; short borrow.
+        let l = unsafe { self.local() };
+        if !l.timers.is_empty() {
+            let mut fired = std::mem::take(&mut l.fired);
+            l.timers.advance(now, &mut fired);
+            for f in fired.drain(..) {
+                self.wake(f.value, Wake::TimedOut);
+            }
+            // SAFETY: on the runtime's thread; short borrow.
+            unsafe { self.local() }.fired = fired;
+        }
+        // Answered last (an answer may wake a fiber).
+        for answer in dumps {
+            answer(self.dump_section());
+        }
+    }
+
+    /// This runtime's fibers, for a dump.
+    pub(crate) fn dump_section(&self) -> Section {
+        // SAFETY: on the runtime's thread; short borrow.
+        let l = unsafe { self.local() };
+        let now = clock::now_ns();
+        let fibers = l
+            .fibers
+            .iter()
+            .filter(|(key, rec)| *key != ROOT || rec.state != State::Running)
+            .filter(|(_, rec)| rec.state != State::Done)
+            .map(|(key, rec)| {
+                let parked = rec.state == State::Parked;
+                let waiting = rec.waiting_on.get().filter(|_| parked);
+                FiberInfo {
+                    id: rec.id,
+                    name: rec.name.as_deref().map(str::to_owned),
+                    root: key == ROOT,
+                    state: match rec.state {
+                        State::Ready => FiberState::Ready,
+                        State::Parked => FiberState::Parked,
+                        State::Running | State::Done | State::Vacant => FiberState::Running,
+                    },
+                    waiting_on: waiting.map(|on| on.to_string()),
+                    deadline_in: waiting
+                        .and((rec.waiting_until != NO_DEADLINE).then_some(rec.waiting_until))
+                        .map(|d| std::time::Duration::from_nanos(d.saturating_sub(now))),
+                }
+            })
+            .collect();
+        Section {
+            thread: self.shared.thread_name.clone(),
+            fibers: Some(fibers),
+        }
+    }
+
+    /// Leaves the runtime to an outer loop: its fd must be readable when it
+    /// has work, so arm the timerfd for the next timer and, if fibers are
+    /// ready, wake the waker.
+    pub(crate) fn prepare_outer_wait(&self) {
+        stack::release_pending();
+        // SAFETY: on the runtime's thread; short borrow.
+        let l = unsafe { self.local() };
+        if let Some(next) = l.timers.next_expiration() {
+            l.reactor.arm_timer(next);
+        }
+        if !l.run_queue.is_empty() {
+            self.shared.wake_fd();
+        }
+    }
+
+    /// Cancels every fiber and runs them until all have finished.
+    pub(crate) fn shutdown(&self) {
+        // SAFETY: on the runtime's thread; short borrow, ended before the
+        // cancellations (traced: a subscriber's code).
+        let l = unsafe { self.local() };
+        l.closing = true;
+        let all: Vec<(Key, FiberId)> = l
+            .fibers
+            .iter()
+            .filter(|(key, _)| *key != ROOT)
+            .map(|(key, rec)| (key, rec.id))
+            .collect();
+        for (key, id) in all {
+            self.cancel(key, id);
+        }
+        self.run_root(Until::NoFibers);
+    }
+
+    /// Leaks every fiber instead of finishing it: for a runtime dropped
+    /// while its thread destroys its thread-locals, whose parked fibers may
+    /// borrow destroyed ones (see `runtime::thread_exit`). Nothing of a
+    /// fiber runs again or is dropped: its stack stays mapped (a parked
+    /// fiber's frames may be linked into wait lists that other threads
+    /// still walk), and its span is forgotten with it. Its `JoinHandle`
+    /// never completes.
+    pub(crate) fn abandon(&self) {
+        // SAFETY: on the runtime's thread; no user code runs in here.
+        let l = unsafe { self.local() };
+        l.closing = true;
+        let keys: Vec<Key> = l
+            .fibers
+            .iter()
+            .filter(|(key, _)| *key != ROOT)
+            .map(|(key, _)| key)
+            .collect();
+        for key in keys {
+            std::mem::forget(l.fibers[key].span.take());
+            std::mem::forget(l.fibers.vacate(key));
+        }
+        l.live = 0;
+        while l.run_queue.pop_front().is_some() {}
+    }
+}

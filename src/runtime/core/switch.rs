@@ -1,0 +1,376 @@
+//! Switching, parking and waking: every context switch of a runtime.
+
+use super::*;
+
+impl Core {
+    // ----- switching ----------------------------------------------------
+
+    /// Suspends `from` and resumes `to`.
+    ///
+    /// Never inlined: every switch in fibra happens at this one call site, so
+    /// every suspended context resumes at the same return address and the
+    /// CPU's return-stack predictor is right (see `asm/x86_64.S`). (A
+    /// fiber's final switch is made by its trampoline instead: see
+    /// [`Core::exit_current`].)
+    ///
+    /// The returns *after* that one are another matter: the return stack
+    /// still holds the calls of the context that switched here, so each
+    /// frame between a blocking call and this function costs a mispredicted
+    /// return (about 20 cycles) when the context resumes, unless the other
+    /// context came through the very same frames (two fibers yielding in
+    /// the same loop) or left the return stack as it found it (a fiber
+    /// that ran from its start to its end). That is why the park path
+    /// (`park_current`, `park`, [`Core::park_raw`]) is inlined into its
+    /// callers, and why the root parks by switching straight to the next
+    /// fiber instead of through [`Core::run_root`]'s loop.
+    ///
+    /// The caller has chosen `to` (marked running, out of the run queue)
+    /// and settled `from`'s state (parked, queued, or done) with no borrow
+    /// kept: the subscriber's `exit` for `from`'s span runs first, and
+    /// whatever it does (spawn, wake, cancel: see `callback.rs`) leaves
+    /// both as they are.
+    #[inline(never)]
+    pub(super) fn switch_to(&self, from: Key, to: Key) {
+        self.exit_span(from);
+        let (save, load) = self.hand_over(from, to);
+        // `load` was saved by `to`'s own last switch out (or built by
+        // `init_stack`) and `to` has not run since; records own their stacks
+        // until removed, so it is mapped. `save` points at `sp` in the
+        // record of `from`, in the slab as it is now: `hand_over` took it
+        // after the last callback, and no user code runs between there and
+        // the store `arch::switch` makes through it, so the slab cannot
+        // have grown (and moved) in between. Once `from` is switched out,
+        // the pointer is dead: the slab may move, and whoever switches back
+        // reads `from`'s `sp` through the slab as it is then.
+        // SAFETY: as argued above; nothing unwinds across the switch.
+        let arg = unsafe { arch::switch(save, load, 0) };
+        // Resumed: some context switched back to `from`.
+        self.after_switch(arg);
+        self.enter_span(from);
+    }
+
+    /// Everything of a switch from `from` to `to` but the switch itself and
+    /// the calls into a subscriber: returns where to save `from`'s stack
+    /// pointer and `to`'s. Runs no user code, so the pointers it returns
+    /// stay valid until the switch that uses them.
+    #[inline(always)]
+    fn hand_over(&self, from: Key, to: Key) -> (*mut *mut u8, *mut u8) {
+        // SAFETY: on the runtime's thread; the borrow ends before the switch,
+        // and nothing in it calls out.
+        let l = unsafe { self.local() };
+        // `from` is the running context and `to` was taken from the run
+        // queue (its record checked there) or is the root, and a record is
+        // removed only after its context's final switch, by `reap` in the
+        // context that runs after it — neither of these: both keys are in
+        // bounds, which is all `get_unchecked` asks.
+        // SAFETY: as argued above.
+        let (save, load, header) = unsafe {
+            let from_rec = l.fibers.get_unchecked_mut(from);
+            let save: *mut *mut u8 = &mut from_rec.sp;
+            let to_rec = l.fibers.get_unchecked(to);
+            (save, to_rec.sp, to_rec.running_header)
+        };
+        l.current = to;
+        l.resumed += u64::from(to != ROOT);
+        overflow::set_running(header);
+        (save, load)
+    }
+
+    /// Runs in the resumed context right after every switch: frees the
+    /// fiber that just finished, if that switch was its last.
+    #[inline(always)]
+    pub(crate) fn after_switch(&self, arg: usize) {
+        if arg != 0 {
+            self.reap((arg - 1) as Key);
+        }
+    }
+
+    #[cold]
+    fn reap(&self, key: Key) {
+        // SAFETY: on the runtime's thread; the finished fiber no longer runs.
+        // The borrow ends before the span is dropped (the subscriber's
+        // `try_close`, which may spawn into the slot just freed).
+        let l = unsafe { self.local() };
+        debug_assert_eq!(l.fibers[key].state, State::Done);
+        let span = l.fibers[key].span.take();
+        if let Some(stack) = l.fibers.vacate(key) {
+            l.spare.give_back(stack);
+        }
+        if let Some(span) = span {
+            self.close_span(span);
+        }
+    }
+
+    /// The next context a fiber hands control to: the head of the run
+    /// queue, or the root once the budget is spent; `None` when no other
+    /// fiber is ready. Every call counts against the budget, even one that
+    /// finds nothing, so a fiber yielding alone still lets the root poll.
+    #[inline(always)]
+    fn next_from_fiber(l: &mut Local) -> Option<Key> {
+        if l.budget == 0 {
+            return Some(ROOT);
+        }
+        l.budget -= 1;
+        while let Some(key) = l.run_queue.pop_front() {
+            let rec = &mut l.fibers[key];
+            if rec.state == State::Ready {
+                rec.state = State::Running;
+                if let Some(after) = l.run_queue.front()
+                    && after != l.current
+                {
+                    l.prefetch(after);
+                }
+                return Some(key);
+            }
+            // Stale: the root left the loop by unwinding (`Enter::drop`).
+        }
+        None
+    }
+
+    /// Ends the running fiber for good: returns its final switch, for its
+    /// trampoline to make, to the context that runs next (which frees the
+    /// fiber's stack).
+    ///
+    /// Made by the trampoline, with a jump, after this and the fiber's
+    /// entry have returned: the fiber leaves the return stack as it found
+    /// it, so the context that resumes (a `join` of this fiber, often)
+    /// returns through its own frames predicted right (see "A fiber's
+    /// first and last switch" in `asm/x86_64.S`).
+    pub(crate) fn exit_current(&self) -> arch::FinalSwitch {
+        // SAFETY: on the runtime's thread; the borrow ends before the
+        // subscriber's callbacks below.
+        let l = unsafe { self.local() };
+        let me = l.current;
+        let rec = l.running();
+        rec.state = State::Done;
+        let id = rec.id;
+        let has_span = rec.span.is_some();
+        l.live -= 1;
+        let next = Core::next_from_fiber(l).unwrap_or(ROOT);
+        // Done, and the next context chosen: the callbacks may spawn or
+        // wake, which queues behind `next`.
+        self.trace(move || tracing::trace!(fiber = id.as_u64(), "exit"));
+        if has_span {
+            self.exit_span_slow(me);
+        }
+        // Nothing resumes this context: where `hand_over` says to save it
+        // is left unwritten.
+        let (_, load_sp) = self.hand_over(me, next);
+        arch::FinalSwitch {
+            load_sp,
+            arg: me as usize + 1,
+        }
+    }
+
+    // ----- parking and waking -------------------------------------------
+
+    /// The token the current context's next park will have.
+    #[inline]
+    pub(crate) fn current_token(&self) -> WakeToken {
+        // SAFETY: on the runtime's thread; short borrow.
+        let l = unsafe { self.local() };
+        WakeToken {
+            key: l.current,
+            park: l.running().park,
+        }
+    }
+
+    /// Ends the current park epoch without parking: wake-ups sent with the
+    /// token handed out for it become stale. For a waiter that took a token
+    /// (see the ground rules) and then found it need not park after all,
+    /// while its waker may still fire: that wake-up would otherwise make the
+    /// next, unrelated park return at once.
+    pub(crate) fn retire_token(&self) {
+        // SAFETY: on the runtime's thread; short borrow.
+        let l = unsafe { self.local() };
+        let next_park = l.next_park();
+        let rec = l.running();
+        rec.park = next_park;
+        rec.notified = false;
+    }
+
+    /// Parks the current context until it is woken with its token, or until
+    /// `deadline` (ns). Neither unwinds nor looks at cancellation: see
+    /// `runtime::park` for the layer that does.
+    ///
+    /// Inlined: see [`Core::switch_to`] on frames above a switch.
+    #[inline(always)]
+    pub(crate) fn park_raw(&self, deadline: Option<u64>, on: WaitOn) -> Wake {
+        // SAFETY: on the runtime's thread; the borrow ends before the trace
+        // event and the switch.
+        let l = unsafe { self.local() };
+        if let Some(what) = l.in_callback {
+            parked_in_callback(what);
+        }
+        let me = l.current;
+        let next_park = l.next_park();
+        let rec = l.running();
+        if rec.notified {
+            rec.notified = false;
+            rec.park = next_park;
+            return Wake::Unparked;
+        }
+        let token = WakeToken {
+            key: me,
+            park: rec.park,
+        };
+        rec.state = State::Parked;
+        rec.waiting_on = StoredWait::new(on);
+        rec.waiting_until = deadline.unwrap_or(NO_DEADLINE);
+        let id = rec.id;
+        let timer = deadline.map(|d| l.timers.insert(d, token));
+        // The event is emitted once the next context is chosen: should the
+        // subscriber wake this very park, the wake-up queues it like any
+        // other, and the switch below still goes elsewhere.
+        if me == ROOT {
+            // Straight to the next ready fiber, as a fiber does, while the
+            // budget lasts (one frame fewer to return through when resumed);
+            // the loop when it is spent, when nothing is ready, and when we
+            // are resumed without having been woken.
+            let next = Core::next_from_fiber(l);
+            self.trace_park(id);
+            if let Some(next) = next
+                && next != ROOT
+            {
+                self.switch_to(ROOT, next);
+            }
+            // SAFETY: re-borrowed after the switch.
+            if unsafe { self.local() }.root().state != State::Running {
+                self.run_root(Until::RootWoken);
+            }
+        } else {
+            let next = Core::next_from_fiber(l).unwrap_or(ROOT);
+            self.trace_park(id);
+            self.switch_to(me, next);
+        }
+        // SAFETY: re-borrowed after the switch.
+        let l = unsafe { self.local() };
+        // We run again, so `current` is `me`.
+        let wake = l.running().wake;
+        if let Some(timer) = timer
+            && wake != Wake::TimedOut
+        {
+            l.timers.cancel(timer);
+        }
+        wake
+    }
+
+    /// Whether the current context has been cancelled or runs under a
+    /// `fibra::timeout`: only then may a blocking call have to unwind it.
+    #[inline]
+    pub(crate) fn current_may_unwind(&self) -> bool {
+        // SAFETY: on the runtime's thread; short borrow.
+        let l = unsafe { self.local() };
+        let rec = l.running();
+        rec.cancelled || rec.timeout.is_some()
+    }
+
+    /// Whether the current context is itself unwinding.
+    ///
+    /// `std::thread::panicking()` cannot say: it is true on the whole thread
+    /// while any context is suspended mid-unwind. It is the current context
+    /// when we unwound it ourselves, or when the thread panics and no
+    /// suspended context accounts for it. (Left undecided: a user panic in
+    /// a fiber while another context is suspended mid-unwind; that fiber is
+    /// then taken as not unwinding.)
+    ///
+    /// Inlined: every park asks, and the usual answer takes a load of a
+    /// global and a store.
+    #[inline]
+    pub(crate) fn current_is_unwinding(&self) -> bool {
+        // SAFETY: on the runtime's thread; short borrow.
+        let l = unsafe { self.local() };
+        let rec = l.running();
+        if !std::thread::panicking() {
+            rec.unwinding = false; // caught since (or never started)
+            return false;
+        }
+        rec.unwinding || l.unwinding_suspended == 0
+    }
+
+    pub(crate) fn mark_unwinding(&self, unwinding: bool) {
+        // SAFETY: on the runtime's thread; short borrow.
+        let l = unsafe { self.local() };
+        l.running().unwinding = unwinding;
+    }
+
+    /// Parks a context that is unwinding, counted as such while suspended.
+    pub(crate) fn park_unwinding(&self, deadline: Option<u64>, on: WaitOn) -> Wake {
+        self.count_unwinding_suspended(1);
+        let wake = self.park_raw(deadline, on);
+        self.count_unwinding_suspended(-1);
+        wake
+    }
+
+    pub(crate) fn count_unwinding_suspended(&self, delta: isize) {
+        // SAFETY: on the runtime's thread; short borrow.
+        let l = unsafe { self.local() };
+        l.unwinding_suspended = l.unwinding_suspended.wrapping_add_signed(delta);
+    }
+
+    /// Counts a socket call of the current fiber; true when it has made
+    /// [`IO_BUDGET`] of them since it was last switched in: it should
+    /// yield.
+    #[inline]
+    pub(crate) fn io_budget_spent(&self) -> bool {
+        // SAFETY: on the runtime's thread; short borrow.
+        let l = unsafe { self.local() };
+        if l.io_since != l.resumed {
+            l.io_since = l.resumed;
+            l.io_calls = 0;
+        }
+        l.io_calls += 1;
+        if l.io_calls <= IO_BUDGET {
+            return false;
+        }
+        // Spent: the yield goes through the root, which polls for I/O
+        // first, so fibers waiting on other sockets get their turn too.
+        l.io_calls = 0;
+        l.budget = 0;
+        true
+    }
+
+    /// Puts the current context behind every ready fiber and runs them.
+    ///
+    /// Inlined: see [`Core::switch_to`] on frames above a switch.
+    #[inline(always)]
+    pub(crate) fn yield_now(&self) {
+        // SAFETY: on the runtime's thread; the borrow ends before the switch.
+        let l = unsafe { self.local() };
+        if let Some(what) = l.in_callback {
+            parked_in_callback(what);
+        }
+        let me = l.current;
+        if me == ROOT {
+            l.root().state = State::Ready;
+            l.run_queue.push_back(ROOT);
+            self.run_root(Until::RootWoken);
+            return;
+        }
+        // Take the next fiber first, then queue ourselves behind everything
+        // (the same order as pushing first, without the push and pop when
+        // we are alone).
+        let Some(next) = Core::next_from_fiber(l) else {
+            return; // nothing else is ready: carry on
+        };
+        l.running().state = State::Ready;
+        l.run_queue.push_back(me);
+        self.switch_to(me, next);
+    }
+
+    /// Requests cancellation of a fiber of this runtime; a parked fiber is
+    /// woken so it can unwind.
+    pub(crate) fn cancel(&self, key: Key, id: FiberId) {
+        // SAFETY: on the runtime's thread; short borrow, ended before the
+        // trace event.
+        let woken = unsafe { self.local() }.cancel(key, id, &self.shared);
+        if let Some(id) = woken {
+            self.trace_unpark(id, Wake::Cancelled);
+        }
+    }
+
+    #[inline(always)]
+    fn trace_park(&self, id: FiberId) {
+        self.trace(move || tracing::trace!(fiber = id.as_u64(), "park"));
+    }
+}
