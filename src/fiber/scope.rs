@@ -147,8 +147,7 @@ unsafe fn fiber_exited(data: *const ()) {
         && let Some(owner) = data.owner.get()
         && let Some(core) = context::current()
     {
-        // SAFETY: on the runtime's thread (scoped fibers share the owner's); short borrow.
-        unsafe { core.local() }.wake(owner, crate::runtime::core::Wake::Unparked, &core.shared);
+        core.wake(owner, crate::runtime::core::Wake::Unparked);
     }
 }
 

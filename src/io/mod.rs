@@ -158,7 +158,9 @@ fn wait_in_fiber(
     let mut guard = Registered { core, reg };
     loop {
         let parked = park(core, deadline, WaitOn::Fd(fd, interest));
-        // SAFETY: on the runtime's thread; short borrow.
+        let token = core.current_token();
+        // SAFETY: on the runtime's thread; short borrow, taken after
+        // `current_token` (which borrows too) and running no user code.
         let reactor = &mut unsafe { core.local() }.reactor;
         let ready = reactor.ready(guard.reg);
         if !ready.is_empty() {
@@ -168,7 +170,9 @@ fn wait_in_fiber(
             return Err(io::ErrorKind::TimedOut.into());
         }
         // Woken without readiness: park again, under the new park's token.
-        reactor.retoken(&mut guard.reg, core.current_token());
+        // (A token taken and not parked on is harmless: it is for the next
+        // park, which follows at once.)
+        reactor.retoken(&mut guard.reg, token);
     }
 }
 

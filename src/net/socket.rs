@@ -173,16 +173,22 @@ impl Registration {
         interest: Interest,
         deadline: Option<u64>,
     ) -> io::Result<()> {
-        // SAFETY: on the runtime's thread; short borrow, ended before parking.
-        let l = unsafe { core.local() };
+        let token = core.current_token();
         let mut stale = Vec::new();
-        let key = l.reactor.socket(fd, self.uid, &mut stale)?;
-        for token in stale {
-            l.wake(token, crate::runtime::core::Wake::Unparked, &core.shared);
+        let waiting = {
+            // SAFETY: on the runtime's thread; the borrow ends with this
+            // block and runs no user code (the reactor only makes syscalls).
+            let reactor = &mut unsafe { core.local() }.reactor;
+            reactor
+                .socket(fd, self.uid, &mut stale)
+                .map(|key| reactor.add_socket_waiter(key, interest, token))
+        };
+        // No borrow is live: a wake may run a tracing subscriber. The
+        // waiters of a stale source are woken even when registering failed.
+        for t in stale {
+            core.wake(t, crate::runtime::core::Wake::Unparked);
         }
-        let waiting = l
-            .reactor
-            .add_socket_waiter(key, interest, core.current_token());
+        let waiting = waiting?;
         /// Removes the waiter however the wait ends, unwinding included.
         struct Guard<'a>(&'a Core, Waiting);
         impl Drop for Guard<'_> {
@@ -204,12 +210,15 @@ impl Registration {
     /// for the number retires it when a new socket uses the number.
     pub(crate) fn deregister(&self, fd: RawFd) {
         if let Some(core) = context::current() {
-            // SAFETY: on the runtime's thread; short borrow.
-            let l = unsafe { core.local() };
             let mut waiters = Vec::new();
-            l.reactor.deregister_socket(fd, self.uid, &mut waiters);
-            for token in waiters {
-                l.wake(token, crate::runtime::core::Wake::Unparked, &core.shared);
+            // SAFETY: on the runtime's thread; the borrow ends in this
+            // statement and runs no user code.
+            unsafe { core.local() }
+                .reactor
+                .deregister_socket(fd, self.uid, &mut waiters);
+            // No borrow is live: a wake may run a tracing subscriber.
+            for t in waiters {
+                core.wake(t, crate::runtime::core::Wake::Unparked);
             }
         }
     }

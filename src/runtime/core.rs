@@ -512,14 +512,9 @@ impl Local {
         self.run_queue.push_back(key);
     }
 
-    /// Wakes the park named by `token` with `reason`; returns whether it
-    /// did. Emits no trace event (that would be a subscriber's code under
-    /// the caller's borrow): [`Core::wake`] does, after the borrow.
-    pub(crate) fn wake(&mut self, token: WakeToken, reason: Wake, shared: &Shared) -> bool {
-        self.wake_fiber(token, reason, shared).is_some()
-    }
-
-    /// As [`Local::wake`]; returns the id of the fiber it woke.
+    /// Wakes the park named by `token` with `reason`; returns the id of the
+    /// fiber it woke. Emits no trace event (that would be a subscriber's
+    /// code under the caller's borrow): [`Core::wake`] does, after it.
     #[inline]
     fn wake_fiber(&mut self, token: WakeToken, reason: Wake, shared: &Shared) -> Option<FiberId> {
         let next_park = self.park_seq + 1;
