@@ -142,33 +142,43 @@ pub(crate) unsafe fn resume(save_sp: *mut *mut u8, load_sp: *mut u8, arg: usize)
 /// unwinding may cross the switch.
 #[inline(always)]
 pub(crate) unsafe fn suspend(save_sp: *mut *mut u8, load_sp: *mut u8, arg: usize) {
-    // The block pushes a complete switch frame (resume point, FP words,
-    // rbp, rbx, r12-r15) on this stack, stores the stack pointer through
-    // `save_sp`, and continues the switch routine on the entering context's
-    // frame, exactly as `fibra_0_1_switch` would. When the generator is
-    // resumed, `fibra_0_1_resume` pops that frame, restoring every
-    // callee-saved register and the stack pointer, and jumps to `2:`.
+    // The block writes a complete switch frame (resume point, FP words,
+    // rbp, rbx, r12-r15) just below the stack pointer, stores the frame's
+    // address through `save_sp`, and continues the switch routine on the
+    // entering context's frame, exactly as `fibra_0_1_switch` would. When
+    // the generator is resumed, `fibra_0_1_resume` pops that frame,
+    // restoring every callee-saved register and the stack pointer, and
+    // jumps to `2:`.
+    //
+    // Stores rather than pushes: the stack pointer of this (inlined, so
+    // unknown) function then changes at one instruction only, the load of
+    // the entering context's, so the unwind info the compiler wrote for the
+    // function stays true at every other instruction of the block, and a
+    // profiler's sample there walks the generator's stack correctly. The
+    // 64 bytes written are inside the red zone, which signal delivery
+    // skips, and the compiler keeps nothing there across a block that does
+    // not say `nostack`.
+    //
     // Inputs are read before any register but rax/rcx (not inputs) or rsp
     // is written, so any register the compiler picks for them works.
     // SAFETY: as above, with the caller's guarantees on `save_sp` and
-    // `load_sp`; everything else is declared clobbered, and the block uses
-    // the stack, so the compiler keeps nothing in the red zone across it.
+    // `load_sp`; everything else is declared clobbered.
     unsafe {
         asm!(
             "leaq 2f(%rip), %rax",
-            "pushq %rax",
-            "subq $8, %rsp",
-            "stmxcsr (%rsp)",
-            "fnstcw 4(%rsp)",
-            "pushq %rbp",
-            "pushq %rbx",
-            "pushq %r12",
-            "pushq %r13",
-            "pushq %r14",
-            "pushq %r15",
-            "movl 48(%rsp), %eax",
-            "movzwl 52(%rsp), %ecx",
-            "movq %rsp, ({save})",
+            "movq %rax, -8(%rsp)",
+            "stmxcsr -16(%rsp)",
+            "fnstcw -12(%rsp)",
+            "movq %rbp, -24(%rsp)",
+            "movq %rbx, -32(%rsp)",
+            "movq %r12, -40(%rsp)",
+            "movq %r13, -48(%rsp)",
+            "movq %r14, -56(%rsp)",
+            "movq %r15, -64(%rsp)",
+            "leaq -64(%rsp), %rax",
+            "movq %rax, ({save})",
+            "movl -16(%rsp), %eax",
+            "movzwl -12(%rsp), %ecx",
             "movq {load}, %rsp",
             "jmp {tail}",
             "2:",
