@@ -17,7 +17,7 @@
 //! method for that call only: a fiber's stack never needs a free fd.
 
 use std::io;
-use std::sync::atomic::{AtomicI32, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 
 use super::{Stack, page_size};
 
@@ -147,25 +147,38 @@ fn batch(
     Ok(())
 }
 
-/// A pidfd for this process, opened once (and kept: it is one fd).
+/// A pidfd for this process, opened once per process (and kept: it is one
+/// fd). Keyed by pid: after a `fork` the child inherits the parent's pidfd,
+/// which names the parent; the kernel refuses destructive advice on another
+/// process's memory, but the child would then fall back for good, and an fd
+/// number that the child closed and reused would fail with EBADF. So a
+/// child opens its own (and leaves the inherited number alone: it may be
+/// the user's by now). Atomics, not a lock: a lock held by another thread
+/// at the `fork` would stay locked in the child forever.
 fn own_pidfd() -> io::Result<libc::c_int> {
-    static PIDFD: AtomicI32 = AtomicI32::new(-1);
-    let fd = PIDFD.load(Ordering::Relaxed);
-    if fd >= 0 {
-        return Ok(fd);
+    /// The owner's pid in the high half, the fd in the low half; 0: none.
+    static PIDFD: AtomicU64 = AtomicU64::new(0);
+    let pack =
+        |pid: libc::pid_t, fd: libc::c_int| (u64::from(pid as u32) << 32) | u64::from(fd as u32);
+    // SAFETY: getpid has no preconditions.
+    let pid = unsafe { libc::getpid() };
+    let cached = PIDFD.load(Ordering::Acquire);
+    if cached != 0 && (cached >> 32) as u32 == pid as u32 {
+        return Ok(cached as u32 as libc::c_int);
     }
     // SAFETY: pidfd_open on our own pid; the result is checked.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0) } as libc::c_int;
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) } as libc::c_int;
     if fd < 0 {
         return Err(io::Error::last_os_error());
     }
-    match PIDFD.compare_exchange(-1, fd, Ordering::AcqRel, Ordering::Acquire) {
+    match PIDFD.compare_exchange(cached, pack(pid, fd), Ordering::AcqRel, Ordering::Acquire) {
         Ok(_) => Ok(fd),
-        Err(theirs) => {
-            // Another thread won the race: use its fd, close ours.
+        Err(theirs) if theirs != 0 && (theirs >> 32) as u32 == pid as u32 => {
+            // Another thread of this process won the race: use its fd.
             // SAFETY: `fd` is ours and unused.
             unsafe { libc::close(fd) };
-            Ok(theirs)
+            Ok(theirs as u32 as libc::c_int)
         }
+        Err(_) => Ok(fd), // a stale owner's entry changed meanwhile: use ours, uncached
     }
 }
