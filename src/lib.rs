@@ -133,7 +133,7 @@ mod stack;
 pub mod sync;
 mod time;
 
-pub use blocking::spawn_blocking;
+pub use blocking::{max_blocking_threads, set_max_blocking_threads, spawn_blocking};
 pub use fiber::{
     Builder, Fiber, FiberId, JoinError, JoinHandle, Scope, ScopedJoinHandle, current, scope, spawn,
     yield_now,
