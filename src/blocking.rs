@@ -71,7 +71,10 @@ static MAX_THREADS: AtomicUsize = AtomicUsize::new(DEFAULT_MAX_THREADS);
 /// ```
 #[track_caller]
 pub fn set_max_blocking_threads(n: usize) {
-    assert!(n > 0, "set_max_blocking_threads(0): the pool needs a thread");
+    assert!(
+        n > 0,
+        "set_max_blocking_threads(0): the pool needs a thread"
+    );
     MAX_THREADS.store(n, Ordering::Relaxed);
 }
 

@@ -121,6 +121,7 @@
 mod arch;
 mod blocking;
 mod fiber;
+pub mod fs;
 mod future;
 mod generator;
 pub mod io;
