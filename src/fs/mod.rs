@@ -41,7 +41,7 @@
 //!
 //! A pool trip costs a few tens of microseconds (two thread wake-ups), far
 //! less than a disk, far more than a page-cache hit. The whole-file
-//! functions ([`read`], [`read_to_string`], [`write`]) make one trip for the
+//! functions ([`read`], [`read_to_string`], [`write()`]) make one trip for the
 //! whole file, and are the fastest way to read or write a file at once. A
 //! [`File`] reads ahead 64 KiB per trip and serves small reads from memory,
 //! so a `BufReader<File>` reading lines costs one trip per 64 KiB, not one
