@@ -28,7 +28,16 @@ enum Event {
     Leave(u64),
 }
 
-fn main() -> io::Result<()> {
+fn main() {
+    // `main` returning the error would print it with `{:?}`
+    // (`Os { code: 98, kind: AddrInUse, .. }`): say it plainly instead.
+    if let Err(e) = run() {
+        eprintln!("chat: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> io::Result<()> {
     let arg = std::env::args().nth(1);
     fibra::run(|| {
         let demo = arg.as_deref() == Some("--demo");

@@ -13,7 +13,16 @@ use std::time::Duration;
 
 use fibra::net::{TcpListener, TcpStream};
 
-fn main() -> io::Result<()> {
+fn main() {
+    // `main` returning the error would print it with `{:?}`
+    // (`Os { code: 98, kind: AddrInUse, .. }`): say it plainly instead.
+    if let Err(e) = run() {
+        eprintln!("echo_server: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> io::Result<()> {
     let addr = std::env::args()
         .nth(1)
         .unwrap_or_else(|| "127.0.0.1:7878".to_string());

@@ -12,7 +12,16 @@ use fibra::io::EventFd;
 
 const FRAME: Duration = Duration::from_millis(16);
 
-fn main() -> std::io::Result<()> {
+fn main() {
+    // `main` returning the error would print it with `{:?}`
+    // (`Os { code: 98, kind: AddrInUse, .. }`): say it plainly instead.
+    if let Err(e) = run() {
+        eprintln!("game_loop: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> std::io::Result<()> {
     let rt = fibra::Runtime::new()?;
 
     // Game logic written as blocking code: an enemy that thinks every 100 ms.

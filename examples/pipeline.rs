@@ -16,7 +16,16 @@ use std::io::{self, BufRead};
 
 use fibra::sync::mpsc;
 
-fn main() -> io::Result<()> {
+fn main() {
+    // `main` returning the error would print it with `{:?}`
+    // (`Os { code: 98, kind: AddrInUse, .. }`): say it plainly instead.
+    if let Err(e) = run() {
+        eprintln!("pipeline: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> io::Result<()> {
     fibra::run(|| {
         let (line_tx, line_rx) = mpsc::sync_channel::<Vec<String>>(4);
         let (word_tx, word_rx) = mpsc::sync_channel::<String>(256);

@@ -15,7 +15,16 @@ use std::time::Duration;
 
 use fibra::net::{TcpListener, TcpStream};
 
-fn main() -> io::Result<()> {
+fn main() {
+    // `main` returning the error would print it with `{:?}`
+    // (`Os { code: 98, kind: AddrInUse, .. }`): say it plainly instead.
+    if let Err(e) = run() {
+        eprintln!("worker_echo: {e}");
+        std::process::exit(1);
+    }
+}
+
+fn run() -> io::Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let demo = args.iter().any(|a| a == "--demo");
     let mut rest = args.iter().filter(|a| *a != "--demo");

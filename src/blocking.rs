@@ -1,36 +1,116 @@
 //! [`spawn_blocking`]: run blocking work (files, DNS, heavy computation) on
 //! a pool of threads while the fiber parks.
 //!
-//! The pool grows a thread at a time when work arrives and no thread is
-//! idle, up to [`MAX_THREADS`], and a thread that stays idle for
-//! [`KEEP_ALIVE`] exits, so an idle process keeps no threads around.
+//! The pool is one per process, shared by every runtime. It grows a thread
+//! at a time when work arrives and no thread is idle, up to
+//! [`max_blocking_threads`] (512 unless [`set_max_blocking_threads`] says
+//! otherwise), and a thread that stays idle for [`KEEP_ALIVE`] exits, so an
+//! idle process keeps no threads around.
+//!
+//! # Who creates the threads
+//!
+//! Creating a thread costs tens of microseconds (`clone`, a stack mapping,
+//! TLS set-up), and a fan-out of 2 000 calls used to pay that 512 times on
+//! the runtime's own thread, where it stalled every fiber for 30 ms. So the
+//! thread that submits work never creates pool threads: it counts the
+//! thread it wants and wakes the *spawner*, a thread of the pool's own
+//! (`fibra-blocking-spawner`) that creates them one after another. Only the
+//! spawner itself is created by a submitter, once when the pool starts
+//! from nothing (at the first call, or after a quiet [`KEEP_ALIVE`]): one
+//! thread creation, not hundreds.
+//!
+//! # Ground rules
+//!
+//! All pool state is in [`State`], behind one lock, taken only briefly and
+//! never while a job runs or a thread is being created.
+//! `threads` counts the workers alive *and* those asked of the spawner, so
+//! the cap holds for both.
 
 use std::any::Any;
 use std::collections::VecDeque;
 use std::panic::{self, AssertUnwindSafe};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use crate::runtime::context;
 use crate::runtime::park::{Unparker, WaitOn};
 
-/// The most threads the pool runs at once; more work waits in a queue.
-pub const MAX_THREADS: usize = 512;
+/// The cap on pool threads unless [`set_max_blocking_threads`] changes it:
+/// tokio's default too.
+pub const DEFAULT_MAX_THREADS: usize = 512;
 
 /// How long an idle pool thread waits for work before it exits.
 pub const KEEP_ALIVE: Duration = Duration::from_secs(10);
+
+static MAX_THREADS: AtomicUsize = AtomicUsize::new(DEFAULT_MAX_THREADS);
+
+/// Sets how many threads the blocking pool (behind [`spawn_blocking`] and
+/// [`fibra::fs`](crate::fs)) may run at once; work beyond that waits in a
+/// queue, first come first served, until a thread is free. The default is
+/// 512, as in tokio (where it is `runtime::Builder::max_blocking_threads`).
+///
+/// The pool is shared by every runtime of the process, so this is a
+/// process-wide setting, not a runtime builder's: call it early, in
+/// `main`. It takes effect at once for new threads; lowering it below the
+/// number running lets the surplus finish their work and exit when idle.
+///
+/// Raise it when many calls block for long at once (a fan-out of slow
+/// `spawn_blocking` calls, files on a slow network mount): each blocked call
+/// holds a thread. Every thread reserves its stack (2 MiB of address space,
+/// committed as used) and counts against `ulimit -u`.
+///
+/// # Panics
+///
+/// If `n` is 0: the work would never run.
+///
+/// ```
+/// fibra::set_max_blocking_threads(1024);
+/// assert_eq!(fibra::max_blocking_threads(), 1024);
+/// # fibra::set_max_blocking_threads(512);
+/// ```
+#[track_caller]
+pub fn set_max_blocking_threads(n: usize) {
+    assert!(
+        n > 0,
+        "set_max_blocking_threads(0): the pool needs a thread"
+    );
+    MAX_THREADS.store(n, Ordering::Relaxed);
+}
+
+/// How many threads the blocking pool may run at once: 512 unless
+/// [`set_max_blocking_threads`] changed it.
+///
+/// ```
+/// assert!(fibra::max_blocking_threads() >= 1);
+/// ```
+pub fn max_blocking_threads() -> usize {
+    MAX_THREADS.load(Ordering::Relaxed)
+}
 
 type Job = Box<dyn FnOnce() + Send>;
 
 struct Pool {
     state: Mutex<State>,
+    /// Idle workers wait here for a job.
     work: Condvar,
+    /// The spawner waits here for threads to create.
+    grow: Condvar,
 }
 
 struct State {
     queue: VecDeque<Job>,
+    /// Workers alive plus those asked of the spawner (`to_spawn`).
     threads: usize,
+    /// Workers waiting on `work`.
     idle: usize,
+    /// Wake-ups sent on `work` and not yet taken by a worker: an idle
+    /// worker that has been told of a job is not idle for the next one.
+    notified: usize,
+    /// Threads the spawner is to create.
+    to_spawn: usize,
+    /// Whether the spawner thread is alive.
+    spawner: bool,
 }
 
 static POOL: Pool = Pool {
@@ -38,39 +118,101 @@ static POOL: Pool = Pool {
         queue: VecDeque::new(),
         threads: 0,
         idle: 0,
+        notified: 0,
+        to_spawn: 0,
+        spawner: false,
     }),
     work: Condvar::new(),
+    grow: Condvar::new(),
 };
 
 fn lock() -> std::sync::MutexGuard<'static, State> {
     POOL.state.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Queues a job, starting a thread for it if none is idle.
+/// Queues a job and makes sure a thread will take it: an idle one, or a
+/// new one asked of the spawner. Creates no thread itself, save the
+/// spawner when the pool starts from nothing.
 fn submit(job: Job) {
     let mut state = lock();
     state.queue.push_back(job);
-    if state.idle > 0 {
+    if state.idle > state.notified {
+        state.notified += 1;
         POOL.work.notify_one();
         return;
     }
-    if state.threads >= MAX_THREADS {
+    if state.threads >= max_blocking_threads() {
         return; // a busy thread takes it when it is done
     }
     state.threads += 1;
+    state.to_spawn += 1;
+    if state.spawner {
+        if state.to_spawn == 1 {
+            // The spawner waits only when it has nothing to create (it
+            // checks under this lock), so only the first request wakes it:
+            // one syscall, not one per job of a fan-out.
+            POOL.grow.notify_one();
+        }
+        return;
+    }
+    state.spawner = true;
     drop(state);
     let spawned = std::thread::Builder::new()
-        .name("fibra-blocking".into())
-        .spawn(worker);
+        .name("fibra-blocking-spawner".into())
+        .spawn(spawner);
     if let Err(e) = spawned {
         let mut state = lock();
-        state.threads -= 1;
+        state.spawner = false;
+        state.threads -= state.to_spawn;
+        state.to_spawn = 0;
         if state.threads == 0 {
             // No thread can run the queue: run it here rather than never.
             tracing::warn!(error = %e, "no blocking-pool thread: running blocking work inline");
             let jobs: Vec<Job> = state.queue.drain(..).collect();
             drop(state);
             jobs.into_iter().for_each(|job| job());
+        }
+    }
+}
+
+/// The spawner: creates the threads that `submit` asks for, so that no
+/// submitter (a runtime's thread) pays for it. Exits when the pool has no
+/// thread left and nothing was asked of it for [`KEEP_ALIVE`].
+fn spawner() {
+    let mut state = lock();
+    loop {
+        if state.to_spawn > 0 {
+            state.to_spawn -= 1;
+            drop(state);
+            let spawned = std::thread::Builder::new()
+                .name("fibra-blocking".into())
+                .spawn(worker);
+            state = lock();
+            if let Err(e) = spawned {
+                // Give up the threads still asked for; later work asks again.
+                state.threads -= 1 + state.to_spawn;
+                state.to_spawn = 0;
+                if state.threads == 0 && !state.queue.is_empty() {
+                    // No worker at all: this thread runs the queue rather
+                    // than let it wait forever (never a runtime's thread).
+                    tracing::warn!(error = %e, "no blocking-pool thread: the spawner runs the work");
+                    while let Some(job) = state.queue.pop_front() {
+                        drop(state);
+                        job();
+                        state = lock();
+                    }
+                }
+            }
+            continue;
+        }
+        let (next, timeout) = POOL
+            .grow
+            .wait_timeout(state, KEEP_ALIVE)
+            .unwrap_or_else(|e| e.into_inner());
+        state = next;
+        if timeout.timed_out() && state.to_spawn == 0 && state.threads == 0 {
+            state.spawner = false;
+            return;
         }
     }
 }
@@ -91,6 +233,12 @@ fn worker() {
             .unwrap_or_else(|e| e.into_inner());
         state = next;
         state.idle -= 1;
+        if state.notified > 0 {
+            // Told of a job (this one or, after a spurious wake-up, another
+            // idle worker's: either way one wake-up, one job taken).
+            state.notified -= 1;
+            continue;
+        }
         if timeout.timed_out() && state.queue.is_empty() {
             state.threads -= 1;
             return;
@@ -157,6 +305,16 @@ fn wait<T>(slot: &Slot<T>, mut park: impl FnMut()) -> T {
 /// A panic in `f` is re-raised here. If the fiber is cancelled (or its
 /// [`timeout`](crate::timeout) expires) while it waits, it unwinds at once;
 /// `f` runs on to its end and its result is dropped.
+///
+/// The pool is shared by the whole process. It starts threads as work
+/// arrives and none is idle, up to [`max_blocking_threads`] (512 by
+/// default; change it with [`set_max_blocking_threads`]); beyond that, calls
+/// wait in a queue, first come first served, until a thread is free. Idle
+/// threads exit after 10 s. New threads are created by a thread of the
+/// pool's own, never by the calling fiber's thread, so a fan-out of
+/// thousands of calls does not stall the fibers around it.
+///
+/// For files, [`fibra::fs`](crate::fs) does this for you, call by call.
 ///
 /// ```
 /// fibra::run(|| {
