@@ -8,7 +8,7 @@ use super::{Control, GeneratorCancel};
 use crate::arch;
 use crate::stack::{overflow, pin};
 
-/// The body's handle for handing out values; see [`Generator`].
+/// The body's handle for handing out values; see [`Generator`](super::Generator).
 pub struct Yielder<T> {
     pub(super) control: *const Control<T>,
     /// Only the generator's own thread may use it.
