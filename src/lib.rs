@@ -34,6 +34,10 @@
 //! - Time: [`sleep`], [`sleep_until`], [`timeout`].
 //! - Kernel objects: [`io::wait`] on any fd, [`io::EventFd`].
 //!
+//! - Unmodified blocking code (cargo feature `hook`, off by default):
+//!   inside a fiber, std's socket calls and `std::thread::sleep` park the
+//!   fiber instead of blocking the thread.
+//!
 //! Every blocking call also works outside a runtime, where it blocks the
 //! thread, so libraries can use them without knowing who calls.
 //!
@@ -58,6 +62,8 @@ mod blocking;
 mod fiber;
 mod future;
 mod generator;
+#[cfg(feature = "hook")]
+mod hook;
 pub mod io;
 pub mod net;
 pub mod process;

@@ -1164,17 +1164,21 @@ fn trace(event: impl FnOnce()) {
 #[cold]
 #[inline(never)]
 fn out_of_line(f: impl FnOnce()) {
-    f();
+    crate::runtime::context::callout(f);
 }
 
 fn span_enter(span: &Option<Box<tracing::Span>>) {
     if let Some(span) = span {
-        span.with_subscriber(|(id, dispatch)| dispatch.enter(id));
+        crate::runtime::context::callout(|| {
+            span.with_subscriber(|(id, dispatch)| dispatch.enter(id));
+        });
     }
 }
 
 fn span_exit(span: &Option<Box<tracing::Span>>) {
     if let Some(span) = span {
-        span.with_subscriber(|(id, dispatch)| dispatch.exit(id));
+        crate::runtime::context::callout(|| {
+            span.with_subscriber(|(id, dispatch)| dispatch.exit(id));
+        });
     }
 }
