@@ -148,7 +148,10 @@ fn two_hundred_connects_on_one_thread() {
         let took = start.elapsed();
         assert!(took < Duration::from_secs(3), "took {took:?}");
         assert!(ticks >= 20, "the ticker ticked {ticks} times");
-        assert!(worst < Duration::from_millis(150), "the ticker stalled {worst:?}");
+        assert!(
+            worst < Duration::from_millis(150),
+            "the ticker stalled {worst:?}"
+        );
     });
 }
 
@@ -162,7 +165,8 @@ fn read_timeout_fires_on_time() {
             let tick = ticker(stop.clone());
             let mut s = TcpStream::connect(addr).unwrap();
             let (_peer, _) = listener.accept().unwrap(); // says nothing
-            s.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+            s.set_read_timeout(Some(Duration::from_millis(200)))
+                .unwrap();
             let start = Instant::now();
             let err = s.read(&mut [0u8; 16]).unwrap_err();
             let took = start.elapsed();
@@ -170,7 +174,8 @@ fn read_timeout_fires_on_time() {
             assert!(took >= Duration::from_millis(200), "{took:?}");
             assert!(took < Duration::from_millis(1000), "{took:?}");
             // Writes time out too, with std's error.
-            s.set_write_timeout(Some(Duration::from_millis(100))).unwrap();
+            s.set_write_timeout(Some(Duration::from_millis(100)))
+                .unwrap();
             let chunk = vec![7u8; 1 << 20];
             let err = loop {
                 match s.write(&chunk) {
@@ -181,7 +186,10 @@ fn read_timeout_fires_on_time() {
             assert_eq!(err.kind(), ErrorKind::WouldBlock, "{err}");
             stop.set(true);
             let (ticks, _) = tick.join().unwrap();
-            assert!(ticks >= 20, "the others did not run meanwhile: {ticks} ticks");
+            assert!(
+                ticks >= 20,
+                "the others did not run meanwhile: {ticks} ticks"
+            );
         });
     });
 }
@@ -439,7 +447,11 @@ fn redis_sync_client_in_fifty_fibers() {
                         for i in 0..50 {
                             let key = format!("fibra:{f}:{i}");
                             let value = format!("value {f} {i}");
-                            let () = redis::cmd("SET").arg(&key).arg(&value).query(&mut con).unwrap();
+                            let () = redis::cmd("SET")
+                                .arg(&key)
+                                .arg(&value)
+                                .query(&mut con)
+                                .unwrap();
                             let got: String = redis::cmd("GET").arg(&key).query(&mut con).unwrap();
                             assert_eq!(got, value);
                         }
@@ -451,7 +463,10 @@ fn redis_sync_client_in_fifty_fibers() {
             }
             stop.set(true);
             let (_, worst) = tick.join().unwrap();
-            assert!(worst < Duration::from_millis(500), "the thread stalled {worst:?}");
+            assert!(
+                worst < Duration::from_millis(500),
+                "the thread stalled {worst:?}"
+            );
         });
         eprintln!("redis: 50 fibers x 50 SET/GET in {:?}", start.elapsed());
     });

@@ -61,7 +61,12 @@ pub unsafe extern "C" fn dup3(old: c_int, new: c_int, flags: c_int) -> c_int {
         forget(new);
     }
     // SAFETY: the caller's contract, passed to the kernel.
-    let r = unsafe { sys::call(libc::SYS_dup3, &[old as usize, new as usize, flags as usize]) };
+    let r = unsafe {
+        sys::call(
+            libc::SYS_dup3,
+            &[old as usize, new as usize, flags as usize],
+        )
+    };
     fds::forget(new);
     sys::ret(r) as c_int
 }

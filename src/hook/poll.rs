@@ -39,7 +39,12 @@ pub unsafe extern "C" fn poll(fds: *mut pollfd, nfds: nfds_t, timeout: c_int) ->
 /// As poll(2).
 unsafe fn real(fds: *mut pollfd, nfds: nfds_t, timeout: c_int) -> isize {
     // SAFETY: the caller's contract, passed to the kernel.
-    unsafe { sys::call(libc::SYS_poll, &[fds as usize, nfds as usize, timeout as usize]) }
+    unsafe {
+        sys::call(
+            libc::SYS_poll,
+            &[fds as usize, nfds as usize, timeout as usize],
+        )
+    }
 }
 
 /// # Safety
@@ -72,7 +77,10 @@ unsafe fn poll_parked(core: &Core, fds: *mut pollfd, nfds: nfds_t, timeout: c_in
             let interest = interest(events);
             on = WaitOn::Fd(fd, interest);
             // SAFETY: on the runtime's thread; short borrow.
-            match unsafe { core.local() }.reactor.add_waiter(fd, interest, token) {
+            match unsafe { core.local() }
+                .reactor
+                .add_waiter(fd, interest, token)
+            {
                 Ok(Some(reg)) => regs.push(reg),
                 _ => {
                     watchable = false;

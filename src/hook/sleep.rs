@@ -64,7 +64,12 @@ pub unsafe extern "C" fn clock_nanosleep(
     let r = unsafe {
         sys::call(
             libc::SYS_clock_nanosleep,
-            &[clock_id as usize, flags as usize, req as usize, rem as usize],
+            &[
+                clock_id as usize,
+                flags as usize,
+                req as usize,
+                rem as usize,
+            ],
         )
     };
     if r < 0 { -r as c_int } else { 0 }

@@ -265,7 +265,16 @@ pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, cnt: c_int) -> ssi
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn recv(fd: c_int, buf: *mut c_void, len: size_t, flags: c_int) -> ssize_t {
     // SAFETY: the caller's contract.
-    unsafe { recvfrom(fd, buf, len, flags, std::ptr::null_mut(), std::ptr::null_mut()) }
+    unsafe {
+        recvfrom(
+            fd,
+            buf,
+            len,
+            flags,
+            std::ptr::null_mut(),
+            std::ptr::null_mut(),
+        )
+    }
 }
 
 /// recvfrom(2); with `MSG_WAITALL`, returns when `len` bytes came.
@@ -307,7 +316,11 @@ pub unsafe extern "C" fn recvfrom(
     let mut c = Call::new(core, fd, uid, Interest::READABLE);
     if flags & libc::MSG_WAITALL != 0 {
         return match c.run_all(len, |done| {
-            call(buf.cast::<u8>().wrapping_add(done).cast(), len - done, nowait)
+            call(
+                buf.cast::<u8>().wrapping_add(done).cast(),
+                len - done,
+                nowait,
+            )
         }) {
             Some(r) => sys::ret(r),
             None => sys::ret(real()),
@@ -326,7 +339,12 @@ pub unsafe extern "C" fn recvfrom(
 pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> ssize_t {
     let call = |flags: c_int| {
         // SAFETY: the caller's contract, passed to the kernel.
-        unsafe { sys::call(libc::SYS_recvmsg, &[fd as usize, msg as usize, flags as usize]) }
+        unsafe {
+            sys::call(
+                libc::SYS_recvmsg,
+                &[fd as usize, msg as usize, flags as usize],
+            )
+        }
     };
     if flags & (libc::MSG_DONTWAIT | libc::MSG_WAITALL) != 0 {
         return sys::ret(call(flags));
@@ -334,7 +352,8 @@ pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> s
     let Some((core, uid)) = hooked(fd) else {
         return sys::ret(call(flags));
     };
-    let step = Call::new(core, fd, uid, Interest::READABLE).run(|| call(flags | libc::MSG_DONTWAIT));
+    let step =
+        Call::new(core, fd, uid, Interest::READABLE).run(|| call(flags | libc::MSG_DONTWAIT));
     finish(step, || call(flags))
 }
 
@@ -400,7 +419,12 @@ pub unsafe extern "C" fn sendto(
 pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) -> ssize_t {
     let call = |flags: c_int| {
         // SAFETY: the caller's contract, passed to the kernel.
-        unsafe { sys::call(libc::SYS_sendmsg, &[fd as usize, msg as usize, flags as usize]) }
+        unsafe {
+            sys::call(
+                libc::SYS_sendmsg,
+                &[fd as usize, msg as usize, flags as usize],
+            )
+        }
     };
     if flags & libc::MSG_DONTWAIT != 0 {
         return sys::ret(call(flags));
@@ -408,7 +432,8 @@ pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) ->
     let Some((core, uid)) = hooked(fd) else {
         return sys::ret(call(flags));
     };
-    let step = Call::new(core, fd, uid, Interest::WRITABLE).run(|| call(flags | libc::MSG_DONTWAIT));
+    let step =
+        Call::new(core, fd, uid, Interest::WRITABLE).run(|| call(flags | libc::MSG_DONTWAIT));
     finish(step, || call(flags))
 }
 
@@ -474,7 +499,12 @@ pub unsafe extern "C" fn accept4(
 pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int {
     let call = || {
         // SAFETY: the caller's contract, passed to the kernel.
-        unsafe { sys::call(libc::SYS_connect, &[fd as usize, addr as usize, len as usize]) }
+        unsafe {
+            sys::call(
+                libc::SYS_connect,
+                &[fd as usize, addr as usize, len as usize],
+            )
+        }
     };
     if let Some((core, uid)) = hooked(fd)
         && let Some(r) = connect_parked(core, fd, uid, call)
