@@ -178,9 +178,8 @@ fn read_timeout_fires_on_time() {
                 .unwrap();
             let chunk = vec![7u8; 1 << 20];
             let err = loop {
-                match s.write(&chunk) {
-                    Ok(_) => continue,
-                    Err(e) => break e,
+                if let Err(e) = s.write_all(&chunk) {
+                    break e;
                 }
             };
             assert_eq!(err.kind(), ErrorKind::WouldBlock, "{err}");

@@ -182,8 +182,10 @@ fn finish(step: Step, real: impl FnOnce() -> isize) -> isize {
 /// As read(2): `buf` is valid for writes of `count` bytes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, count: size_t) -> ssize_t {
-    // SAFETY (all blocks): the caller's contract, passed to the kernel.
-    let real = || unsafe { sys::call(libc::SYS_read, &[fd as usize, buf as usize, count]) };
+    let real = || {
+        // SAFETY: the caller's contract, passed to the kernel.
+        unsafe { sys::call(libc::SYS_read, &[fd as usize, buf as usize, count]) }
+    };
     let Some((core, uid)) = hooked(fd) else {
         return sys::ret(real());
     };
@@ -191,8 +193,10 @@ pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, count: size_t) -> ssi
         iov_base: buf,
         iov_len: count,
     };
-    let step = Call::new(core, fd, uid, Interest::READABLE)
-        .run(|| unsafe { rw_nowait(libc::SYS_preadv2, fd, &iov, 1) });
+    let step = Call::new(core, fd, uid, Interest::READABLE).run(|| {
+        // SAFETY: one iovec of the caller's buffer.
+        unsafe { rw_nowait(libc::SYS_preadv2, fd, &iov, 1) }
+    });
     finish(step, real)
 }
 
@@ -203,8 +207,10 @@ pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, count: size_t) -> ssi
 /// As write(2): `buf` is valid for reads of `count` bytes.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, count: size_t) -> ssize_t {
-    // SAFETY (all blocks): the caller's contract, passed to the kernel.
-    let real = || unsafe { sys::call(libc::SYS_write, &[fd as usize, buf as usize, count]) };
+    let real = || {
+        // SAFETY: the caller's contract, passed to the kernel.
+        unsafe { sys::call(libc::SYS_write, &[fd as usize, buf as usize, count]) }
+    };
     let Some((core, uid)) = hooked(fd) else {
         return sys::ret(real());
     };
@@ -213,6 +219,8 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, count: size_t) -> 
             iov_base: buf.cast::<u8>().wrapping_add(done).cast_mut().cast(),
             iov_len: count - done,
         };
+        // SAFETY: one iovec of the rest of the caller's buffer (`done <
+        // count`); the kernel only reads it.
         unsafe { rw_nowait(libc::SYS_pwritev2, fd, &iov, 1) }
     });
     match moved {
@@ -228,13 +236,17 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, count: size_t) -> 
 /// As readv(2).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
-    // SAFETY (all blocks): the caller's contract, passed to the kernel.
-    let real = || unsafe { sys::call(libc::SYS_readv, &[fd as usize, iov as usize, cnt as usize]) };
+    let real = || {
+        // SAFETY: the caller's contract, passed to the kernel.
+        unsafe { sys::call(libc::SYS_readv, &[fd as usize, iov as usize, cnt as usize]) }
+    };
     let Some((core, uid)) = hooked(fd) else {
         return sys::ret(real());
     };
-    let step = Call::new(core, fd, uid, Interest::READABLE)
-        .run(|| unsafe { rw_nowait(libc::SYS_preadv2, fd, iov, cnt) });
+    let step = Call::new(core, fd, uid, Interest::READABLE).run(|| {
+        // SAFETY: the caller's iovecs, as readv(2) would use them.
+        unsafe { rw_nowait(libc::SYS_preadv2, fd, iov, cnt) }
+    });
     finish(step, real)
 }
 
@@ -246,14 +258,17 @@ pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, cnt: c_int) -> ssiz
 /// As writev(2).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, cnt: c_int) -> ssize_t {
-    // SAFETY (all blocks): the caller's contract, passed to the kernel.
-    let real =
-        || unsafe { sys::call(libc::SYS_writev, &[fd as usize, iov as usize, cnt as usize]) };
+    let real = || {
+        // SAFETY: the caller's contract, passed to the kernel.
+        unsafe { sys::call(libc::SYS_writev, &[fd as usize, iov as usize, cnt as usize]) }
+    };
     let Some((core, uid)) = hooked(fd) else {
         return sys::ret(real());
     };
-    let step = Call::new(core, fd, uid, Interest::WRITABLE)
-        .run(|| unsafe { rw_nowait(libc::SYS_pwritev2, fd, iov, cnt) });
+    let step = Call::new(core, fd, uid, Interest::WRITABLE).run(|| {
+        // SAFETY: the caller's iovecs, as writev(2) would use them.
+        unsafe { rw_nowait(libc::SYS_pwritev2, fd, iov, cnt) }
+    });
     finish(step, real)
 }
 
