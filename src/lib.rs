@@ -36,6 +36,10 @@
 //! - Files: [`fs`] (std::fs's shapes, on the blocking pool from a fiber);
 //!   other blocking work: [`spawn_blocking`].
 //!
+//! - Unmodified blocking code (cargo feature `hook`, off by default):
+//!   inside a fiber, std's socket calls and `std::thread::sleep` park the
+//!   fiber instead of blocking the thread.
+//!
 //! Every blocking call also works outside a runtime, where it blocks the
 //! thread, so libraries can use them without knowing who calls.
 //!
@@ -187,6 +191,8 @@ mod fiber;
 pub mod fs;
 mod future;
 mod generator;
+#[cfg(feature = "hook")]
+mod hook;
 pub mod io;
 pub mod net;
 pub mod process;

@@ -61,6 +61,41 @@ pub(crate) fn in_runtime() -> bool {
     !CONTEXT.with(Cell::get).is_null()
 }
 
+#[cfg(feature = "hook")]
+thread_local! {
+    static CALLOUT: Cell<u32> = const { Cell::new(0) };
+}
+
+/// Runs `f`, other people's code that the scheduler calls while it holds
+/// its own state (a tracing subscriber's callback). With the `hook`
+/// feature, a blocking call made there blocks the thread instead of parking
+/// (see [`in_callout`]); without it this is just `f()`.
+#[inline(always)]
+pub(crate) fn callout<R>(f: impl FnOnce() -> R) -> R {
+    #[cfg(feature = "hook")]
+    {
+        struct Leave;
+        impl Drop for Leave {
+            fn drop(&mut self) {
+                CALLOUT.with(|c| c.set(c.get() - 1));
+            }
+        }
+        CALLOUT.with(|c| c.set(c.get() + 1));
+        let _leave = Leave;
+        f()
+    }
+    #[cfg(not(feature = "hook"))]
+    f()
+}
+
+/// Whether the scheduler is calling out (see [`callout`]): a hooked call
+/// must not park there, in the middle of a park or a switch.
+#[cfg(feature = "hook")]
+#[inline]
+pub(crate) fn in_callout() -> bool {
+    CALLOUT.with(Cell::get) != 0
+}
+
 /// Marks a runtime as entered on this thread until dropped.
 pub(crate) struct Enter<'a> {
     core: &'a Core,

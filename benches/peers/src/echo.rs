@@ -13,7 +13,7 @@ use std::io::{Read, Write};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-const RUN: Duration = Duration::from_secs(3);
+pub(crate) const RUN: Duration = Duration::from_secs(3);
 
 pub fn pin_to(core: usize) {
     // SAFETY: a zeroed cpu_set_t with one CPU set, applied to this thread.
@@ -394,7 +394,7 @@ fn load_two_workers(port: u16, conns: usize, size: usize) -> Load {
     total(clients.into_iter().map(|c| c.join().unwrap()))
 }
 
-fn start_server(imp: &str, port: u16) -> Child {
+pub(crate) fn start_server(imp: &str, port: u16) -> Child {
     let child = Command::new(std::env::current_exe().unwrap())
         .args(["echo-server", imp, &port.to_string()])
         .spawn()
@@ -472,7 +472,7 @@ fn servers(all: &[&'static str]) -> Vec<&'static str> {
 }
 
 /// Runs per case: `ECHO_REPEATS` if set, else `default`.
-fn repeats(default: usize) -> usize {
+pub(crate) fn repeats(default: usize) -> usize {
     std::env::var("ECHO_REPEATS")
         .ok()
         .and_then(|n| n.parse().ok())

@@ -309,6 +309,8 @@ fn may_lateness(spread_us: u64) -> f64 {
 
 mod echo;
 mod floor;
+#[cfg(feature = "hook")]
+mod hook;
 mod http;
 mod sync;
 
@@ -383,6 +385,12 @@ fn main() {
     }
     if want("echo2") {
         echo::run_two_workers();
+    }
+    if want("hook") {
+        #[cfg(feature = "hook")]
+        hook::run();
+        #[cfg(not(feature = "hook"))]
+        println!("\n(the hook table needs `--features hook`)");
     }
     if want("http") {
         http::run();

@@ -54,7 +54,9 @@ impl Core {
         // SAFETY: on the runtime's thread; short borrow, ended before `f`.
         let outer = unsafe { self.local() }.in_callback.replace(what);
         let abort = AbortOnUnwind(what);
-        let result = f();
+        // With the `hook` feature, a hooked blocking call made in there
+        // blocks the thread instead of parking (which would panic here).
+        let result = crate::runtime::context::callout(f);
         std::mem::forget(abort);
         // SAFETY: re-borrowed after `f`, which may have borrowed it too.
         unsafe { self.local() }.in_callback = outer;

@@ -1,0 +1,116 @@
+//! Unmodified blocking code in fibers (cargo feature `hook`): std's socket
+//! calls and `std::thread::sleep` park the fiber instead of blocking the
+//! thread.
+//!
+//! ## How
+//!
+//! This module defines, with `#[no_mangle]`, the libc entry points that
+//! std's blocking calls go through (`read`, `recv`, `connect`, `poll`,
+//! `nanosleep`, ...). A symbol defined in the executable wins over the same
+//! symbol in a shared library, so the linker binds std's calls (and those of
+//! any crate or statically linked C code that calls them) to these
+//! definitions, in a normal `cargo build`, without `LD_PRELOAD` or linker
+//! flags. Every hook first checks one thread-local — is a fibra runtime
+//! entered on this thread? — and if not makes the system call itself, as
+//! libc's wrapper would ([`sys`]): outside fibers nothing changes, and the
+//! non-fiber path stays async-signal-safe (no allocation, lock or lazily
+//! initialized state).
+//!
+//! Inside a fiber (or a `block_on` closure), a call on a *blocking socket*
+//! is first made non-blocking for this call only — `MSG_DONTWAIT` for the
+//! `send`/`recv` family, `RWF_NOWAIT` (`preadv2`/`pwritev2`) for
+//! `read`/`write` and the vectored forms, which the kernel turns into
+//! exactly the same socket operation — so the socket's own mode, which
+//! other threads and processes share, is never changed. Only when that says
+//! `EAGAIN` does the hook look at the fd: a socket the user made
+//! non-blocking gets `EAGAIN` at once (`O_NONBLOCK` read with `F_GETFL`, so
+//! `fcntl`, `ioctl(FIONBIO)` and `dup`s are all seen as they are); otherwise
+//! the fiber parks on the reactor, at most until the socket's
+//! `SO_RCVTIMEO`/`SO_SNDTIMEO` (then `EAGAIN`, std's `WouldBlock`), and
+//! tries again. A blocking `write`/`send`/`sendto` returns when all is
+//! sent, as the kernel's does. `connect` and `accept` have no per-call flag:
+//! they set `O_NONBLOCK` for the one system call and restore it.
+//!
+//! A hooked socket is registered with the reactor once (edge-triggered,
+//! readable and writable) and stays so until `close`: the hook of `close`
+//! (and of `dup2`/`dup3`) forgets the fd, in the table of [`fds`] and in
+//! this thread's reactor, so a reused fd number is a new socket and never
+//! gets a stale wake-up.
+//!
+//! ## What is hooked
+//!
+//! Inside fibers, on sockets: `read`, `write`, `readv`, `writev`, `recv`,
+//! `recvfrom`, `recvmsg`, `send`, `sendto`, `sendmsg`, `accept`,
+//! `accept4`, `connect`; `poll` on any pollable fds (sockets, pipes,
+//! eventfds...: readiness has no blocking mode); `nanosleep` and
+//! `clock_nanosleep` (monotonic and realtime clocks) on the timer wheel.
+//! `close`, `dup2` and `dup3` are hooked everywhere, to forget fds.
+//!
+//! ## What is not
+//!
+//! - Files, pipes, ttys: `read` and `write` on anything but a socket call
+//!   the kernel as before (file I/O belongs on the blocking pool:
+//!   `fibra::fs`). Stdin, stdout and stderr (fds 0-2) are never parked on
+//!   even when they are sockets: std guards them with locks tied to the
+//!   thread, which two fibers of one thread would share.
+//! - DNS: glibc's resolver (`getaddrinfo`, behind `ToSocketAddrs`) makes
+//!   its socket calls inside libc, where they are not interposed: it blocks
+//!   the thread. So do C libraries that call the kernel directly, crates
+//!   that make raw system calls (rustix's `linux_raw` backend), std's
+//!   `io::copy` when it uses `splice`/`sendfile`, `select`, `ppoll`,
+//!   `epoll_wait`, and the `MSG_WAITALL` form of `recvmsg`.
+//! - A call that is made non-blocking by its caller (`MSG_DONTWAIT`, an
+//!   `O_NONBLOCK` fd) is never parked.
+//! - Cancellation and `fibra::timeout` cannot unwind out of a hook (std
+//!   called it as a C function): a hooked socket call that would wait in a
+//!   cancelled fiber fails with `ECANCELED`, one that outlives its
+//!   `fibra::timeout` with `ETIMEDOUT`, and the fiber unwinds at its next
+//!   fibra park point; a hooked sleep always sleeps its full time, as std
+//!   promises. A parked call is never interrupted by a signal (as with
+//!   `SA_RESTART`).
+//! - A signal handler that runs on a fiber's thread must not make a
+//!   blocking socket call that would block (a non-blocking fd, or
+//!   `MSG_DONTWAIT`, as the self-pipe trick uses, is fine): it would park
+//!   the fiber from inside the handler.
+//! - Fds closed behind libc's back (a raw `close` system call, `fclose`)
+//!   are not forgotten; fd numbers from 4 Mi up are left alone.
+//!
+//! ## Cost
+//!
+//! Outside fibers: one thread-local load per hooked call (`close`: also a
+//! load and a swap in the fd table). Inside fibers, a call that does not
+//! wait costs what it did (the non-blocking form of the same system call;
+//! the first call on an fd also asks the kernel whether it is a socket). A
+//! call that waits costs two more system calls (`F_GETFL` and the socket's
+//! timeout) before it parks, and no `epoll_ctl` after the first wait on the
+//! socket.
+
+mod close;
+mod fds;
+mod poll;
+mod sleep;
+mod socket;
+mod sys;
+mod wait;
+
+use libc::c_int;
+
+use crate::runtime::context;
+use crate::runtime::core::Core;
+
+/// The runtime a hooked call may park in: a runtime is entered on this
+/// thread (the caller is one of its fibers or a `block_on` closure), and
+/// the scheduler is not calling out to a tracing subscriber. The one check
+/// every hooked call makes outside fibers.
+#[inline(always)]
+fn parkable<'a>() -> Option<&'a Core> {
+    let core = context::current()?;
+    (!context::in_callout()).then_some(core)
+}
+
+/// [`parkable`], for a call on `fd`; never for stdin, stdout and stderr,
+/// which std guards with locks tied to the thread.
+#[inline(always)]
+fn parkable_fd<'a>(fd: c_int) -> Option<&'a Core> {
+    if fd <= 2 { None } else { parkable() }
+}
