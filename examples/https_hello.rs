@@ -106,9 +106,8 @@ fn tls_config(options: &Options) -> io::Result<ServerConfig> {
             (certs, key)
         }
         (None, None) => {
-            let made =
-                rcgen::generate_simple_self_signed(["localhost".into(), "127.0.0.1".into()])
-                    .map_err(io::Error::other)?;
+            let made = rcgen::generate_simple_self_signed(["localhost".into(), "127.0.0.1".into()])
+                .map_err(io::Error::other)?;
             let key = PrivatePkcs8KeyDer::from(made.signing_key.serialize_der());
             (vec![made.cert.der().clone()], key.into())
         }
@@ -135,7 +134,11 @@ fn parse_args() -> Options {
                 .unwrap_or_else(|| usage(&format!("{arg} needs a value")))
         };
         let ms = |v: String| -> Duration {
-            Duration::from_millis(v.parse::<u64>().unwrap_or_else(|_| usage("not a number")).max(1))
+            Duration::from_millis(
+                v.parse::<u64>()
+                    .unwrap_or_else(|_| usage("not a number"))
+                    .max(1),
+            )
         };
         match arg.as_str() {
             "--cert" => options.cert = Some(value()),

@@ -57,7 +57,8 @@ fn rustls_client_and_server_in_fibers() {
                 let (sock, _) = listener.accept().unwrap();
                 let config = server_config.clone();
                 echoes.push(fibra::spawn(move || {
-                    sock.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+                    sock.set_read_timeout(Some(Duration::from_secs(30)))
+                        .unwrap();
                     let conn = ServerConnection::new(config).unwrap();
                     let mut tls = StreamOwned::new(conn, sock);
                     let mut buf = [0u8; 8192];
@@ -80,7 +81,8 @@ fn rustls_client_and_server_in_fibers() {
                 let config = client_config.clone();
                 fibra::spawn(move || {
                     let sock = TcpStream::connect(addr).unwrap();
-                    sock.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+                    sock.set_read_timeout(Some(Duration::from_secs(30)))
+                        .unwrap();
                     let name = ServerName::try_from("localhost").unwrap();
                     let conn = ClientConnection::new(config, name).unwrap();
                     let mut tls = StreamOwned::new(conn, sock);
@@ -93,10 +95,7 @@ fn rustls_client_and_server_in_fibers() {
                         assert!(back == msg, "client {c}, message {n}: bytes differ");
                         sent += msg.len();
                     }
-                    assert_eq!(
-                        tls.conn.protocol_version(),
-                        Some(ProtocolVersion::TLSv1_3)
-                    );
+                    assert_eq!(tls.conn.protocol_version(), Some(ProtocolVersion::TLSv1_3));
                     tls.conn.send_close_notify();
                     tls.flush().unwrap();
                     sent
@@ -121,7 +120,8 @@ fn tungstenite_echo_200_clients_100_messages() {
         loop {
             let (sock, _) = listener.accept().unwrap();
             fibra::spawn(move || {
-                sock.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+                sock.set_read_timeout(Some(Duration::from_secs(30)))
+                    .unwrap();
                 let mut ws = tungstenite::accept(sock).unwrap();
                 loop {
                     match ws.read() {
@@ -140,20 +140,25 @@ fn tungstenite_echo_200_clients_100_messages() {
             .map(|c| {
                 fibra::spawn(move || {
                     let sock = TcpStream::connect(addr).unwrap();
-                    sock.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-                    let (mut ws, response) =
-                        tungstenite::client(format!("ws://{addr}/echo"), sock)
-                            .map_err(|e| e.to_string())
-                            .unwrap();
+                    sock.set_read_timeout(Some(Duration::from_secs(30)))
+                        .unwrap();
+                    let (mut ws, response) = tungstenite::client(format!("ws://{addr}/echo"), sock)
+                        .map_err(|e| e.to_string())
+                        .unwrap();
                     assert_eq!(response.status(), 101);
                     let mut bytes = 0;
                     for n in 0..MESSAGES {
                         // Lengths across the 7-bit, 16-bit and 64-bit frame headers.
                         let len = [0, 1, 125, 126, 1000, 65_535, 65_536, 70_000][n % 8];
-                        let len = if n % 8 >= 5 && c % 20 != 0 { len / 64 } else { len };
+                        let len = if n % 8 >= 5 && c % 20 != 0 {
+                            len / 64
+                        } else {
+                            len
+                        };
                         let data = pattern(c, n, len);
                         let msg = if n % 2 == 0 {
-                            let text: String = data.iter().map(|b| (b'a' + b % 26) as char).collect();
+                            let text: String =
+                                data.iter().map(|b| (b'a' + b % 26) as char).collect();
                             Message::text(text)
                         } else {
                             Message::binary(data)
@@ -215,8 +220,10 @@ fn serde_json_from_a_socket() {
             sock.shutdown(std::net::Shutdown::Write).unwrap();
         });
         let sock = TcpStream::connect(addr).unwrap();
-        sock.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-        let mut values = serde_json::Deserializer::from_reader(BufReader::new(sock)).into_iter::<Value>();
+        sock.set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        let mut values =
+            serde_json::Deserializer::from_reader(BufReader::new(sock)).into_iter::<Value>();
         for i in 0..1000 {
             let v = values.next().unwrap().unwrap();
             assert_eq!(v["id"], i);
@@ -240,7 +247,8 @@ fn serde_json_from_a_socket() {
             }
         });
         let sock = TcpStream::connect(addr).unwrap();
-        sock.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        sock.set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
         let v: Value = serde_json::from_reader(sock).unwrap();
         assert_eq!(v, json!({"hello": "fibra", "n": [1, 2, 3]}));
         writer.join().unwrap();

@@ -74,10 +74,7 @@ impl Server {
         s.set_read_timeout(Some(PATIENCE)).unwrap();
         s.set_write_timeout(Some(PATIENCE)).unwrap();
         s.set_nodelay(true).unwrap();
-        Client {
-            s,
-            buf: Vec::new(),
-        }
+        Client { s, buf: Vec::new() }
     }
 
     /// Resident memory, in KiB.
@@ -303,7 +300,8 @@ fn content_length_bodies_are_read_not_parsed() {
 fn chunked_bodies_are_read_not_parsed() {
     let server = http_server(&[]);
     let mut c = server.client();
-    let mut req = b"POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip, chunked\r\n\r\n".to_vec();
+    let mut req =
+        b"POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip, chunked\r\n\r\n".to_vec();
     let (first, second) = SMUGGLED.split_at(10);
     req.extend_from_slice(format!("{:x};name=value\r\n", first.len()).as_bytes());
     req.extend_from_slice(first);
@@ -360,7 +358,10 @@ fn head_has_the_get_headers_and_no_body() {
     assert_eq!(head.header("content-length"), Some("13"));
     // The next bytes are the GET's answer, not a body.
     let get = c.response();
-    assert_eq!((get.status, get.body.as_slice()), (200, &b"Hello, world!"[..]));
+    assert_eq!(
+        (get.status, get.body.as_slice()),
+        (200, &b"Hello, world!"[..])
+    );
 }
 
 #[test]
@@ -370,7 +371,9 @@ fn pipelined_requests_are_answered_in_order() {
     let mut req = Vec::new();
     for i in 0..500 {
         if i % 3 == 0 {
-            req.extend_from_slice(format!("GET /missing/{i} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes());
+            req.extend_from_slice(
+                format!("GET /missing/{i} HTTP/1.1\r\nHost: t\r\n\r\n").as_bytes(),
+            );
         } else {
             req.extend_from_slice(GET);
         }
@@ -546,7 +549,8 @@ fn random_bytes_never_take_the_server_down() {
             Vec::new()
         };
         let len = (next() % 3000) as usize;
-        let alphabet = b"\r\n :;0123456789abcdefGET/HTTP1.chunkedContent-LengthTransfer-Encoding\x00\xff";
+        let alphabet =
+            b"\r\n :;0123456789abcdefGET/HTTP1.chunkedContent-LengthTransfer-Encoding\x00\xff";
         bytes.extend((0..len).map(|_| alphabet[(next() % alphabet.len() as u64) as usize]));
         let _ = c.s.write_all(&bytes);
         let mut sink = Vec::new();
@@ -614,9 +618,16 @@ fn ab_keep_alive() {
         return;
     }
     let server = http_server(&[]);
-    let (text, ok) = run("ab", &["-q", "-k", "-n", "20000", "-c", "50", &server.url("http")]);
+    let (text, ok) = run(
+        "ab",
+        &["-q", "-k", "-n", "20000", "-c", "50", &server.url("http")],
+    );
     check_ab(&text, ok, 20000);
-    assert_eq!(number_after(&text, "Keep-Alive requests:"), Some(20000), "{text}");
+    assert_eq!(
+        number_after(&text, "Keep-Alive requests:"),
+        Some(20000),
+        "{text}"
+    );
 }
 
 #[test]
@@ -674,7 +685,16 @@ fn h2load_http1() {
     let server = http_server(&[]);
     let (text, _) = run(
         "h2load",
-        &["--h1", "-n", "20000", "-c", "50", "-m", "10", &server.url("http")],
+        &[
+            "--h1",
+            "-n",
+            "20000",
+            "-c",
+            "50",
+            "-m",
+            "10",
+            &server.url("http"),
+        ],
     );
     check_h2load(&text, 20000);
 }
@@ -682,7 +702,9 @@ fn h2load_http1() {
 fn check_h2load(text: &str, n: u64) {
     assert_eq!(number_after(text, "requests:"), Some(n), "{text}");
     assert!(
-        text.contains(&format!("{n} done, {n} succeeded, 0 failed, 0 errored, 0 timeout")),
+        text.contains(&format!(
+            "{n} done, {n} succeeded, 0 failed, 0 errored, 0 timeout"
+        )),
         "{text}"
     );
     assert!(text.contains(&format!("status codes: {n} 2xx")), "{text}");
@@ -723,12 +745,22 @@ fn https_with_curl_ab_h2load_wrk() {
     let server = https_server(&[]);
     let url = server.url("https");
     if have("curl", "https_with_curl_ab_h2load_wrk (curl)") {
-        let (text, ok) = run("curl", &["-sSk", "--max-time", "20", "-w", " %{http_code}", &url]);
+        let (text, ok) = run(
+            "curl",
+            &["-sSk", "--max-time", "20", "-w", " %{http_code}", &url],
+        );
         assert!(ok, "{text}");
         assert_eq!(text, "Hello, world! 200");
         let (text, ok) = run(
             "curl",
-            &["-sSk", "--max-time", "20", "--data-binary", &"y".repeat(50_000), &url],
+            &[
+                "-sSk",
+                "--max-time",
+                "20",
+                "--data-binary",
+                &"y".repeat(50_000),
+                &url,
+            ],
         );
         assert!(ok, "{text}");
         assert_eq!(text, "Hello, world!");
@@ -757,7 +789,10 @@ fn https_silent_and_plain_clients_cost_only_their_connection() {
     plain.send(GET);
     let mut alert = Vec::new();
     plain.s.read_to_end(&mut alert).unwrap();
-    assert!(!alert.starts_with(b"HTTP"), "a plain answer on the TLS port");
+    assert!(
+        !alert.starts_with(b"HTTP"),
+        "a plain answer on the TLS port"
+    );
     // Trickle a ClientHello's first bytes, then stall: closed too.
     let mut slow = server.client();
     slow.send(&[0x16, 0x03, 0x01]);

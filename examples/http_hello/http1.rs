@@ -184,7 +184,10 @@ pub struct Session {
 enum Body {
     /// This many bytes to go.
     Length(u64),
-    Chunked { state: Chunk, total: u64 },
+    Chunked {
+        state: Chunk,
+        total: u64,
+    },
 }
 
 enum Chunk {
@@ -619,8 +622,17 @@ mod tests {
     #[test]
     fn dates() {
         assert_eq!(&super::imf_fixdate(0), b"Thu, 01 Jan 1970 00:00:00 GMT");
-        assert_eq!(&super::imf_fixdate(784_111_777), b"Sun, 06 Nov 1994 08:49:37 GMT");
-        assert_eq!(&super::imf_fixdate(951_782_400), b"Tue, 29 Feb 2000 00:00:00 GMT");
-        assert_eq!(&super::imf_fixdate(4_107_542_399), b"Fri, 31 Dec 2100 23:59:59 GMT");
+        assert_eq!(
+            &super::imf_fixdate(784_111_777),
+            b"Sun, 06 Nov 1994 08:49:37 GMT"
+        );
+        assert_eq!(
+            &super::imf_fixdate(951_782_400),
+            b"Tue, 29 Feb 2000 00:00:00 GMT"
+        );
+        assert_eq!(
+            &super::imf_fixdate(4_107_542_399),
+            b"Fri, 31 Dec 2100 23:59:59 GMT"
+        );
     }
 }

@@ -74,8 +74,8 @@ fn certificate() -> (PathBuf, PathBuf) {
 
 fn start(imp: &str, port: u16, cert: &Path, key: &Path) -> Child {
     let child = if imp == "fibra" {
-        let example = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../target/release/examples/https_hello");
+        let example =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target/release/examples/https_hello");
         assert!(
             example.exists(),
             "build it first: cargo build --release --example https_hello (in the repo root)"
@@ -167,7 +167,16 @@ fn measure_once(imp: &str, cert: &Path, key: &Path) -> [f64; 4] {
     let mut server = start(imp, port, cert, key);
     let before = cpu_seconds(server.id());
     let out = Command::new("taskset")
-        .args(["-c", "1", "wrk", "-t1", "-c", CONNECTIONS, "-d5s", "--latency"])
+        .args([
+            "-c",
+            "1",
+            "wrk",
+            "-t1",
+            "-c",
+            CONNECTIONS,
+            "-d5s",
+            "--latency",
+        ])
         .arg(format!("https://127.0.0.1:{port}/"))
         .output()
         .expect("wrk is needed: apt-get install wrk");
