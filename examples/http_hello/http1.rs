@@ -24,6 +24,7 @@
 //! at least 16 KiB), whatever the client sends.
 
 use std::io::{self, Read, Write};
+use std::mem::MaybeUninit;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// The most header fields a request may have (then 431).
@@ -307,9 +308,10 @@ impl Session {
 
     /// Parses the head of the request at the start of `input`.
     fn head(&self, input: &[u8]) -> Result<Option<Head>, Reject> {
-        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-        let mut req = httparse::Request::new(&mut headers);
-        let len = match req.parse(input) {
+        // Left uninitialised: httparse writes those it returns.
+        let mut headers = [const { MaybeUninit::uninit() }; MAX_HEADERS];
+        let mut req = httparse::Request::new(&mut []);
+        let len = match req.parse_with_uninit_headers(input, &mut headers) {
             Ok(httparse::Status::Complete(len)) if len <= self.config.max_head => len,
             Ok(httparse::Status::Complete(_)) => return Err(Reject::HeadTooLarge),
             Ok(httparse::Status::Partial) if input.len() > self.config.max_head => {
