@@ -730,7 +730,17 @@ fn wrk_keep_alive() {
         return;
     }
     let server = http_server(&[]);
-    let (text, ok) = run("wrk", &["-t1", "-c100", "-d2s", &server.url("http")]);
+    let (text, ok) = run(
+        "wrk",
+        &[
+            "-t1",
+            "-c100",
+            "-d2s",
+            "--timeout",
+            "10s",
+            &server.url("http"),
+        ],
+    );
     check_wrk(&text, ok);
 }
 
@@ -774,7 +784,7 @@ fn https_with_curl_ab_h2load_wrk() {
         check_h2load(&text, 2000);
     }
     if have("wrk", "https_with_curl_ab_h2load_wrk (wrk)") {
-        let (text, ok) = run("wrk", &["-t1", "-c50", "-d2s", &url]);
+        let (text, ok) = run("wrk", &["-t1", "-c50", "-d2s", "--timeout", "10s", &url]);
         check_wrk(&text, ok);
     }
 }
@@ -805,4 +815,42 @@ fn https_silent_and_plain_clients_cost_only_their_connection() {
     silent.assert_closed();
     slow.assert_closed();
     assert!(start.elapsed() < Duration::from_secs(10));
+}
+
+#[test]
+fn https_serves_the_certificate_it_is_given() {
+    if !have("curl", "https_serves_the_certificate_it_is_given") {
+        return;
+    }
+    let made = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let dir = std::env::temp_dir().join(format!("fibra-https-cert-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    std::fs::write(&cert, made.cert.pem()).unwrap();
+    std::fs::write(&key, made.signing_key.serialize_pem()).unwrap();
+    let server = https_server(&[
+        "--cert",
+        cert.to_str().unwrap(),
+        "--key",
+        key.to_str().unwrap(),
+    ]);
+    // Verified against that certificate, not skipped with -k.
+    let url = format!("https://localhost:{}/", server.addr.port());
+    let resolve = format!("localhost:{}:127.0.0.1", server.addr.port());
+    let (text, ok) = run(
+        "curl",
+        &[
+            "-sS",
+            "--max-time",
+            "20",
+            "--cacert",
+            cert.to_str().unwrap(),
+            "--resolve",
+            &resolve,
+            &url,
+        ],
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(ok, "{text}");
+    assert_eq!(text, "Hello, world!");
 }
