@@ -499,6 +499,21 @@ fn idle_connections_are_closed() {
     let mut c = server.client();
     c.send(b"GET / HTTP/1.1\r\nHost:");
     c.assert_rejected(408);
+    // A head that trickles in, each byte well within the idle timeout:
+    // cut off at the head's deadline all the same.
+    let mut c = server.client();
+    let start = Instant::now();
+    c.s.set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    for byte in b"GET / HTTP/1.1\r\nHost: t\r\nX-Slow: ".iter().cycle() {
+        let _ = c.s.write_all(std::slice::from_ref(byte));
+        if c.s.peek(&mut [0]).is_ok() {
+            break; // the server answered (or closed)
+        }
+        assert!(start.elapsed() < PATIENCE, "the slow head was not cut off");
+    }
+    c.s.set_read_timeout(Some(PATIENCE)).unwrap();
+    c.assert_rejected(408);
     // Silent from the start: just closed.
     let mut c = server.client();
     c.assert_closed();

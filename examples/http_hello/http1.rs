@@ -19,9 +19,10 @@
 //! order. Bad input costs only its own connection: 400 for a malformed
 //! request, 431 for a header section over [`Config::max_head`] bytes or
 //! [`MAX_HEADERS`] fields, 413 for a body over [`Config::max_body`], 408 for
-//! a request that stalls past the idle timeout; each then closes. A
-//! connection holds at most one fixed buffer of input (twice `max_head`,
-//! at least 16 KiB), whatever the client sends.
+//! a request that stalls past the idle timeout or whose head takes longer
+//! than that to arrive; each then closes. A connection holds at most one
+//! fixed buffer of input (twice `max_head`, at least 16 KiB), whatever the
+//! client sends.
 
 use std::io::{self, Read, Write};
 use std::mem::MaybeUninit;
@@ -68,7 +69,8 @@ pub fn hello(_method: &str, path: &str) -> Reply {
 #[derive(Clone, Copy, Debug)]
 pub struct Config {
     /// How long a connection may stay silent (between requests, or in the
-    /// middle of one) and a write may stay blocked, before it is closed.
+    /// middle of one) and a write may stay blocked, before it is closed;
+    /// also the most a request's head may take to arrive.
     pub idle_timeout: Duration,
     /// The largest request line plus header section, in bytes (then 431).
     pub max_head: usize,
@@ -116,7 +118,18 @@ pub fn serve<T: Transport>(conn: &mut T, config: &Config) -> io::Result<()> {
     let mut buf = vec![0u8; session.buffer_size()];
     let mut filled = 0;
     let mut out = Vec::with_capacity(4096);
+    // A head must arrive whole within the idle timeout of its first byte,
+    // however its bytes trickle in (each read alone would restart it).
+    let mut head_deadline: Option<Instant> = None;
     loop {
+        if filled > 0 && !session.in_body() {
+            let deadline =
+                *head_deadline.get_or_insert_with(|| Instant::now() + config.idle_timeout);
+            let left = deadline.saturating_duration_since(Instant::now());
+            conn.set_timeout(left.max(Duration::from_millis(1)))?;
+        } else if head_deadline.take().is_some() {
+            conn.set_timeout(config.idle_timeout)?;
+        }
         let n = match conn.read(&mut buf[filled..]) {
             Ok(0) => return Ok(()), // the client is done (a half-sent request is dropped)
             Ok(n) => n,
@@ -295,6 +308,12 @@ impl Session {
                 }
             }
         }
+    }
+
+    /// Whether a request body is being read (else: between requests, or
+    /// in a request's head).
+    pub fn in_body(&self) -> bool {
+        self.body.is_some()
     }
 
     /// The connection idled out with `buffered` bytes of a request unread:
