@@ -886,17 +886,84 @@ fn https_silent_and_plain_clients_cost_only_their_connection() {
     assert!(start.elapsed() < Duration::from_secs(10));
 }
 
+/// A certificate for `localhost` as PEM files (removed when dropped).
+struct CertFiles {
+    made: rcgen::CertifiedKey<rcgen::KeyPair>,
+    dir: std::path::PathBuf,
+    cert: std::path::PathBuf,
+    key: std::path::PathBuf,
+}
+
+impl CertFiles {
+    fn new(test: &str) -> CertFiles {
+        let made = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+        let dir = std::env::temp_dir().join(format!("fibra-{test}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+        std::fs::write(&cert, made.cert.pem()).unwrap();
+        std::fs::write(&key, made.signing_key.serialize_pem()).unwrap();
+        CertFiles {
+            made,
+            dir,
+            cert,
+            key,
+        }
+    }
+}
+
+impl Drop for CertFiles {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[test]
+fn https_keeps_alive_then_idles_out_with_close_notify() {
+    use std::sync::Arc;
+    let files = CertFiles::new("https-idle");
+    let (cert, key) = (files.cert.to_str().unwrap(), files.key.to_str().unwrap());
+    let Some(server) = https_server(&["--cert", cert, "--key", key, "--idle-timeout-ms", "300"])
+    else {
+        return;
+    };
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(files.made.cert.der().clone()).unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let conn = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
+    let sock = server.client().s;
+    let mut tls = rustls::StreamOwned::new(conn, sock);
+    for _ in 0..3 {
+        tls.write_all(GET).unwrap();
+        // One response: the head, then its 13 bytes.
+        let (mut answer, mut chunk) = (Vec::new(), [0u8; 4096]);
+        while !answer.ends_with(b"Hello, world!") {
+            let n = tls.read(&mut chunk).unwrap();
+            assert!(n > 0, "closed before the answer");
+            answer.extend_from_slice(&chunk[..n]);
+        }
+        assert!(answer.starts_with(b"HTTP/1.1 200 OK\r\n"));
+    }
+    // Then silence: the server ends the session cleanly (close_notify).
+    let start = Instant::now();
+    let mut rest = Vec::new();
+    tls.read_to_end(&mut rest).unwrap();
+    assert!(rest.is_empty());
+    assert!(start.elapsed() >= Duration::from_millis(250));
+}
+
 #[test]
 fn https_serves_the_certificate_it_is_given() {
     if !have("curl", "https_serves_the_certificate_it_is_given") {
         return;
     }
-    let made = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
-    let dir = std::env::temp_dir().join(format!("fibra-https-cert-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
-    std::fs::write(&cert, made.cert.pem()).unwrap();
-    std::fs::write(&key, made.signing_key.serialize_pem()).unwrap();
+    let files = CertFiles::new("https-cert");
+    let (cert, key) = (&files.cert, &files.key);
     let Some(server) = https_server(&[
         "--cert",
         cert.to_str().unwrap(),
@@ -921,7 +988,6 @@ fn https_serves_the_certificate_it_is_given() {
             &url,
         ],
     );
-    let _ = std::fs::remove_dir_all(&dir);
     assert!(ok, "{text}");
     assert_eq!(text, "Hello, world!");
 }
