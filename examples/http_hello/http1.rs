@@ -264,7 +264,7 @@ impl Session {
     /// Answers every complete request at the start of `input` into `out`.
     /// Returns how many bytes of `input` were used, and whether to read on
     /// (false: `out` ends with the last answer; close the connection).
-    /// Fewer than `buffer_size() / 2` bytes are left unused.
+    /// At most `max_head` bytes (half the buffer) are left unused.
     pub fn feed(&mut self, input: &[u8], out: &mut Vec<u8>) -> (usize, bool) {
         self.date.refresh();
         let mut used = 0;
