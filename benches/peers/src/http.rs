@@ -1,5 +1,6 @@
-//! HTTP "hello" under `wrk`: fibra's `http_hello` example against a
-//! hand-written tokio current_thread server and may_minihttp (one worker).
+//! HTTP "hello" under `wrk`: fibra's `http_hello` example against a tokio
+//! current_thread server running the same HTTP session code
+//! (`examples/http_hello/http1.rs`) and may_minihttp (one worker).
 //! Servers run pinned to core 0 (their CPU time measured), wrk on core 1.
 //! Needs `wrk` (Debian package `wrk`).
 
@@ -16,33 +17,17 @@ pub fn server(imp: &str, port: u16) {
     let addr = format!("127.0.0.1:{port}");
     match imp {
         "tokio" => {
-            use tokio::io::{AsyncReadExt, AsyncWriteExt};
             let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_io()
+                .enable_all()
                 .build()
                 .unwrap();
             rt.block_on(async {
                 let l = tokio::net::TcpListener::bind(addr.as_str()).await.unwrap();
                 loop {
-                    let (mut s, _) = l.accept().await.unwrap();
+                    let (s, _) = l.accept().await.unwrap();
                     tokio::spawn(async move {
                         s.set_nodelay(true).unwrap();
-                        let mut buf = vec![0u8; 16 * 1024];
-                        let (mut filled, mut out) = (0, Vec::with_capacity(4096));
-                        loop {
-                            let n = match s.read(&mut buf[filled..]).await {
-                                Ok(0) | Err(_) => return,
-                                Ok(n) => n,
-                            };
-                            filled += n;
-                            let start = respond_all(&buf[..filled], &mut out);
-                            if s.write_all(&out).await.is_err() {
-                                return;
-                            }
-                            out.clear();
-                            buf.copy_within(start..filled, 0);
-                            filled -= start;
-                        }
+                        tokio_serve(s).await;
                     });
                 }
             })
@@ -70,29 +55,39 @@ pub fn server(imp: &str, port: u16) {
     }
 }
 
-/// Answers every complete request in `buf`; returns where the rest starts.
-fn respond_all(buf: &[u8], out: &mut Vec<u8>) -> usize {
-    let mut start = 0;
+/// fibra's connection loop (`http_hello/http1.rs`, the same session:
+/// framing, limits, Date, answers) written for tokio, with the same idle
+/// timeout on every read, so that the tables compare runtimes, not HTTP
+/// servers.
+pub async fn tokio_serve<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(mut s: S) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let config = crate::http1::Config::default();
+    let mut session = crate::http1::Session::new(config);
+    let mut buf = vec![0u8; session.buffer_size()];
+    let (mut filled, mut out) = (0, Vec::with_capacity(4096));
     loop {
-        let mut headers = [httparse::EMPTY_HEADER; 32];
-        let mut req = httparse::Request::new(&mut headers);
-        match req.parse(&buf[start..]) {
-            Ok(httparse::Status::Complete(len)) => {
-                start += len;
-                out.extend_from_slice(
-                    format!(
-                        "HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: {}\r\n\r\n{BODY}",
-                        BODY.len()
-                    )
-                    .as_bytes(),
-                );
+        let n = match tokio::time::timeout(config.idle_timeout, s.read(&mut buf[filled..])).await {
+            Ok(Ok(0)) | Ok(Err(_)) | Err(_) => return,
+            Ok(Ok(n)) => n,
+        };
+        filled += n;
+        let (used, keep_going) = session.feed(&buf[..filled], &mut out);
+        if !out.is_empty() {
+            if s.write_all(&out).await.is_err() || s.flush().await.is_err() {
+                return;
             }
-            _ => return start,
+            out.clear();
         }
+        if !keep_going {
+            let _ = s.shutdown().await;
+            return;
+        }
+        buf.copy_within(used..filled, 0);
+        filled -= used;
     }
 }
 
-fn start(imp: &str, port: u16) -> Child {
+pub fn start(imp: &str, port: u16) -> Child {
     let child = if imp == "fibra" {
         let example = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("../../target/release/examples/http_hello");
@@ -125,7 +120,7 @@ fn start(imp: &str, port: u16) -> Child {
 }
 
 /// (requests/s, p50 ms, p99 ms) from wrk's output.
-fn parse_wrk(out: &str) -> (f64, f64, f64) {
+pub fn parse_wrk(out: &str) -> (f64, f64, f64) {
     let num = |line: &str| -> f64 {
         let v = line.split_whitespace().last().unwrap();
         let (n, unit) = v.split_at(v.find(|c: char| c.is_alphabetic()).unwrap_or(v.len()));

@@ -312,6 +312,11 @@ mod floor;
 #[cfg(feature = "hook")]
 mod hook;
 mod http;
+/// fibra's HTTP session (the examples' own code), for the tokio servers.
+#[path = "../../../examples/http_hello/http1.rs"]
+#[allow(dead_code)]
+mod http1;
+mod https;
 mod sync;
 
 fn main() {
@@ -339,6 +344,10 @@ fn main() {
     }
     if args.first().map(String::as_str) == Some("http-server") {
         http::server(&args[1], args[2].parse().unwrap());
+        return;
+    }
+    if args.first().map(String::as_str) == Some("https-server") {
+        https::server(&args[1], args[2].parse().unwrap(), &args[3], &args[4]);
         return;
     }
     may::config().set_workers(1);
@@ -394,6 +403,9 @@ fn main() {
     }
     if want("http") {
         http::run();
+    }
+    if want("https") {
+        https::run();
     }
     if want("sleepers") {
         Table {
