@@ -213,6 +213,8 @@ pub use generator::{Generator, Yielder};
 pub use runtime::{Runtime, run};
 pub use stack::{DEFAULT_STACK_SIZE, MAX_STACK_SIZE, MIN_STACK_SIZE};
 pub use time::{Elapsed, sleep, sleep_until, timeout};
+#[cfg(feature = "futures-io")]
+pub use time::Sleep;
 
 /// The README's examples, compiled and run as doctests.
 #[doc = include_str!("../README.md")]

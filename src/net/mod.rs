@@ -29,6 +29,10 @@
 //! ```
 
 mod addr;
+#[cfg(feature = "futures-io")]
+pub(crate) mod fallback;
+#[cfg(feature = "futures-io")]
+mod futures_io;
 mod resolve;
 mod socket;
 mod tcp;

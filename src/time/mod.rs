@@ -8,6 +8,11 @@
 
 pub(crate) mod clock;
 pub(crate) mod wheel;
+#[cfg(feature = "futures-io")]
+mod sleep;
+
+#[cfg(feature = "futures-io")]
+pub use sleep::Sleep;
 
 use std::fmt;
 use std::panic::{self, AssertUnwindSafe};
