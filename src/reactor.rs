@@ -113,7 +113,10 @@ impl Drop for TaskWakes {
         if self.wake.is_empty() && self.drop.is_empty() {
             return; // the common case: no task polls this runtime's sockets
         }
-        let (wake, dropped) = (std::mem::take(&mut self.wake), std::mem::take(&mut self.drop));
+        let (wake, dropped) = (
+            std::mem::take(&mut self.wake),
+            std::mem::take(&mut self.drop),
+        );
         let run = move || {
             drop(dropped);
             for waker in wake {
@@ -501,7 +504,11 @@ impl Reactor {
     ) -> bool {
         self.owned(fd, owner).is_some_and(|key| {
             let src = &self.sources[key];
-            let slot = if interest.is_readable() { &src.reader } else { &src.writer };
+            let slot = if interest.is_readable() {
+                &src.reader
+            } else {
+                &src.writer
+            };
             slot.as_ref().is_some_and(|w| w.will_wake(waker))
         })
     }
@@ -512,7 +519,11 @@ impl Reactor {
     #[cfg_attr(not(feature = "futures-io"), allow(dead_code))]
     pub(crate) fn set_task(&mut self, key: usize, interest: Interest, waker: Waker) {
         let src = &mut self.sources[key];
-        let slot = if interest.is_readable() { &mut src.reader } else { &mut src.writer };
+        let slot = if interest.is_readable() {
+            &mut src.reader
+        } else {
+            &mut src.writer
+        };
         self.unneeded.extend(slot.replace(waker));
     }
 
@@ -582,8 +593,12 @@ impl Reactor {
         let mut polled = self.poll_fds(timeout, wake)?;
         polled.tasks.drop = std::mem::take(&mut self.unneeded);
         if !self.task_timers.is_empty() {
-            self.task_timers.advance(clock::now_ns(), &mut self.fired_tasks);
-            polled.tasks.wake.extend(self.fired_tasks.drain(..).map(|f| f.value));
+            self.task_timers
+                .advance(clock::now_ns(), &mut self.fired_tasks);
+            polled
+                .tasks
+                .wake
+                .extend(self.fired_tasks.drain(..).map(|f| f.value));
         }
         Ok(polled)
     }
@@ -593,7 +608,10 @@ impl Reactor {
 fn new_timerfd() -> io::Result<OwnedFd> {
     // SAFETY: timerfd_create returns a new fd we own, or -1 (checked).
     unsafe {
-        let fd = libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_NONBLOCK | libc::TFD_CLOEXEC);
+        let fd = libc::timerfd_create(
+            libc::CLOCK_MONOTONIC,
+            libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
+        );
         if fd < 0 {
             return Err(io::Error::last_os_error());
         }

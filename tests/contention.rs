@@ -660,14 +660,22 @@ fn too_many_workers_is_an_error_and_leaves_nothing_behind() {
         .build()
         .unwrap_err();
     println!("workers(100_000): {:?}: {err}", err.kind());
-    assert!(threads_settle_at(threads_before), "threads left behind: {}", threads());
+    assert!(
+        threads_settle_at(threads_before),
+        "threads left behind: {}",
+        threads()
+    );
 
     // Room for a few workers' fds only: some start, one fails.
     limit_fds(40);
     let err = fibra::Runtime::builder().workers(100).build().unwrap_err();
     println!("workers(100) with 40 fds free: {:?}: {err}", err.kind());
     assert_eq!(err.raw_os_error(), Some(libc::EMFILE), "{err}");
-    assert!(threads_settle_at(threads_before), "threads left behind: {}", threads());
+    assert!(
+        threads_settle_at(threads_before),
+        "threads left behind: {}",
+        threads()
+    );
     let fds_after = std::fs::read_dir("/proc/self/fd").unwrap().count();
     assert_eq!(fds_after, fds_before, "fds left behind");
 

@@ -76,7 +76,10 @@ impl Registration {
         let core = context::current();
         // SAFETY: on the runtime's thread; short borrow, no user code.
         let drained = core.is_some_and(|core| {
-            len.is_some() && unsafe { core.local() }.reactor.is_drained(fd, self.uid, interest)
+            len.is_some()
+                && unsafe { core.local() }
+                    .reactor
+                    .is_drained(fd, self.uid, interest)
         });
         if !drained {
             loop {

@@ -143,9 +143,9 @@ impl TcpListener {
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<io::Result<(TcpStream, SocketAddr)>> {
         let mut peer = SockAddrBuf::new();
-        let accepted = self
-            .sock
-            .poll_read(cx, |listener| accept_nonblocking(listener.as_raw_fd(), Some(&mut peer)));
+        let accepted = self.sock.poll_read(cx, |listener| {
+            accept_nonblocking(listener.as_raw_fd(), Some(&mut peer))
+        });
         accepted.map(|conn| {
             let stream = std::net::TcpStream::from(conn?);
             let peer = peer.to_socket_addr()?;

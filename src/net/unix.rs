@@ -93,9 +93,9 @@ impl UnixListener {
         &self,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<io::Result<(UnixStream, SocketAddr)>> {
-        let accepted = self
-            .sock
-            .poll_read(cx, |listener| accept_nonblocking(listener.as_raw_fd(), None));
+        let accepted = self.sock.poll_read(cx, |listener| {
+            accept_nonblocking(listener.as_raw_fd(), None)
+        });
         accepted.map(|conn| {
             let stream = std::os::unix::net::UnixStream::from(conn?);
             let peer = stream.peer_addr()?;

@@ -7,9 +7,9 @@
 //! runtimes cost nothing.
 
 pub(crate) mod clock;
-pub(crate) mod wheel;
 #[cfg(feature = "futures-io")]
 mod sleep;
+pub(crate) mod wheel;
 
 #[cfg(feature = "futures-io")]
 pub use sleep::Sleep;
