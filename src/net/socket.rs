@@ -74,13 +74,12 @@ impl Registration {
         transferred: impl Fn(&R) -> usize,
     ) -> Poll<io::Result<R>> {
         let core = context::current();
-        // SAFETY: on the runtime's thread; short borrow, no user code.
-        let drained = core.is_some_and(|core| {
-            len.is_some()
-                && unsafe { core.local() }
-                    .reactor
-                    .is_drained(fd, self.uid, interest)
-        });
+        let drained = len.is_some()
+            && core.is_some_and(|core| {
+                // SAFETY: on the runtime's thread; short borrow, no user code.
+                let reactor = &unsafe { core.local() }.reactor;
+                reactor.is_drained(fd, self.uid, interest)
+            });
         if !drained {
             loop {
                 match op() {
