@@ -312,6 +312,7 @@ mod floor;
 #[cfg(feature = "hook")]
 mod hook;
 mod http;
+mod hyper_table;
 mod sync;
 
 fn main() {
@@ -335,6 +336,10 @@ fn main() {
             _ => echo::load_two_only(port, conns, size),
         };
         println!("{trips} round trips");
+        return;
+    }
+    if args.first().map(String::as_str) == Some("hyper-server") {
+        hyper_table::server(&args[1], args[2].parse().unwrap());
         return;
     }
     if args.first().map(String::as_str) == Some("http-server") {
@@ -394,6 +399,9 @@ fn main() {
     }
     if want("http") {
         http::run();
+    }
+    if want("hyper") {
+        hyper_table::run();
     }
     if want("sleepers") {
         Table {
