@@ -212,6 +212,8 @@ pub use future::block_on_future;
 pub use generator::{Generator, Yielder};
 pub use runtime::{Runtime, run};
 pub use stack::{DEFAULT_STACK_SIZE, MAX_STACK_SIZE, MIN_STACK_SIZE};
+#[cfg(feature = "futures-io")]
+pub use time::Sleep;
 pub use time::{Elapsed, sleep, sleep_until, timeout};
 
 /// The README's examples, compiled and run as doctests.

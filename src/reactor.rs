@@ -39,14 +39,34 @@
 //! new socket starts a new generation, and events of the old registration
 //! can never wake the new socket's fibers.
 //!
+//! ## Tasks: wakers instead of fibers
+//!
+//! An async task that polls a socket (`futures_io::AsyncRead` and friends,
+//! feature `futures-io`) is no fiber: it leaves a `Waker` in the socket's
+//! source, one slot per direction (the last task to poll a direction is the
+//! one woken, as with tokio's sockets). An event for that direction takes
+//! the waker out of its slot. A [`Sleep`](crate::time::Sleep) future leaves
+//! its waker in a second timer wheel of the reactor's, with a timerfd of
+//! its own made on first use.
+//!
+//! A waker is user code — waking it, cloning it and dropping it may run
+//! anything, re-entering fibra included — so the reactor never calls one:
+//! the wakers an event fires go out in [`Polled`], whose drop wakes them,
+//! and the wakers it stops needing (replaced, of a socket that is gone, of
+//! a cancelled sleep) wait in a list of its own and go out, to be dropped,
+//! with the next [`Polled`]. The scheduler drops a [`Polled`] after its
+//! borrow of the runtime's state has ended (see [`Polled`]).
+//!
 //! ## Ground rules
 //!
 //! The reactor belongs to its runtime's thread: only that thread touches it,
 //! through the scheduler's local state, never while a fiber is switched in
-//! the middle of a reactor call.
+//! the middle of a reactor call. It never runs user code (a waker): see
+//! above.
 
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::task::Waker;
 use std::time::Duration;
 
 use mio::unix::SourceFd;
@@ -55,17 +75,62 @@ use slab::Slab;
 
 use crate::io::Interest;
 use crate::runtime::core::WakeToken;
+use crate::time::clock;
+use crate::time::wheel::{Fired, TimerKey, Wheel};
 
 /// The mio token of the runtime's `Waker`.
 pub(crate) const WAKER: Token = Token(usize::MAX);
 /// The mio token of the runtime's timerfd.
 const TIMER: Token = Token(usize::MAX - 1);
+/// The mio token of the timerfd of tasks' sleeps.
+const TASK_TIMER: Token = Token(usize::MAX - 2);
 
 /// What a poll found.
+///
+/// # Invariant
+///
+/// Dropping it wakes the tasks the poll found ready and drops the wakers
+/// the reactor no longer needs: user code. The caller drops it after its
+/// borrow of the runtime's state has ended (the scheduler's `poll_events`
+/// does: it matches on the result after the block that borrowed).
 #[derive(Default)]
 pub(crate) struct Polled {
     /// Another thread woke the runtime: drain its remote queue.
     pub(crate) remote: bool,
+    tasks: TaskWakes,
+}
+
+/// Wakers handed out of the reactor, to be woken (`wake`) or dropped
+/// (`drop`) where no borrow of fibra's state is live; see [`Polled`].
+#[derive(Default)]
+struct TaskWakes {
+    wake: Vec<Waker>,
+    drop: Vec<Waker>,
+}
+
+impl Drop for TaskWakes {
+    fn drop(&mut self) {
+        if self.wake.is_empty() && self.drop.is_empty() {
+            return; // the common case: no task polls this runtime's sockets
+        }
+        let (wake, dropped) = (
+            std::mem::take(&mut self.wake),
+            std::mem::take(&mut self.drop),
+        );
+        let run = move || {
+            drop(dropped);
+            for waker in wake {
+                waker.wake();
+            }
+        };
+        // Through the scheduler's door for user code: a waker that parks
+        // or panics in there is reported rather than left to corrupt a
+        // poll half done.
+        match crate::runtime::context::current() {
+            Some(core) => core.callback("Waker::wake", run),
+            None => run(),
+        }
+    }
 }
 
 pub(crate) struct Reactor {
@@ -77,6 +142,15 @@ pub(crate) struct Reactor {
     /// The absolute CLOCK_MONOTONIC time the timerfd is set to, if any.
     armed: Option<u64>,
     next_generation: u32,
+    /// Sleeps of async tasks (see the module docs).
+    task_timers: Wheel<Waker>,
+    /// Their timerfd, made on first use, and the time it is set to.
+    task_timerfd: Option<OwnedFd>,
+    task_armed: Option<u64>,
+    /// Wakers no longer needed, dropped after the next poll (see the
+    /// module docs).
+    unneeded: Vec<Waker>,
+    fired_tasks: Vec<Fired<Waker>>,
 }
 
 /// The mio token of a source: its slot and its generation.
@@ -101,6 +175,19 @@ struct Source {
     closed: Interest,
     /// Changes whenever the slot or its owner changes; part of the token.
     generation: u32,
+    /// The wakers of the async tasks waiting to read and to write (sockets
+    /// only).
+    reader: Option<Waker>,
+    writer: Option<Waker>,
+}
+
+impl Source {
+    /// Moves this source's task wakers to `to` (they are not to be woken:
+    /// the socket is gone).
+    fn forget_tasks(&mut self, to: &mut Vec<Waker>) {
+        to.extend(self.reader.take());
+        to.extend(self.writer.take());
+    }
 }
 
 struct Waiter {
@@ -122,17 +209,7 @@ pub(crate) struct Registration {
 impl Reactor {
     pub(crate) fn new() -> io::Result<Reactor> {
         let poll = Poll::new()?;
-        // SAFETY: timerfd_create returns a new fd we own, or -1 (checked).
-        let timerfd = unsafe {
-            let fd = libc::timerfd_create(
-                libc::CLOCK_MONOTONIC,
-                libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
-            );
-            if fd < 0 {
-                return Err(io::Error::last_os_error());
-            }
-            OwnedFd::from_raw_fd(fd)
-        };
+        let timerfd = new_timerfd()?;
         poll.registry().register(
             &mut SourceFd(&timerfd.as_raw_fd()),
             TIMER,
@@ -146,6 +223,11 @@ impl Reactor {
             timerfd,
             armed: None,
             next_generation: 0,
+            task_timers: Wheel::new(),
+            task_timerfd: None,
+            task_armed: None,
+            unneeded: Vec::new(),
+            fired_tasks: Vec::new(),
         })
     }
 
@@ -162,7 +244,7 @@ impl Reactor {
     /// Whether any fd is being waited on (if not, a zero-timeout poll can
     /// only find the waker or the timerfd, which are checked otherwise).
     pub(crate) fn has_waiters(&self) -> bool {
-        !self.sources.is_empty()
+        !self.sources.is_empty() || !self.task_timers.is_empty() || !self.unneeded.is_empty()
     }
 
     /// Registers `token` to be woken when `fd` is ready for `interest`.
@@ -217,6 +299,8 @@ impl Reactor {
                     drained: Interest::EMPTY,
                     closed: Interest::EMPTY,
                     generation,
+                    reader: None,
+                    writer: None,
                 });
                 self.by_fd.insert(fd, key);
                 key
@@ -308,6 +392,9 @@ impl Reactor {
             if src.owner.is_some() {
                 wake.extend(src.waiters.drain(..).map(|w| w.token));
             }
+            // A task of the closed socket is not woken: its socket is gone
+            // (and a task of a later socket polls that one's own source).
+            src.forget_tasks(&mut self.unneeded);
             src.owner = Some(owner);
             src.generation = generation;
             src.interest = both;
@@ -340,6 +427,8 @@ impl Reactor {
             drained: Interest::EMPTY,
             closed: Interest::EMPTY,
             generation,
+            reader: None,
+            writer: None,
         });
         self.by_fd.insert(fd, key);
         Ok(key)
@@ -396,10 +485,79 @@ impl Reactor {
         if self.sources[key].owner != Some(owner) {
             return;
         }
-        let src = self.sources.remove(key);
+        let mut src = self.sources.remove(key);
         self.by_fd.remove(fd);
-        wake.extend(src.waiters.into_iter().map(|w| w.token));
+        wake.extend(src.waiters.drain(..).map(|w| w.token));
+        src.forget_tasks(&mut self.unneeded);
         let _ = self.poll.registry().deregister(&mut SourceFd(&fd));
+    }
+
+    /// Whether `waker` is already the task waker of socket `owner` on `fd`
+    /// for `interest` (one direction). Compares pointers: runs no user code.
+    #[cfg_attr(not(feature = "futures-io"), allow(dead_code))]
+    pub(crate) fn task_will_wake(
+        &self,
+        fd: RawFd,
+        owner: u64,
+        interest: Interest,
+        waker: &Waker,
+    ) -> bool {
+        self.owned(fd, owner).is_some_and(|key| {
+            let src = &self.sources[key];
+            let slot = if interest.is_readable() {
+                &src.reader
+            } else {
+                &src.writer
+            };
+            slot.as_ref().is_some_and(|w| w.will_wake(waker))
+        })
+    }
+
+    /// Makes `waker` the task waker of the socket source `key` for
+    /// `interest` (one direction); a waker it replaces is dropped after the
+    /// next poll.
+    #[cfg_attr(not(feature = "futures-io"), allow(dead_code))]
+    pub(crate) fn set_task(&mut self, key: usize, interest: Interest, waker: Waker) {
+        let src = &mut self.sources[key];
+        let slot = if interest.is_readable() {
+            &mut src.reader
+        } else {
+            &mut src.writer
+        };
+        self.unneeded.extend(slot.replace(waker));
+    }
+
+    /// Makes the timerfd of tasks' sleeps, if it is not there yet; call
+    /// before [`Reactor::add_task_timer`].
+    #[cfg_attr(not(feature = "futures-io"), allow(dead_code))]
+    pub(crate) fn task_timers_ready(&mut self) -> io::Result<()> {
+        if self.task_timerfd.is_none() {
+            let fd = new_timerfd()?;
+            self.poll.registry().register(
+                &mut SourceFd(&fd.as_raw_fd()),
+                TASK_TIMER,
+                mio::Interest::READABLE,
+            )?;
+            self.task_timerfd = Some(fd);
+        }
+        Ok(())
+    }
+
+    /// Arms a sleep of an async task: `waker` is woken once `deadline`
+    /// (absolute CLOCK_MONOTONIC ns) has passed. After
+    /// [`Reactor::task_timers_ready`] said `Ok` (else the sleep fires only
+    /// when something else wakes the reactor).
+    #[cfg_attr(not(feature = "futures-io"), allow(dead_code))]
+    pub(crate) fn add_task_timer(&mut self, deadline: u64, waker: Waker) -> TimerKey {
+        debug_assert!(self.task_timerfd.is_some());
+        self.task_timers.insert(deadline, waker)
+    }
+
+    /// Disarms a task's sleep (a stale key, of one that fired, is ignored);
+    /// its waker is dropped after the next poll.
+    #[cfg_attr(not(feature = "futures-io"), allow(dead_code))]
+    pub(crate) fn cancel_task_timer(&mut self, key: TimerKey) {
+        self.unneeded.extend(self.task_timers.cancel(key));
     }
 
     /// Sets the timerfd to fire at `at` (absolute CLOCK_MONOTONIC ns), unless
@@ -408,33 +566,87 @@ impl Reactor {
         if self.armed == Some(at) {
             return;
         }
-        let spec = libc::itimerspec {
-            it_interval: libc::timespec {
-                tv_sec: 0,
-                tv_nsec: 0,
-            },
-            it_value: libc::timespec {
-                tv_sec: (at / 1_000_000_000) as libc::time_t,
-                // A zero it_value disarms; time 0 never occurs on a real clock.
-                tv_nsec: (at % 1_000_000_000).max(u64::from(at == 0)) as libc::c_long,
-            },
-        };
-        // SAFETY: a valid timerfd we own and a valid itimerspec.
-        let rc = unsafe {
-            libc::timerfd_settime(
-                self.timerfd.as_raw_fd(),
-                libc::TFD_TIMER_ABSTIME,
-                &spec,
-                std::ptr::null_mut(),
-            )
-        };
-        debug_assert_eq!(rc, 0, "timerfd_settime failed");
+        set_timerfd(&self.timerfd, at);
         self.armed = Some(at);
     }
 
+    /// Sets the tasks' timerfd to their wheel's next expiration.
+    fn arm_task_timer(&mut self) {
+        let (Some(fd), Some(at)) = (&self.task_timerfd, self.task_timers.next_expiration()) else {
+            return;
+        };
+        if self.task_armed != Some(at) {
+            set_timerfd(fd, at);
+            self.task_armed = Some(at);
+        }
+    }
+
     /// Waits for events (at most `timeout`; `None`: until one comes) and
-    /// pushes the tokens of the waiters they make ready onto `wake`.
+    /// pushes the tokens of the waiters they make ready onto `wake`; the
+    /// tasks they make ready are in the result (see [`Polled`]).
     pub(crate) fn poll(
+        &mut self,
+        timeout: Option<Duration>,
+        wake: &mut Vec<WakeToken>,
+    ) -> io::Result<Polled> {
+        self.arm_task_timer();
+        let mut polled = self.poll_fds(timeout, wake)?;
+        polled.tasks.drop = std::mem::take(&mut self.unneeded);
+        if !self.task_timers.is_empty() {
+            self.task_timers
+                .advance(clock::now_ns(), &mut self.fired_tasks);
+            polled
+                .tasks
+                .wake
+                .extend(self.fired_tasks.drain(..).map(|f| f.value));
+        }
+        Ok(polled)
+    }
+}
+
+/// A new non-blocking CLOCK_MONOTONIC timerfd.
+fn new_timerfd() -> io::Result<OwnedFd> {
+    // SAFETY: timerfd_create returns a new fd we own, or -1 (checked).
+    unsafe {
+        let fd = libc::timerfd_create(
+            libc::CLOCK_MONOTONIC,
+            libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
+        );
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(OwnedFd::from_raw_fd(fd))
+    }
+}
+
+/// Sets `timerfd` to fire once, at `at` (absolute CLOCK_MONOTONIC ns).
+fn set_timerfd(timerfd: &OwnedFd, at: u64) {
+    let spec = libc::itimerspec {
+        it_interval: libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        },
+        it_value: libc::timespec {
+            tv_sec: (at / 1_000_000_000) as libc::time_t,
+            // A zero it_value disarms; time 0 never occurs on a real clock.
+            tv_nsec: (at % 1_000_000_000).max(u64::from(at == 0)) as libc::c_long,
+        },
+    };
+    // SAFETY: a valid timerfd and a valid itimerspec.
+    let rc = unsafe {
+        libc::timerfd_settime(
+            timerfd.as_raw_fd(),
+            libc::TFD_TIMER_ABSTIME,
+            &spec,
+            std::ptr::null_mut(),
+        )
+    };
+    debug_assert_eq!(rc, 0, "timerfd_settime failed");
+}
+
+impl Reactor {
+    /// The epoll part of [`Reactor::poll`].
+    fn poll_fds(
         &mut self,
         timeout: Option<Duration>,
         wake: &mut Vec<WakeToken>,
@@ -449,6 +661,7 @@ impl Reactor {
             match event.token() {
                 WAKER => polled.remote = true,
                 TIMER => self.armed = None, // expired; the caller advances the wheel
+                TASK_TIMER => self.task_armed = None, // expired; `poll` advances the wheel
                 Token(tok) => {
                     let (key, generation) = (tok & 0xFFFF_FFFF, (tok >> 32) as u32);
                     let Some(src) = self.sources.get_mut(key) else {
@@ -477,6 +690,12 @@ impl Reactor {
                             w.ready = w.ready | hit;
                             wake.push(w.token);
                         }
+                    }
+                    if ready.is_readable() {
+                        polled.tasks.wake.extend(src.reader.take());
+                    }
+                    if ready.is_writable() {
+                        polled.tasks.wake.extend(src.writer.take());
                     }
                 }
             }

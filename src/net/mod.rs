@@ -27,8 +27,70 @@
 //!     server.join().unwrap();
 //! });
 //! ```
+//!
+//! ## Async I/O
+//!
+//! With the cargo feature `futures-io`, [`TcpStream`] and [`UnixStream`]
+//! (and `&` them) implement `futures_io::AsyncRead` and `AsyncWrite`, and
+//! the listeners have `poll_accept`: async crates that do their own I/O
+//! (hyper, h2, anything over `futures-io`) run on fibra's reactor. A poll
+//! tries the syscall and, only if it would block, leaves the task's
+//! `Waker` with the reactor for that socket and direction. Drive the
+//! futures from a fiber with [`block_on_future`](crate::block_on_future);
+//! [`Sleep`](crate::Sleep) is the timer. `examples/hyper_hello.rs` has
+//! the few adapters hyper 1 needs (`rt::Read`/`rt::Write`, an executor, a
+//! timer), to copy.
+//!
+//! The waker may come from anywhere: `block_on_future` in a fiber, a
+//! plain thread's executor, tokio. A socket polled on a thread without a
+//! fibra runtime is watched by a process-wide fallback reactor, a fibra
+//! runtime on a thread of its own (`fibra-io`) started on first use: it
+//! works where tokio would panic ("no reactor running"), at the price of a
+//! message to that thread per wait. A socket dropped with a waker
+//! registered leaks nothing and wakes nobody, even when its fd number is
+//! reused at once.
+//!
+//! ```
+//! # #[cfg(feature = "futures-io")] {
+//! use futures_io::{AsyncRead, AsyncWrite};
+//! use std::future::poll_fn;
+//! use std::pin::Pin;
+//!
+//! fibra::run(|| {
+//!     let (a, b) = fibra::net::UnixStream::pair().unwrap();
+//!     let reader = fibra::spawn(move || {
+//!         let mut buf = [0; 5];
+//!         // Pending until the other fiber writes; the reactor wakes us.
+//!         let n = fibra::block_on_future(poll_fn(|cx| Pin::new(&mut &b).poll_read(cx, &mut buf)));
+//!         buf[..n.unwrap()].to_vec()
+//!     });
+//!     fibra::sleep(std::time::Duration::from_millis(5));
+//!     fibra::block_on_future(poll_fn(|cx| Pin::new(&mut &a).poll_write(cx, b"hello"))).unwrap();
+//!     assert_eq!(reader.join().unwrap(), b"hello");
+//! });
+//! # }
+//! ```
+//!
+//! ### fibra and tokio
+//!
+//! Futures that need tokio — a `tokio::net` socket, `tokio::time::sleep`,
+//! a crate built on them — need a tokio runtime: fibra's reactor cannot
+//! drive tokio's sockets or timers. Keep one beside fibra: a multi-thread
+//! tokio runtime (its own threads drive its I/O), spawn such work on it
+//! (`handle.spawn(fut)`) and wait for the `JoinHandle` from a fiber with
+//! `block_on_future`, which parks the fiber, not the thread. Do not hold a
+//! `Handle::enter` guard across a park (any fibra call that blocks, a
+//! `block_on_future` included): the guard is per thread, and the other
+//! fibers that run meanwhile would find themselves "inside" tokio, and
+//! guards dropped out of order panic. Enter, build the future or spawn,
+//! drop the guard, then wait. Crates that are runtime-agnostic
+//! (`futures-io`, hyper with the adapters above) need no tokio at all.
 
 mod addr;
+#[cfg(feature = "futures-io")]
+pub(crate) mod fallback;
+#[cfg(feature = "futures-io")]
+mod futures_io;
 mod resolve;
 mod socket;
 mod tcp;

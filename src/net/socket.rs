@@ -10,7 +10,11 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
+#[cfg(feature = "futures-io")]
+use std::sync::atomic::AtomicBool;
 use std::sync::atomic::{AtomicU64, Ordering};
+#[cfg(feature = "futures-io")]
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use crate::io::Interest;
@@ -29,6 +33,11 @@ pub(crate) struct Registration {
     /// Nanoseconds; 0 means no timeout.
     read_timeout: AtomicU64,
     write_timeout: AtomicU64,
+    /// A task polled the socket on a thread without a runtime: its waker
+    /// went to the fallback reactor (`net::fallback`), which must hear of
+    /// the socket's end.
+    #[cfg(feature = "futures-io")]
+    in_fallback: AtomicBool,
 }
 
 impl Registration {
@@ -38,6 +47,77 @@ impl Registration {
             uid: NEXT.fetch_add(1, Ordering::Relaxed),
             read_timeout: AtomicU64::new(0),
             write_timeout: AtomicU64::new(0),
+            #[cfg(feature = "futures-io")]
+            in_fallback: AtomicBool::new(false),
+        }
+    }
+
+    /// The poll form of the loop, for async tasks (feature `futures-io`):
+    /// `op` until it does not fail with `WouldBlock`; then the task's
+    /// waker is registered for `interest` (one direction) with the reactor
+    /// of the thread's runtime — or, on a thread without one, with the
+    /// fallback reactor — and the result is `Pending`.
+    ///
+    /// `len`: for a stream read or write, the bytes `op` was given; a
+    /// short transfer marks the socket drained, as [`Registration::read_stream`]
+    /// does, so the next poll registers at once instead of trying a
+    /// syscall that would say `WouldBlock`. Socket timeouts do not apply:
+    /// an async caller times out with a timer of its own.
+    #[cfg(feature = "futures-io")]
+    pub(crate) fn poll_io<R>(
+        &self,
+        cx: &mut Context<'_>,
+        fd: RawFd,
+        interest: Interest,
+        len: Option<usize>,
+        mut op: impl FnMut() -> io::Result<R>,
+        transferred: impl Fn(&R) -> usize,
+    ) -> Poll<io::Result<R>> {
+        let core = context::current();
+        let drained = len.is_some()
+            && core.is_some_and(|core| {
+                // SAFETY: on the runtime's thread; short borrow, no user code.
+                let reactor = &unsafe { core.local() }.reactor;
+                reactor.is_drained(fd, self.uid, interest)
+            });
+        if !drained {
+            loop {
+                match op() {
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Ok(r) => {
+                        if let (Some(core), Some(len)) = (core, len) {
+                            let n = transferred(&r);
+                            if n > 0 && n < len {
+                                // SAFETY: on the runtime's thread; short
+                                // borrow, no user code.
+                                unsafe { core.local() }
+                                    .reactor
+                                    .mark_drained(fd, self.uid, interest);
+                            }
+                        }
+                        return Poll::Ready(Ok(r));
+                    }
+                    Err(e) => return Poll::Ready(Err(e)),
+                }
+            }
+        }
+        let registered = match core {
+            Some(core) => register_task(core, fd, self.uid, interest, cx.waker()),
+            None => {
+                self.in_fallback.store(true, Ordering::Relaxed);
+                crate::net::fallback::register(fd, self.uid, interest, cx.waker().clone());
+                Ok(())
+            }
+        };
+        match registered {
+            // A readiness edge that came after `op` said `WouldBlock` is
+            // not lost: events are read only by this thread's next poll,
+            // and the waker is in place before it (the fallback's
+            // registration is an `EPOLL_CTL_ADD`/`MOD`, which reports the
+            // readiness of the moment).
+            Ok(()) => Poll::Pending,
+            Err(e) => Poll::Ready(Err(e)),
         }
     }
 
@@ -209,6 +289,10 @@ impl Registration {
     /// from the kernel's epoll sets, and a runtime that still has a source
     /// for the number retires it when a new socket uses the number.
     pub(crate) fn deregister(&self, fd: RawFd) {
+        #[cfg(feature = "futures-io")]
+        if self.in_fallback.load(Ordering::Relaxed) {
+            crate::net::fallback::forget(fd, self.uid);
+        }
         if let Some(core) = context::current() {
             let mut waiters = Vec::new();
             // SAFETY: on the runtime's thread; the borrow ends in this
@@ -255,6 +339,49 @@ impl Registration {
         );
         r
     }
+}
+
+/// Makes `waker` the task waker of socket `uid` on `fd` for `interest` (one
+/// direction) in `core`'s reactor, registering the fd there if it is not
+/// yet. Called on `core`'s thread.
+///
+/// The waker is user code: it is compared (pointers only) inside a borrow,
+/// but cloned, and any clone dropped, outside; the reactor drops the waker
+/// it replaces after its next poll.
+#[cfg(feature = "futures-io")]
+pub(crate) fn register_task(
+    core: &Core,
+    fd: RawFd,
+    uid: u64,
+    interest: Interest,
+    waker: &Waker,
+) -> io::Result<()> {
+    // SAFETY: on the runtime's thread; short borrow; `will_wake` compares
+    // pointers and runs no user code.
+    if unsafe { core.local() }
+        .reactor
+        .task_will_wake(fd, uid, interest, waker)
+    {
+        return Ok(());
+    }
+    // User code (a waker's clone), with no borrow live.
+    let mut waker = Some(waker.clone());
+    let mut stale = Vec::new();
+    let registered = {
+        // SAFETY: on the runtime's thread; the borrow ends with this block
+        // and runs no user code: the waker is moved, not dropped, in here.
+        let reactor = &mut unsafe { core.local() }.reactor;
+        reactor.socket(fd, uid, &mut stale).map(|key| {
+            if let Some(waker) = waker.take() {
+                reactor.set_task(key, interest, waker);
+            }
+        })
+    };
+    drop(waker); // on error, the clone: user code, no borrow live
+    for t in stale {
+        core.wake(t, crate::runtime::core::Wake::Unparked);
+    }
+    registered
 }
 
 /// As std: a zero timeout is an error.
@@ -321,6 +448,33 @@ impl<S: AsRawFd> Socket<S> {
     /// Runs a writing operation through the loop (write timeout applies).
     pub(crate) fn write<R>(&self, mut op: impl FnMut(&S) -> io::Result<R>) -> io::Result<R> {
         self.reg.write(self.inner.as_raw_fd(), || op(&self.inner))
+    }
+
+    /// The poll form of [`Socket::read`]; see [`Registration::poll_io`].
+    #[cfg(feature = "futures-io")]
+    pub(crate) fn poll_read<R>(
+        &self,
+        cx: &mut Context<'_>,
+        mut op: impl FnMut(&S) -> io::Result<R>,
+    ) -> Poll<io::Result<R>> {
+        let fd = self.inner.as_raw_fd();
+        self.reg
+            .poll_io(cx, fd, Interest::READABLE, None, || op(&self.inner), |_| 0)
+    }
+
+    /// The poll form of [`Socket::read_stream`] (`interest` readable) and
+    /// [`Socket::write_stream`] (writable).
+    #[cfg(feature = "futures-io")]
+    pub(crate) fn poll_stream(
+        &self,
+        cx: &mut Context<'_>,
+        interest: Interest,
+        len: usize,
+        mut op: impl FnMut(&S) -> io::Result<usize>,
+    ) -> Poll<io::Result<usize>> {
+        let fd = self.inner.as_raw_fd();
+        self.reg
+            .poll_io(cx, fd, interest, Some(len), || op(&self.inner), |n| *n)
     }
 
     /// A second handle, given the duplicated std socket.

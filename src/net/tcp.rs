@@ -117,6 +117,42 @@ impl TcpListener {
         Ok((TcpStream::from_nonblocking(stream), peer))
     }
 
+    /// Accepts a connection if one is waiting; else registers the task's
+    /// waker with the reactor (see [`net`](crate::net#async-io)) and
+    /// returns `Pending`. For async accept loops; feature `futures-io`.
+    ///
+    /// # Errors
+    ///
+    /// As [`accept`](TcpListener::accept)'s.
+    ///
+    /// ```
+    /// use std::future::poll_fn;
+    /// use fibra::net::{TcpListener, TcpStream};
+    ///
+    /// fibra::run(|| {
+    ///     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    ///     let addr = listener.local_addr().unwrap();
+    ///     fibra::spawn(move || TcpStream::connect(addr).map(drop));
+    ///     let (stream, _) = fibra::block_on_future(poll_fn(|cx| listener.poll_accept(cx))).unwrap();
+    ///     assert_eq!(stream.peer_addr().unwrap().ip(), addr.ip());
+    /// });
+    /// ```
+    #[cfg(feature = "futures-io")]
+    pub fn poll_accept(
+        &self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<io::Result<(TcpStream, SocketAddr)>> {
+        let mut peer = SockAddrBuf::new();
+        let accepted = self.sock.poll_read(cx, |listener| {
+            accept_nonblocking(listener.as_raw_fd(), Some(&mut peer))
+        });
+        accepted.map(|conn| {
+            let stream = std::net::TcpStream::from(conn?);
+            let peer = peer.to_socket_addr()?;
+            Ok((TcpStream::from_nonblocking(stream), peer))
+        })
+    }
+
     /// An iterator over incoming connections; each `next` calls
     /// [`accept`](TcpListener::accept). It never returns `None`.
     ///
@@ -465,6 +501,8 @@ impl TcpStream {
 }
 
 stream_io!(TcpStream);
+#[cfg(feature = "futures-io")]
+crate::net::futures_io::async_io!(TcpStream);
 
 impl From<std::net::TcpStream> for TcpStream {
     /// Takes over a std stream (and puts it in non-blocking mode).

@@ -65,6 +65,49 @@ impl UnixListener {
         ))
     }
 
+    /// Accepts a connection if one is waiting; else registers the task's
+    /// waker with the reactor and returns `Pending`, as
+    /// [`TcpListener::poll_accept`](crate::net::TcpListener::poll_accept).
+    /// Feature `futures-io`.
+    ///
+    /// # Errors
+    ///
+    /// As [`accept`](UnixListener::accept)'s.
+    ///
+    /// ```
+    /// use std::future::poll_fn;
+    /// use fibra::net::{UnixListener, UnixStream};
+    ///
+    /// let path = std::env::temp_dir().join(format!("fibra-poll-accept-{}", std::process::id()));
+    /// fibra::run(|| {
+    ///     let listener = UnixListener::bind(&path).unwrap();
+    ///     let p = path.clone();
+    ///     fibra::spawn(move || UnixStream::connect(p).map(drop));
+    ///     let accepted = fibra::block_on_future(poll_fn(|cx| listener.poll_accept(cx)));
+    ///     assert!(accepted.is_ok());
+    /// });
+    /// # std::fs::remove_file(&path).unwrap();
+    /// ```
+    #[cfg(feature = "futures-io")]
+    pub fn poll_accept(
+        &self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<io::Result<(UnixStream, SocketAddr)>> {
+        let accepted = self.sock.poll_read(cx, |listener| {
+            accept_nonblocking(listener.as_raw_fd(), None)
+        });
+        accepted.map(|conn| {
+            let stream = std::os::unix::net::UnixStream::from(conn?);
+            let peer = stream.peer_addr()?;
+            Ok((
+                UnixStream {
+                    sock: Socket::new(stream),
+                },
+                peer,
+            ))
+        })
+    }
+
     /// An iterator over incoming connections; it never returns `None`.
     pub fn incoming(&self) -> UnixIncoming<'_> {
         UnixIncoming { listener: self }
@@ -188,6 +231,8 @@ impl UnixStream {
 }
 
 stream_io!(UnixStream);
+#[cfg(feature = "futures-io")]
+crate::net::futures_io::async_io!(UnixStream);
 
 impl From<std::os::unix::net::UnixStream> for UnixStream {
     /// Takes over a std stream (and puts it in non-blocking mode).

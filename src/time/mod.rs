@@ -7,7 +7,12 @@
 //! runtimes cost nothing.
 
 pub(crate) mod clock;
+#[cfg(feature = "futures-io")]
+mod sleep;
 pub(crate) mod wheel;
+
+#[cfg(feature = "futures-io")]
+pub use sleep::Sleep;
 
 use std::fmt;
 use std::panic::{self, AssertUnwindSafe};

@@ -120,7 +120,7 @@ pub fn start(imp: &str, port: u16) -> Child {
 }
 
 /// (requests/s, p50 ms, p99 ms) from wrk's output.
-pub fn parse_wrk(out: &str) -> (f64, f64, f64) {
+pub(crate) fn parse_wrk(out: &str) -> (f64, f64, f64) {
     let num = |line: &str| -> f64 {
         let v = line.split_whitespace().last().unwrap();
         let (n, unit) = v.split_at(v.find(|c: char| c.is_alphabetic()).unwrap_or(v.len()));

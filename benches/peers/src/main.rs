@@ -317,6 +317,7 @@ mod http;
 #[allow(dead_code)]
 mod http1;
 mod https;
+mod hyper_table;
 mod sync;
 
 fn main() {
@@ -340,6 +341,10 @@ fn main() {
             _ => echo::load_two_only(port, conns, size),
         };
         println!("{trips} round trips");
+        return;
+    }
+    if args.first().map(String::as_str) == Some("hyper-server") {
+        hyper_table::server(&args[1], args[2].parse().unwrap());
         return;
     }
     if args.first().map(String::as_str) == Some("http-server") {
@@ -406,6 +411,9 @@ fn main() {
     }
     if want("https") {
         https::run();
+    }
+    if want("hyper") {
+        hyper_table::run();
     }
     if want("sleepers") {
         Table {
