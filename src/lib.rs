@@ -79,9 +79,8 @@
 //! comer wait instead: [`sync::OnceLock`] or [`sync::LazyLock`] (std's
 //! shapes; a fiber waiting for another's initialisation parks). Per
 //! thread, key it by thread, or make it once per worker in a fiber pinned
-//! there ([`Runtime::spawn_on`](Runtime#method.spawn_on)). A per-*fiber*
-//! value (`fibra::fiber_local!`, made lazily, dropped with the fiber) is
-//! planned, not there yet.
+//! there ([`Runtime::spawn_on`](Runtime#method.spawn_on)). For a per-*fiber*
+//! value, made lazily and dropped with the fiber, use [`fiber_local!`].
 //!
 //! ```
 //! use std::time::Duration;
@@ -135,8 +134,8 @@ mod time;
 
 pub use blocking::spawn_blocking;
 pub use fiber::{
-    Builder, Fiber, FiberId, JoinError, JoinHandle, Scope, ScopedJoinHandle, current, scope, spawn,
-    yield_now,
+    AccessError, Builder, Fiber, FiberId, FiberLocal, JoinError, JoinHandle, Scope,
+    ScopedJoinHandle, current, scope, spawn, try_current, yield_now,
 };
 pub use future::block_on_future;
 pub use generator::{Generator, Yielder};

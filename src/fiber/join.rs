@@ -637,6 +637,7 @@ impl<T> fmt::Debug for JoinHandle<T> {
 /// Why a fiber gave no result: it panicked, or it was cancelled.
 pub struct JoinError {
     id: FiberId,
+    name: Option<Arc<str>>,
     repr: Repr,
 }
 
@@ -646,18 +647,36 @@ enum Repr {
 }
 
 impl JoinError {
-    pub(crate) fn cancelled(id: FiberId) -> JoinError {
+    pub(crate) fn cancelled(id: FiberId, name: Option<Arc<str>>) -> JoinError {
         JoinError {
             id,
+            name,
             repr: Repr::Cancelled,
         }
     }
 
-    pub(crate) fn panic(id: FiberId, payload: Box<dyn Any + Send + 'static>) -> JoinError {
+    pub(crate) fn panic(
+        id: FiberId,
+        name: Option<Arc<str>>,
+        payload: Box<dyn Any + Send + 'static>,
+    ) -> JoinError {
         JoinError {
             id,
+            name,
             repr: Repr::Panic(payload),
         }
+    }
+
+    /// The name of the fiber that failed, if it had one.
+    ///
+    /// ```
+    /// fibra::run(|| {
+    ///     let h = fibra::Builder::new().name("w".into()).spawn(|| panic!()).unwrap();
+    ///     assert_eq!(h.join().unwrap_err().name(), Some("w"));
+    /// });
+    /// ```
+    pub fn name(&self) -> Option<&str> {
+        self.name.as_deref()
     }
 
     /// Whether the fiber was cancelled (by [`JoinHandle::cancel`] or by
@@ -743,13 +762,27 @@ fn panic_message(payload: &(dyn Any + Send)) -> Option<&str> {
         .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
 }
 
+/// `fiber 'worker-3' (#12) panicked: boom`; `fiber #12 panicked: boom`
+/// when the fiber has no name; `... was cancelled` likewise.
+///
+/// ```
+/// fibra::run(|| {
+///     let h = fibra::Builder::new().name("worker-3".into()).spawn(|| panic!("boom")).unwrap();
+///     let id = h.fiber().id();
+///     assert_eq!(h.join().unwrap_err().to_string(), format!("fiber 'worker-3' (#{id}) panicked: boom"));
+/// });
+/// ```
 impl fmt::Display for JoinError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.name {
+            Some(name) => write!(f, "fiber '{name}' (#{})", self.id)?,
+            None => write!(f, "fiber #{}", self.id)?,
+        }
         match &self.repr {
-            Repr::Cancelled => write!(f, "fiber {} was cancelled", self.id),
+            Repr::Cancelled => f.write_str(" was cancelled"),
             Repr::Panic(p) => match panic_message(p.as_ref()) {
-                Some(msg) => write!(f, "fiber {} panicked: {msg}", self.id),
-                None => write!(f, "fiber {} panicked", self.id),
+                Some(msg) => write!(f, " panicked: {msg}"),
+                None => f.write_str(" panicked"),
             },
         }
     }

@@ -68,6 +68,7 @@ use crate::runtime::records::Records;
 use crate::runtime::registry::{self, RuntimeId};
 use crate::runtime::run_queue::RunQueue;
 use crate::runtime::shared::{Remote, Shared};
+use crate::runtime::watch::Meta;
 use crate::stack::{self, Spare, Stack, StackHeader, overflow};
 use crate::time::clock;
 use crate::time::wheel::{Fired, Wheel};
@@ -144,6 +145,9 @@ pub(crate) struct TimeoutScope {
 pub(crate) struct Record {
     /// The saved stack pointer while the context is not running.
     sp: *mut u8,
+    /// Its identity for the watchdog (see `runtime::watch`): at the top of
+    /// its stack, or in `Shared` for the root.
+    pub(crate) meta: *const Meta,
     /// `None` for the root, which runs on the thread's stack.
     pub(crate) stack: Option<Stack>,
     /// The header of the stack the context runs on, for the overflow
@@ -157,6 +161,9 @@ pub(crate) struct Record {
     /// Woken with the current token before it parked.
     notified: bool,
     pub(crate) cancelled: bool,
+    /// An idle fiber: queued in `Local::idle_queue`, run only when no other
+    /// fiber is ready.
+    pub(crate) idle: bool,
     /// We started unwinding this context (cancellation or a timeout) and
     /// it has not been seen outside a panic since; see `current_is_unwinding`.
     unwinding: bool,
@@ -179,6 +186,7 @@ impl Record {
     pub(crate) fn vacant() -> Record {
         Record {
             sp: ptr::null_mut(),
+            meta: ptr::null(),
             stack: None,
             running_header: ptr::null(),
             park: 0,
@@ -186,6 +194,7 @@ impl Record {
             wake: Wake::Unparked,
             notified: false,
             cancelled: false,
+            idle: false,
             unwinding: false,
             id: FiberId::VACANT,
             name: None,
@@ -213,6 +222,8 @@ pub(crate) enum Until {
 pub(crate) struct Local {
     pub(crate) fibers: Records,
     run_queue: RunQueue,
+    /// Idle fibers that are ready (see `Builder::idle`).
+    pub(crate) idle_queue: RunQueue,
     /// The context running now.
     pub(crate) current: Key,
     /// Fibers that may still run before control returns to the root.
@@ -228,6 +239,8 @@ pub(crate) struct Local {
     pub(crate) closing: bool,
     /// Switches into fibers, for `turn`'s count.
     pub(crate) resumed: u64,
+    /// Every switch and every wait, for the watchdog's word.
+    epoch: u64,
     /// Socket calls since `resumed` was `io_since` (see [`IO_BUDGET`]).
     io_calls: u32,
     io_since: u64,
@@ -259,20 +272,31 @@ pub(crate) struct Core {
 }
 
 impl Core {
-    pub(crate) fn new(default_stack: usize, worker: Option<WorkerLink>) -> std::io::Result<Core> {
+    pub(crate) fn new(
+        default_stack: usize,
+        stall: std::time::Duration,
+        worker: Option<WorkerLink>,
+    ) -> std::io::Result<Core> {
         let reactor = Reactor::new()?;
-        let shared = Arc::new(Shared::new(reactor.registry())?);
+        let root_id = FiberId::next();
+        let shared = Arc::new(Shared::new(reactor.registry(), root_id)?);
+        let root_meta: *const Meta = &shared.watch.root;
+        assert!(crate::runtime::watch::packable(root_meta));
+        let stall_ns = u64::try_from(stall.as_nanos()).unwrap_or(u64::MAX);
+        shared.watch.threshold_ns.store(stall_ns, std::sync::atomic::Ordering::Relaxed);
         let mut fibers = Records::with_capacity(64);
         let root = fibers.insert_with(|| Record {
             state: State::Running,
-            id: FiberId::next(),
+            id: root_id,
+            meta: root_meta,
             ..Record::vacant()
         });
         debug_assert_eq!(root, ROOT);
-        Ok(Core {
+        let core = Core {
             local: UnsafeCell::new(Local {
                 fibers,
                 run_queue: RunQueue::with_capacity(64),
+                idle_queue: RunQueue::with_capacity(0),
                 current: ROOT,
                 budget: 0,
                 live: 0,
@@ -282,6 +306,7 @@ impl Core {
                 entered: false,
                 closing: false,
                 resumed: 0,
+                epoch: 0,
                 io_calls: 0,
                 io_since: 0,
                 unwinding_suspended: 0,
@@ -296,7 +321,12 @@ impl Core {
             shared,
             default_stack,
             worker,
-        })
+        };
+        if stall_ns != u64::MAX {
+            crate::runtime::watchdog::register();
+        }
+        crate::runtime::watchdog::install_panic_hook();
+        Ok(core)
     }
 
     /// The thread-local state.
@@ -356,7 +386,11 @@ impl Core {
         sp: *mut u8,
         id: FiberId,
         name: Option<Arc<str>>,
+        meta: *const Meta,
+        idle: bool,
     ) -> Key {
+        // The watchdog's word packs the address (see `runtime::watch`).
+        assert!(crate::runtime::watch::packable(meta), "fibra: a stack mapped too high");
         // Checked here, the span made out of line: a disabled `Span` is
         // still a 40-byte value that the macro builds and moves around. It
         // is made before the borrow below: `new_span` is the subscriber's
@@ -374,6 +408,8 @@ impl Core {
         let cancelled = l.closing;
         let key = l.fibers.insert_with(|| Record {
             sp,
+            meta,
+            idle,
             running_header: stack.header(),
             stack: Some(stack),
             park,
@@ -390,7 +426,7 @@ impl Core {
             span,
         });
         l.live += 1;
-        l.push_ready(key, &self.shared);
+        l.push_ready(key, idle, &self.shared);
         self.trace(move || tracing::trace!(fiber = id.as_u64(), "spawn"));
         key
     }
@@ -429,6 +465,14 @@ impl Core {
         let l = unsafe { self.local() };
         let rec = l.running();
         (rec.id, rec.name.clone())
+    }
+
+    /// The running spawned fiber's `Meta` (`None` for the root), for its
+    /// fiber-locals.
+    pub(crate) fn current_meta(&self) -> Option<*const Meta> {
+        // SAFETY: on the runtime's thread; short borrow.
+        let l = unsafe { self.local() };
+        (l.current != ROOT).then(|| l.running().meta)
     }
 
     /// Narrows the current context's `fibra::timeout` deadline; returns the
@@ -505,11 +549,15 @@ impl Local {
 
     /// Queues a fiber that became ready. When the runtime is not being
     /// driven, its fd must turn readable for an outer loop to notice.
-    fn push_ready(&mut self, key: Key, shared: &Shared) {
+    fn push_ready(&mut self, key: Key, idle: bool, shared: &Shared) {
         if !self.entered && self.run_queue.is_empty() {
             shared.wake_fd();
         }
-        self.run_queue.push_back(key);
+        if idle {
+            self.idle_queue.push_back(key);
+        } else {
+            self.run_queue.push_back(key);
+        }
     }
 
     /// Wakes the park named by `token` with `reason`; returns the id of the
@@ -528,8 +576,9 @@ impl Local {
                 rec.wake = reason;
                 rec.park = next_park;
                 let id = rec.id;
+                let idle = rec.idle;
                 self.park_seq = next_park;
-                self.push_ready(token.key, shared);
+                self.push_ready(token.key, idle, shared);
                 Some(id)
             }
             State::Ready | State::Running => {
