@@ -266,7 +266,9 @@ where
     // of the scheduler live (their `Drop` may spawn, wake, log or park).
     // A value whose `Drop` panics (or parks while the fiber is cancelled)
     // ends that drop only: the loop goes on with the others.
-    if let Some(meta) = core.current_meta() {
+    if let Some(meta) = core.current_meta()
+        && crate::fiber::local::begin_teardown(meta)
+    {
         while let Err(payload) =
             panic::catch_unwind(AssertUnwindSafe(|| crate::fiber::local::teardown(meta)))
         {

@@ -637,8 +637,9 @@ impl<T> fmt::Debug for JoinHandle<T> {
 /// Why a fiber gave no result: it panicked, or it was cancelled.
 pub struct JoinError {
     id: FiberId,
-    name: Option<Arc<str>>,
-    repr: Repr,
+    /// Boxed: a join packet holds a `Result<T, JoinError>`, and must stay
+    /// within a cached block (see the test below); an error may allocate.
+    detail: Box<(Option<Arc<str>>, Repr)>,
 }
 
 enum Repr {
@@ -650,8 +651,7 @@ impl JoinError {
     pub(crate) fn cancelled(id: FiberId, name: Option<Arc<str>>) -> JoinError {
         JoinError {
             id,
-            name,
-            repr: Repr::Cancelled,
+            detail: Box::new((name, Repr::Cancelled)),
         }
     }
 
@@ -662,8 +662,7 @@ impl JoinError {
     ) -> JoinError {
         JoinError {
             id,
-            name,
-            repr: Repr::Panic(payload),
+            detail: Box::new((name, Repr::Panic(payload))),
         }
     }
 
@@ -676,7 +675,7 @@ impl JoinError {
     /// });
     /// ```
     pub fn name(&self) -> Option<&str> {
-        self.name.as_deref()
+        self.detail.0.as_deref()
     }
 
     /// Whether the fiber was cancelled (by [`JoinHandle::cancel`] or by
@@ -690,7 +689,7 @@ impl JoinError {
     /// });
     /// ```
     pub fn is_cancelled(&self) -> bool {
-        matches!(self.repr, Repr::Cancelled)
+        matches!(self.detail.1, Repr::Cancelled)
     }
 
     /// Whether the fiber panicked.
@@ -702,7 +701,7 @@ impl JoinError {
     /// });
     /// ```
     pub fn is_panic(&self) -> bool {
-        matches!(self.repr, Repr::Panic(_))
+        matches!(self.detail.1, Repr::Panic(_))
     }
 
     /// The panic's payload, to re-raise it with
@@ -735,8 +734,11 @@ impl JoinError {
     /// });
     /// ```
     pub fn try_into_panic(self) -> Result<Box<dyn Any + Send + 'static>, JoinError> {
-        match self.repr {
-            Repr::Panic(payload) => Ok(payload),
+        match self.detail.1 {
+            Repr::Panic(_) => match self.detail.1 {
+                Repr::Panic(payload) => Ok(payload),
+                Repr::Cancelled => unreachable!("matched just above"),
+            },
             Repr::Cancelled => Err(self),
         }
     }
@@ -774,11 +776,11 @@ fn panic_message(payload: &(dyn Any + Send)) -> Option<&str> {
 /// ```
 impl fmt::Display for JoinError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.name {
+        match &self.detail.0 {
             Some(name) => write!(f, "fiber '{name}' (#{})", self.id)?,
             None => write!(f, "fiber #{}", self.id)?,
         }
-        match &self.repr {
+        match &self.detail.1 {
             Repr::Cancelled => f.write_str(" was cancelled"),
             Repr::Panic(p) => match panic_message(p.as_ref()) {
                 Some(msg) => write!(f, " panicked: {msg}"),
@@ -790,7 +792,7 @@ impl fmt::Display for JoinError {
 
 impl fmt::Debug for JoinError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.repr {
+        match &self.detail.1 {
             Repr::Cancelled => write!(f, "JoinError::Cancelled({})", self.id),
             Repr::Panic(p) => write!(
                 f,

@@ -213,6 +213,17 @@ fn insert<T: 'static>(meta: *const Meta, key: usize, made: Box<T>) -> Result<*co
     Ok(at)
 }
 
+/// Marks a fiber's values as being dropped; whether it has any to drop
+/// (then call [`teardown`]). Inlined: most fibers have none.
+#[inline]
+pub(crate) fn begin_teardown(meta: *const Meta) -> bool {
+    // SAFETY: called by the fiber itself at its end (`meta` is its own);
+    // short borrow.
+    let l = unsafe { locals(meta) };
+    l.destroying = true;
+    l.entries.capacity() != 0
+}
+
 /// Drops a fiber's values at its end: see the module docs.
 pub(crate) fn teardown(meta: *const Meta) {
     loop {

@@ -629,3 +629,6 @@ impl Core {
         self.trace(move || tracing::trace!(fiber = id.as_u64(), ?reason, "unpark"));
     }
 }
+
+// A spawn writes the whole record: keep it within two cache lines.
+const _: () = assert!(size_of::<Record>() <= 128);
