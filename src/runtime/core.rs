@@ -428,6 +428,8 @@ impl Core {
         l.live += 1;
         l.push_ready(key, idle, &self.shared);
         self.trace(move || tracing::trace!(fiber = id.as_u64(), "spawn"));
+        // After the borrow: a failure to start it is logged.
+        crate::runtime::watchdog::ensure_started();
         key
     }
 

@@ -5,11 +5,13 @@
 //! The runtime warns again, with the total, when that context switches out
 //! ([`Core::stall_ended`]).
 //!
-//! It sleeps on a condvar: with no watched runtime it waits until one is
-//! made. It holds no lock while it emits an event (a subscriber may make a
-//! runtime, which registers here).
+//! It starts with the first fiber spawned in the process (a process that
+//! only makes runtimes, or fails to, gets no extra thread) and sleeps on a
+//! condvar: with no watched runtime it waits until one is made. It holds
+//! no lock while it emits an event (a subscriber may make a runtime, which
+//! registers here).
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
@@ -38,12 +40,34 @@ fn lock() -> std::sync::MutexGuard<'static, State> {
     STATE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Tells the watchdog that a runtime with a threshold was made; starts it
-/// on first use. A failure to start the thread is not fatal: the runtime
-/// works, unwatched (and says so, once).
+/// Whether the watchdog thread runs (or could not be started).
+static STARTED: AtomicBool = AtomicBool::new(false);
+
+/// Tells the watchdog that a runtime with a threshold was made.
 pub(crate) fn register() {
     let mut state = lock();
     state.generation += 1;
+    drop(state);
+    WAKE.notify_all();
+}
+
+/// Starts the watchdog if it has not started: called at every spawn, a
+/// relaxed load when it has.
+#[inline]
+pub(crate) fn ensure_started() {
+    if !STARTED.load(Ordering::Relaxed) {
+        start();
+    }
+}
+
+/// A failure to start the thread is not fatal: the runtime works,
+/// unwatched (and says so, once).
+#[cold]
+#[inline(never)]
+fn start() {
+    let mut state = lock();
+    state.generation += 1;
+    STARTED.store(true, Ordering::Relaxed);
     if !state.started {
         let spawned = std::thread::Builder::new()
             .name("fibra-watchdog".into())
