@@ -37,7 +37,11 @@ fn values_are_per_fiber_and_dropped_at_the_end_and_on_cancel() {
             VALUE.with(Cell::get)
         });
         assert_eq!((a.join().unwrap(), b.join().unwrap()), (1, 2));
-        assert_eq!(DROPPED.load(Ordering::SeqCst), before + 1, "dropped at its end");
+        assert_eq!(
+            DROPPED.load(Ordering::SeqCst),
+            before + 1,
+            "dropped at its end"
+        );
         // The root has the thread's value, untouched by the fibers.
         assert_eq!(VALUE.with(Cell::get), 0);
 
@@ -48,7 +52,11 @@ fn values_are_per_fiber_and_dropped_at_the_end_and_on_cancel() {
         fibra::yield_now();
         c.cancel();
         assert!(c.join().unwrap_err().is_cancelled());
-        assert_eq!(DROPPED.load(Ordering::SeqCst), before + 2, "dropped on cancel");
+        assert_eq!(
+            DROPPED.load(Ordering::SeqCst),
+            before + 2,
+            "dropped on cancel"
+        );
     });
 }
 
@@ -59,7 +67,7 @@ impl Drop for Reenter {
         // During the fiber's teardown: no access, and no freed memory seen.
         assert!(VALUE.try_with(|_| ()).is_err());
         // Other fibra calls work from here.
-        let _ = fibra::spawn(|| ());
+        drop(fibra::spawn(|| ()));
     }
 }
 

@@ -41,7 +41,10 @@ fn an_idle_fiber_never_runs_while_a_normal_fiber_is_ready() {
         fibra::sleep(Duration::from_millis(50));
         let slept = start.elapsed();
         assert!(turns.get() > 0, "the idle fiber never ran");
-        assert!(slept < Duration::from_millis(250), "the sleep was delayed: {slept:?}");
+        assert!(
+            slept < Duration::from_millis(250),
+            "the sleep was delayed: {slept:?}"
+        );
         idle.cancel();
         assert!(idle.join().unwrap_err().is_cancelled());
     });

@@ -111,7 +111,10 @@ fn a_thread_sleep_and_a_spin_are_reported_while_they_run() {
         assert!(seen.len() >= 2, "{name}: {seen:?}");
         assert!(seen.iter().all(|s| s.level == tracing::Level::WARN));
         // The first while it ran, with where it was spawned.
-        assert!(seen[0].at < end, "{name}: warned only after it ended: {seen:?}");
+        assert!(
+            seen[0].at < end,
+            "{name}: warned only after it ended: {seen:?}"
+        );
         assert!(seen[0].fields.contains("stall.rs"), "{seen:?}");
         assert!(seen[0].fields.contains("running_for="), "{seen:?}");
         // The second when it parked (or ended), with the total.
@@ -156,7 +159,10 @@ fn a_std_channel_waited_on_in_a_fiber_is_named() {
         });
         receiver.join().unwrap()
     });
-    assert_eq!(got, None, "the sender could not run while the receiver blocked");
+    assert_eq!(
+        got, None,
+        "the sender could not run while the receiver blocked"
+    );
     let seen = seen_for("t3-receiver");
     assert!(!seen.is_empty(), "not named: {:?}", SEEN.lock().unwrap());
 }
@@ -186,7 +192,11 @@ fn a_dump_names_the_fiber_that_holds_a_worker() {
         .fibers()
         .find(|f| f.name.as_deref() == Some("t4-spin"))
         .unwrap_or_else(|| panic!("not listed:\n{dump}"));
-    assert_eq!(spinning.state, fibra::runtime::FiberState::Running, "{dump}");
+    assert_eq!(
+        spinning.state,
+        fibra::runtime::FiberState::Running,
+        "{dump}"
+    );
     let running_for = spinning.running_for.expect("running_for");
     assert!(running_for >= Duration::from_millis(50), "{dump}");
     assert!(spinning.spawned_at.unwrap().file().ends_with("stall.rs"));
@@ -198,7 +208,10 @@ fn a_dump_names_the_fiber_that_holds_a_worker() {
     let dump = rt.dump();
     assert!(dump.is_complete(), "{dump}");
     let parked = dump.fibers().find(|f| f.stack_used.is_some()).unwrap();
-    assert!(parked.stack_used.unwrap() > 0 && parked.spawned_at.is_some(), "{dump}");
+    assert!(
+        parked.stack_used.unwrap() > 0 && parked.spawned_at.is_some(),
+        "{dump}"
+    );
     h.cancel();
 }
 
@@ -231,10 +244,19 @@ fn join_errors_name_their_fiber() {
             .unwrap();
         let id = h.fiber().id();
         let e = h.join().unwrap_err();
-        assert_eq!(e.to_string(), format!("fiber 'worker-3' ({}) panicked: boom", format_args!("#{id}")));
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "fiber 'worker-3' ({}) panicked: boom",
+                format_args!("#{id}")
+            )
+        );
         let h = fibra::spawn(|| panic!("boom"));
         let id = h.fiber().id();
-        assert_eq!(h.join().unwrap_err().to_string(), format!("fiber #{id} panicked: boom"));
+        assert_eq!(
+            h.join().unwrap_err().to_string(),
+            format!("fiber #{id} panicked: boom")
+        );
         let h = fibra::Builder::new()
             .name("w".into())
             .spawn(|| fibra::sleep(Duration::from_secs(60)))
@@ -242,7 +264,10 @@ fn join_errors_name_their_fiber() {
         fibra::yield_now();
         h.cancel();
         let id = h.fiber().id();
-        assert_eq!(h.join().unwrap_err().to_string(), format!("fiber 'w' (#{id}) was cancelled"));
+        assert_eq!(
+            h.join().unwrap_err().to_string(),
+            format!("fiber 'w' (#{id}) was cancelled")
+        );
     });
 }
 
@@ -259,5 +284,8 @@ fn spawn_outside_a_runtime_points_at_the_callers_line() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     let line = stdout.split("LINE ").nth(1).unwrap();
     let line = line.split_whitespace().next().unwrap();
-    assert!(stderr.contains(&format!("tests/stall.rs:{line}:")), "{stderr}");
+    assert!(
+        stderr.contains(&format!("tests/stall.rs:{line}:")),
+        "{stderr}"
+    );
 }

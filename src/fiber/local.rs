@@ -74,8 +74,12 @@ impl Locals {
 /// ```
 pub struct FiberLocal<T: 'static> {
     init: fn() -> T,
-    thread: fn(&mut dyn FnMut(&T)) -> bool,
+    thread: WithThread<T>,
 }
+
+/// Calls its argument with the thread's value; false during the thread's
+/// destruction of its thread-locals.
+type WithThread<T> = fn(&mut dyn FnMut(&T)) -> bool;
 
 /// The error of [`FiberLocal::try_with`] while the fiber's values are being
 /// dropped (from a value's own destructor), or while the thread's are.
@@ -93,7 +97,7 @@ impl std::error::Error for AccessError {}
 
 impl<T: 'static> FiberLocal<T> {
     #[doc(hidden)]
-    pub const fn __new(init: fn() -> T, thread: fn(&mut dyn FnMut(&T)) -> bool) -> FiberLocal<T> {
+    pub const fn __new(init: fn() -> T, thread: WithThread<T>) -> FiberLocal<T> {
         FiberLocal { init, thread }
     }
 
@@ -201,7 +205,11 @@ fn find<T: 'static>(meta: *const Meta, key: usize) -> Result<Option<*const T>, A
         .map(std::ptr::from_ref))
 }
 
-fn insert<T: 'static>(meta: *const Meta, key: usize, made: Box<T>) -> Result<*const T, AccessError> {
+fn insert<T: 'static>(
+    meta: *const Meta,
+    key: usize,
+    made: Box<T>,
+) -> Result<*const T, AccessError> {
     if let Some(existing) = find::<T>(meta, key)? {
         drop(made); // a re-entrant initializer came first; no borrow is live
         return Ok(existing);

@@ -32,14 +32,14 @@
 
 mod builder;
 pub(crate) mod entry;
-pub(crate) mod local;
 pub(crate) mod join;
+pub(crate) mod local;
 pub(crate) mod queued;
 pub(crate) mod scope;
 
 pub use builder::Builder;
-pub use local::{AccessError, FiberLocal};
 pub use join::{JoinError, JoinHandle};
+pub use local::{AccessError, FiberLocal};
 pub use scope::{Scope, ScopedJoinHandle, scope};
 
 pub(crate) use entry::spawn_on;

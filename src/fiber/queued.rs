@@ -74,7 +74,8 @@ impl Job {
                 unreachable!("a job starts once");
             };
             // SAFETY: forwarded from `new_unchecked`'s caller.
-            let key = unsafe { start_fiber(core, stack, f, end, (id, None, location, false), None) };
+            let key =
+                unsafe { start_fiber(core, stack, f, end, (id, None, location, false), None) };
             if placed.place(core.id, key) {
                 core.cancel(key, id);
             }

@@ -190,8 +190,16 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         // a fiber's frames without running them to the end unless it leaks
         // the scope's fibers with them.
         // SAFETY: as argued just above.
-        let spawned =
-            unsafe { spawn_unchecked(core, f, None, core.default_stack, Some((on_exit, data)), false) };
+        let spawned = unsafe {
+            spawn_unchecked(
+                core,
+                f,
+                None,
+                core.default_stack,
+                Some((on_exit, data)),
+                false,
+            )
+        };
         let handle = spawned.expect("fibra::Scope::spawn: cannot create a fiber");
         self.data.running.set(self.data.running.get() + 1);
         let (at, id) = (handle.location(), handle.fiber().id());

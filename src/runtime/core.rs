@@ -283,7 +283,10 @@ impl Core {
         let root_meta: *const Meta = &shared.watch.root;
         assert!(crate::runtime::watch::packable(root_meta));
         let stall_ns = u64::try_from(stall.as_nanos()).unwrap_or(u64::MAX);
-        shared.watch.threshold_ns.store(stall_ns, std::sync::atomic::Ordering::Relaxed);
+        shared
+            .watch
+            .threshold_ns
+            .store(stall_ns, std::sync::atomic::Ordering::Relaxed);
         let mut fibers = Records::with_capacity(64);
         let root = fibers.insert_with(|| Record {
             state: State::Running,
@@ -390,7 +393,10 @@ impl Core {
         idle: bool,
     ) -> Key {
         // The watchdog's word packs the address (see `runtime::watch`).
-        assert!(crate::runtime::watch::packable(meta), "fibra: a stack mapped too high");
+        assert!(
+            crate::runtime::watch::packable(meta),
+            "fibra: a stack mapped too high"
+        );
         // Checked here, the span made out of line: a disabled `Span` is
         // still a 40-byte value that the macro builds and moves around. It
         // is made before the borrow below: `new_span` is the subscriber's

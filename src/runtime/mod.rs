@@ -68,9 +68,9 @@ mod records;
 pub(crate) mod registry;
 mod run_queue;
 pub(crate) mod shared;
+mod thread_exit;
 pub(crate) mod watch;
 pub(crate) mod watchdog;
-mod thread_exit;
 mod workers;
 
 pub use builder::Builder;

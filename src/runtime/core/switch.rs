@@ -390,7 +390,13 @@ impl Core {
     /// load of the line the switch writes anyway, and a branch).
     #[inline(always)]
     pub(crate) fn check_stall_ended(&self, key: Key) {
-        if self.shared.watch.reported.load(std::sync::atomic::Ordering::Relaxed) != 0 {
+        if self
+            .shared
+            .watch
+            .reported
+            .load(std::sync::atomic::Ordering::Relaxed)
+            != 0
+        {
             self.stall_ended(key);
         }
     }
