@@ -289,3 +289,32 @@ fn spawn_outside_a_runtime_points_at_the_callers_line() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_fiber_that_joins_itself_is_told_at_its_line() {
+    const NAME: &str = "a_fiber_that_joins_itself_is_told_at_its_line";
+    if is_child(NAME) {
+        use std::cell::RefCell;
+        use std::rc::Rc;
+        fibra::run(|| {
+            let slot: Rc<RefCell<Option<fibra::JoinHandle<()>>>> = Rc::default();
+            let s = slot.clone();
+            let h = fibra::spawn(move || {
+                fibra::yield_now(); // until its handle is in the slot
+                let own = s.borrow_mut().take().unwrap();
+                println!("LINE {}", line!() + 1);
+                own.join().unwrap();
+            });
+            *slot.borrow_mut() = Some(h);
+            fibra::sleep(Duration::from_millis(20));
+        });
+        return;
+    }
+    let out = run_child(NAME);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let line = stdout.split("LINE ").nth(1).expect("no LINE");
+    let line = line.split_whitespace().next().unwrap();
+    assert!(stderr.contains("joined itself"), "{stderr}");
+    assert!(stderr.contains(&format!("tests/stall.rs:{line}:")), "{stderr}");
+}

@@ -499,6 +499,12 @@ impl<T> JoinHandle<T> {
     pub fn join(self) -> Result<T, JoinError> {
         let packet = self.packet;
         let Packet { fiber, at, .. } = packet.packet();
+        if context::current().is_some_and(|core| core.current_id() == fiber.id()) {
+            panic!(
+                "JoinHandle::join: fiber {} joined itself, and would wait forever",
+                fiber.id()
+            );
+        }
         packet.wait(
             |slot| match (context::current(), at) {
                 // Joined from its own runtime: it completes right here.

@@ -475,6 +475,12 @@ impl Core {
         (rec.id, rec.name.clone())
     }
 
+    /// The running context's id.
+    pub(crate) fn current_id(&self) -> FiberId {
+        // SAFETY: on the runtime's thread; short borrow.
+        unsafe { self.local() }.running().id
+    }
+
     /// The running spawned fiber's `Meta` (`None` for the root), for its
     /// fiber-locals.
     pub(crate) fn current_meta(&self) -> Option<*const Meta> {
