@@ -29,8 +29,12 @@
 //! - Running: [`run`], [`Runtime`] ([`block_on`](Runtime::block_on),
 //!   [`run`](Runtime::run), [`turn`](Runtime::turn) for an outer loop, and its
 //!   fd for `poll`).
-//! - Fibers: [`spawn`], [`Builder`], [`JoinHandle`], [`scope`],
-//!   [`yield_now`], [`current`].
+//! - Fibers: [`spawn`], [`Builder`] (and [idle fibers](Builder::idle)),
+//!   [`JoinHandle`], [`scope`], [`yield_now`], [`current`], [`try_current`],
+//!   [`fiber_local!`].
+//! - Seeing inside: a fiber that keeps its thread is named by a `tracing`
+//!   WARN while it runs ([`stall_warning`](runtime::Builder::stall_warning));
+//!   [`Runtime::dump`] lists every fiber.
 //! - Time: [`sleep`], [`sleep_until`], [`timeout`].
 //! - Kernel objects: [`io::wait`] on any fd, [`io::EventFd`].
 //!

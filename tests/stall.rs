@@ -316,5 +316,8 @@ fn a_fiber_that_joins_itself_is_told_at_its_line() {
     let line = stdout.split("LINE ").nth(1).expect("no LINE");
     let line = line.split_whitespace().next().unwrap();
     assert!(stderr.contains("joined itself"), "{stderr}");
-    assert!(stderr.contains(&format!("tests/stall.rs:{line}:")), "{stderr}");
+    assert!(
+        stderr.contains(&format!("tests/stall.rs:{line}:")),
+        "{stderr}"
+    );
 }
