@@ -114,19 +114,20 @@ where
         on_exit,
     };
 
-    // The fiber's `Meta` first, right below the header, where it stays
+    // The fiber's `Meta` first, right below the header (`Meta`'s
+    // invariant: `header_of` finds the header from it), where it stays
     // (never moved, never overwritten by the fiber's frames) until the
     // stack is given back.
-    let meta_at = (stack.below_header() as usize - size_of::<Meta>()) & !(align_of::<Meta>() - 1);
+    let meta_at = stack.below_header() as usize - size_of::<Meta>();
+    debug_assert_eq!(meta_at % align_of::<Meta>(), 0);
+    debug_assert_eq!(
+        crate::runtime::watch::header_of(meta_at as *const Meta),
+        stack.header().cast_const()
+    );
     // SAFETY: `meta_at..meta_at + size_of::<Meta>()` lies in the usable
-    // stack below the header (which is far larger), aligned for `Meta`;
-    // nothing else of the new fiber is there yet.
-    unsafe {
-        ptr::write(
-            meta_at as *mut Meta,
-            Meta::new(id, name.as_deref(), Some(location)),
-        )
-    };
+    // stack right below the header (16-byte aligned, as `below_header`
+    // is), aligned for `Meta`; nothing else of the new fiber is there yet.
+    unsafe { ptr::write(meta_at as *mut Meta, Meta::new(Some(location))) };
     let below = meta_at;
     let size = size_of::<Start<F, T>>();
     let align = align_of::<Start<F, T>>().max(16);

@@ -3,9 +3,10 @@
 //!
 //! ## Where the values live, and why `&T` stays valid
 //!
-//! A spawned fiber's values are boxed in [`Locals`], inside the fiber's
-//! `Meta` at the top of its own stack (see `runtime::watch`), keyed by the
-//! address of their `static` key. Only that fiber touches them, on its
+//! A spawned fiber's values are boxed in [`Locals`], a map made on first
+//! use and kept by a pointer in the fiber's `Meta` at the top of its own
+//! stack (see `runtime::watch`), keyed by the address of their `static`
+//! key. Only that fiber touches them, on its
 //! thread, while it runs; every access is a short borrow of the map that
 //! ends before user code runs (an initializer, the caller's closure, a
 //! value's `Drop`), so such code may use other keys (or spawn, park, log).
@@ -32,20 +33,14 @@ use crate::runtime::context;
 use crate::runtime::watch::Meta;
 use crate::stack::pin::StackPin;
 
-/// One fiber's values (in its `Meta`).
+/// One fiber's values (boxed, from its `Meta`).
 pub(crate) struct Locals {
     destroying: bool,
     entries: Vec<(usize, Box<dyn Any>)>,
 }
 
-impl Locals {
-    pub(crate) const fn new() -> Locals {
-        Locals {
-            destroying: false,
-            entries: Vec::new(),
-        }
-    }
-}
+/// `Meta::locals` of a fiber that ended without a map: never dereferenced.
+const ENDED: *mut Locals = std::ptr::dangling_mut();
 
 /// A key of fiber-local storage, made by [`fiber_local!`](crate::fiber_local):
 /// each fiber gets its own value, made on its first use and dropped when
@@ -179,25 +174,47 @@ impl<T: 'static> fmt::Debug for FiberLocal<T> {
     }
 }
 
-/// The map of `meta`, for a short borrow.
+/// The map of the fiber whose `Meta` is `meta`, made if `make`, for a
+/// short borrow; `Err` once the fiber's values are being dropped.
 ///
 /// # Safety
 ///
-/// `meta` is the running spawned fiber's; the borrow ends before any user
-/// code runs and before another is made.
+/// `meta` is the running spawned fiber's (from `current_meta`); the borrow
+/// ends before any user code runs and before another is made.
 #[allow(clippy::mut_from_ref)]
-unsafe fn locals<'a>(meta: *const Meta) -> &'a mut Locals {
+unsafe fn locals<'a>(meta: *const Meta, make: bool) -> Result<Option<&'a mut Locals>, AccessError> {
     // SAFETY: forwarded from the caller: the fiber's `Meta` is on its live
-    // stack, and only the fiber touches its `locals`, one borrow at a time.
-    unsafe { &mut *(*meta).locals.get() }
+    // stack (it runs), and only the fiber touches `locals`.
+    let cell = unsafe { &(*meta).locals };
+    let mut map = cell.get();
+    if map == ENDED {
+        return Err(AccessError);
+    }
+    if map.is_null() {
+        if !make {
+            return Ok(None);
+        }
+        map = Box::into_raw(Box::new(Locals {
+            destroying: false,
+            entries: Vec::new(),
+        }));
+        cell.set(map);
+    }
+    // SAFETY: a non-null, non-`ENDED` pointer is the fiber's boxed map,
+    // freed only by `teardown` after it set `ENDED`; one borrow at a time
+    // (caller's contract).
+    let map = unsafe { &mut *map };
+    if map.destroying {
+        return Err(AccessError);
+    }
+    Ok(Some(map))
 }
 
 fn find<T: 'static>(meta: *const Meta, key: usize) -> Result<Option<*const T>, AccessError> {
     // SAFETY: `meta` is the running fiber's (`current_meta`); short borrow.
-    let l = unsafe { locals(meta) };
-    if l.destroying {
-        return Err(AccessError);
-    }
+    let Some(l) = (unsafe { locals(meta, false) })? else {
+        return Ok(None);
+    };
     Ok(l.entries
         .iter()
         .find(|(k, _)| *k == key)
@@ -217,38 +234,59 @@ fn insert<T: 'static>(
     let at = std::ptr::from_ref::<T>(&made);
     // SAFETY: `meta` is the running fiber's (`current_meta`); short borrow,
     // no user code in it (a `Vec` push).
-    unsafe { locals(meta) }.entries.push((key, made));
-    Ok(at)
+    match unsafe { locals(meta, true) } {
+        Ok(Some(l)) => {
+            l.entries.push((key, made));
+            Ok(at)
+        }
+        _ => Err(AccessError), // (`made` is dropped with no borrow live)
+    }
 }
 
 /// Marks a fiber's values as being dropped; whether it has any to drop
 /// (then call [`teardown`]). Inlined: most fibers have none.
 #[inline]
 pub(crate) fn begin_teardown(meta: *const Meta) -> bool {
-    // SAFETY: called by the fiber itself at its end (`meta` is its own);
-    // short borrow.
-    let l = unsafe { locals(meta) };
-    l.destroying = true;
-    l.entries.capacity() != 0
+    // SAFETY: called by the fiber itself at its end (`meta` is its own).
+    let cell = unsafe { &(*meta).locals };
+    let map = cell.get();
+    if map.is_null() {
+        cell.set(ENDED);
+        return false;
+    }
+    if map != ENDED {
+        // SAFETY: the fiber's boxed map (see `locals`); short borrow.
+        unsafe { (*map).destroying = true };
+    }
+    true
 }
 
 /// Drops a fiber's values at its end: see the module docs.
 pub(crate) fn teardown(meta: *const Meta) {
+    // SAFETY: called by the fiber itself at its end (`meta` is its own).
+    let cell = unsafe { &(*meta).locals };
+    let map = cell.get();
+    if map.is_null() || map == ENDED {
+        cell.set(ENDED);
+        return;
+    }
     loop {
-        // SAFETY: called by the fiber itself at its end (`meta` is its
-        // own); short borrow, ended before the value's `Drop` runs.
+        // SAFETY: the fiber's boxed map (see `locals`); short borrow, ended
+        // before the value's `Drop` runs (which gets `AccessError`s: the
+        // map is marked destroying).
         let entry = unsafe {
-            let l = locals(meta);
-            l.destroying = true;
-            l.entries.pop()
+            (*map).destroying = true;
+            (*map).entries.pop()
         };
         match entry {
             Some(entry) => drop(entry),
             None => break,
         }
     }
-    // SAFETY: as above; no user code runs in the borrow.
-    drop(std::mem::take(&mut unsafe { locals(meta) }.entries));
+    cell.set(ENDED);
+    // SAFETY: made by `Box::into_raw` in `locals`; `ENDED` is set, so no
+    // one reaches it any more; it is empty (no user code in its drop).
+    drop(unsafe { Box::from_raw(map) });
 }
 
 /// Declares fiber-local keys, in the shape of `std::thread_local!`: each

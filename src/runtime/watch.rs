@@ -13,10 +13,12 @@
 //!
 //! ## Reading the running fiber's [`Meta`]
 //!
-//! A fiber's `Meta` lives at the top of its stack, written before its first
+//! A fiber's `Meta` lives at the top of its stack, right below the stack's
+//! header (which holds the fiber's id and name), written before its first
 //! switch-in and never changed after (but for its fiber-locals, which only
 //! the fiber itself touches: [`Meta::locals`]). Its stack is freed (or
 //! given to another fiber) only after the fiber's final switch, by `reap`.
+//! It is 16 bytes, so that a spawn writes no cache line more than before.
 //! A reader on another thread reads it under a *hazard*, a Dekker pair:
 //!
 //! - reader: `hazard = meta` (SeqCst), reload `word` (SeqCst); if it still
@@ -33,13 +35,14 @@
 //! an `Arc`. Readers take [`Watch::read_lock`] so that there is one hazard
 //! at a time.
 
-use std::cell::UnsafeCell;
+use std::cell::Cell;
 use std::panic::Location;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use crate::runtime::core::FiberId;
+use crate::stack::StackHeader;
 
 /// Bits of the switch count kept in the word.
 const COUNT_BITS: u32 = 20;
@@ -49,54 +52,53 @@ const COUNT_MASK: u64 = (1 << COUNT_BITS) - 1;
 /// does; checked at spawn): 43 significant bits.
 const ADDR_LIMIT: usize = 1 << 47;
 
-/// A context's identity for the watchdog, dumps and panic reports.
+/// A context's place of birth and fiber-locals, for the watchdog, dumps,
+/// panic reports and `fiber_local!`.
 ///
 /// # Invariant
 ///
-/// `id`, `name` and `location` never change after the `Meta` is written;
-/// `name` points into the `Arc<str>` the fiber's record owns until `reap`.
+/// A spawned fiber's `Meta` sits right below its stack's [`StackHeader`]
+/// (see [`header_of`]). `location` never changes after the `Meta` is
+/// written.
 #[repr(C, align(16))]
 pub(crate) struct Meta {
-    pub(crate) id: FiberId,
-    name_ptr: *const u8,
-    name_len: usize,
     pub(crate) location: Option<&'static Location<'static>>,
-    /// The fiber's `fiber_local!` values: touched only by the fiber itself,
-    /// on its thread, while it runs (see `fiber::local`).
-    pub(crate) locals: UnsafeCell<crate::fiber::local::Locals>,
+    /// The fiber's `fiber_local!` values (see `fiber::local`): touched only
+    /// by the fiber itself, on its thread, while it runs.
+    pub(crate) locals: Cell<*mut crate::fiber::local::Locals>,
 }
 
 impl Meta {
-    pub(crate) fn new(
-        id: FiberId,
-        name: Option<&str>,
-        location: Option<&'static Location<'static>>,
-    ) -> Meta {
-        let (name_ptr, name_len) = name.map_or((std::ptr::null(), 0), |n| (n.as_ptr(), n.len()));
+    pub(crate) fn new(location: Option<&'static Location<'static>>) -> Meta {
         Meta {
-            id,
-            name_ptr,
-            name_len,
             location,
-            locals: UnsafeCell::new(crate::fiber::local::Locals::new()),
+            locals: Cell::new(std::ptr::null_mut()),
         }
     }
+}
 
-    /// The name, read from the record's `Arc<str>`.
-    ///
-    /// # Safety
-    ///
-    /// The fiber's record is alive (the caller runs on its thread while it
-    /// exists, or holds the hazard on this `Meta`).
-    pub(crate) unsafe fn name(&self) -> Option<&str> {
-        if self.name_ptr.is_null() {
-            return None;
-        }
-        // SAFETY: the pointer and length were taken from a `str` that the
-        // record keeps alive (caller's contract) and never changes.
-        Some(unsafe {
-            std::str::from_utf8_unchecked(std::slice::from_raw_parts(self.name_ptr, self.name_len))
-        })
+/// The header of the stack whose `Meta` is `meta` (a spawned fiber's).
+pub(crate) fn header_of(meta: *const Meta) -> *const StackHeader {
+    meta.cast::<u8>().wrapping_add(size_of::<Meta>()).cast()
+}
+
+/// The id and name in a fiber's stack header.
+///
+/// # Safety
+///
+/// `header` is the header of a live fiber's stack, whose record (which owns
+/// the name) is live: the caller runs on its thread while it exists, or
+/// holds the hazard on its `Meta`. Only fields that never change after the
+/// spawn are read (not `pins`), through raw pointers.
+unsafe fn identity(header: *const StackHeader) -> (FiberId, Option<String>) {
+    // SAFETY: as the caller promises.
+    unsafe {
+        let id = (&raw const (*header).fiber_id).read();
+        let ptr = (&raw const (*header).name_ptr).read();
+        let len = (&raw const (*header).name_len).read();
+        let name = (!ptr.is_null())
+            .then(|| String::from_utf8_lossy(std::slice::from_raw_parts(ptr, len)).into_owned());
+        (FiberId::from_u64(id).unwrap_or(FiberId::VACANT), name)
     }
 }
 
@@ -144,13 +146,13 @@ pub(crate) struct Watch {
     /// How long a context may run before a warning (ns); `u64::MAX`: never.
     pub(crate) threshold_ns: AtomicU64,
     read_lock: Mutex<()>,
-    /// The root context's `Meta`.
+    /// The root context's `Meta`, and its id.
     pub(crate) root: Meta,
+    root_id: FiberId,
 }
 
-// SAFETY: the root `Meta`'s raw name pointer is null (the root has no
-// name) and its locals are never used (the root uses thread-locals); every
-// other field is an atomic or a mutex.
+// SAFETY: the root `Meta`'s locals are never used (the root uses
+// thread-locals); every other field is an atomic, a mutex or plain data.
 unsafe impl Sync for Watch {}
 // SAFETY: as above.
 unsafe impl Send for Watch {}
@@ -165,7 +167,8 @@ impl Watch {
             seen_since: AtomicU64::new(0),
             threshold_ns: AtomicU64::new(u64::MAX),
             read_lock: Mutex::new(()),
-            root: Meta::new(root_id, None, None),
+            root: Meta::new(None),
+            root_id,
         }
     }
 
@@ -208,17 +211,8 @@ impl Watch {
             // cleared, by the protocol of the module docs; `Meta`'s
             // immutable fields were written before the switch that stored
             // the word (Release; our load is SeqCst, so Acquire too).
-            // SAFETY: as argued above; only immutable fields are read.
-            let m = unsafe { &*meta };
-            Some(Running {
-                id: m.id,
-                // SAFETY: the record owns the name until `reap`, which
-                // waits for the hazard, as argued above.
-                name: unsafe { m.name() }.map(str::to_owned),
-                location: m.location,
-                root: std::ptr::eq(meta, &self.root),
-                running_for: None,
-            })
+            // SAFETY: as argued above.
+            Some(unsafe { self.describe(meta) })
         } else {
             None
         };
@@ -238,16 +232,38 @@ impl Watch {
         // is live, since a record is removed (and its stack given back) by
         // `reap` only after the final switch published another word, and
         // this thread made both stores.
-        // SAFETY: as argued above; only immutable fields are read.
-        let m = unsafe { &*meta };
-        Some(Running {
-            id: m.id,
-            // SAFETY: the record is live, as argued above.
-            name: unsafe { m.name() }.map(str::to_owned),
-            location: m.location,
-            root: false,
+        // SAFETY: as argued above.
+        Some(unsafe { self.describe(meta) })
+    }
+
+    /// What `meta` and its stack's header say.
+    ///
+    /// # Safety
+    ///
+    /// The context of `meta` runs and cannot be reaped before
+    /// this returns (it runs on this thread, or its reader holds the
+    /// hazard): its stack and record are live. Its `location` and its
+    /// header's id and name were written before the switch that published
+    /// it (Release; readers load with Acquire or SeqCst, or on the same
+    /// thread).
+    unsafe fn describe(&self, meta: *const Meta) -> Running {
+        let root = std::ptr::eq(meta, &self.root);
+        // SAFETY: as the callers promise; `location` never changes.
+        let location = unsafe { (&raw const (*meta).location).read() };
+        let (id, name) = if root {
+            (self.root_id, None)
+        } else {
+            // SAFETY: as the callers promise; a spawned fiber's `Meta` sits
+            // below its stack's header (`Meta`'s invariant).
+            unsafe { identity(header_of(meta)) }
+        };
+        Running {
+            id,
+            name,
+            location,
+            root,
             running_for: None,
-        })
+        }
     }
 
     /// The context running now and how long the watchdog has seen it run,
