@@ -29,8 +29,12 @@
 //! - Running: [`run`], [`Runtime`] ([`block_on`](Runtime::block_on),
 //!   [`run`](Runtime::run), [`turn`](Runtime::turn) for an outer loop, and its
 //!   fd for `poll`).
-//! - Fibers: [`spawn`], [`Builder`], [`JoinHandle`], [`scope`],
-//!   [`yield_now`], [`current`].
+//! - Fibers: [`spawn`], [`Builder`] (and [idle fibers](Builder::idle)),
+//!   [`JoinHandle`], [`scope`], [`yield_now`], [`current`], [`try_current`],
+//!   [`fiber_local!`].
+//! - Seeing inside: a fiber that keeps its thread is named by a `tracing`
+//!   WARN while it runs ([`stall_warning`](runtime::Builder::stall_warning));
+//!   [`Runtime::dump`] lists every fiber.
 //! - Time: [`sleep`], [`sleep_until`], [`timeout`].
 //! - Kernel objects: [`io::wait`] on any fd, [`io::EventFd`].
 //! - Files: [`fs`] (std::fs's shapes, on the blocking pool from a fiber);
@@ -146,9 +150,8 @@
 //! comer wait instead: [`sync::OnceLock`] or [`sync::LazyLock`] (std's
 //! shapes; a fiber waiting for another's initialisation parks). Per
 //! thread, key it by thread, or make it once per worker in a fiber pinned
-//! there ([`Runtime::spawn_on`](Runtime#method.spawn_on)). A per-*fiber*
-//! value (`fibra::fiber_local!`, made lazily, dropped with the fiber) is
-//! planned, not there yet.
+//! there ([`Runtime::spawn_on`](Runtime#method.spawn_on)). For a per-*fiber*
+//! value, made lazily and dropped with the fiber, use [`fiber_local!`].
 //!
 //! ```
 //! use std::time::Duration;
@@ -205,8 +208,8 @@ mod time;
 
 pub use blocking::{max_blocking_threads, set_max_blocking_threads, spawn_blocking};
 pub use fiber::{
-    Builder, Fiber, FiberId, JoinError, JoinHandle, Scope, ScopedJoinHandle, current, scope, spawn,
-    yield_now,
+    AccessError, Builder, Fiber, FiberId, FiberLocal, JoinError, JoinHandle, Scope,
+    ScopedJoinHandle, current, scope, spawn, try_current, yield_now,
 };
 pub use future::block_on_future;
 pub use generator::{Generator, Yielder};

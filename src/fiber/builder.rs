@@ -23,6 +23,7 @@ use crate::stack;
 pub struct Builder {
     name: Option<String>,
     stack_size: Option<usize>,
+    idle: bool,
 }
 
 impl Builder {
@@ -46,6 +47,36 @@ impl Builder {
         self
     }
 
+    /// Makes it an *idle* fiber: it runs only when no other fiber of its
+    /// runtime is ready — background compaction, a game loop's spare time —
+    /// and never delays I/O or timers: before each turn of an idle fiber
+    /// the runtime polls for them without waiting. An idle fiber that
+    /// yields goes behind the other idle fibers. (A runtime driven only by
+    /// [`turn`](crate::Runtime::turn) does not run idle fibers.)
+    ///
+    /// ```
+    /// use std::{cell::Cell, rc::Rc};
+    ///
+    /// fibra::run(|| {
+    ///     let spare = Rc::new(Cell::new(0u32));
+    ///     let s = spare.clone();
+    ///     let idle = fibra::Builder::new()
+    ///         .idle(true)
+    ///         .spawn(move || loop {
+    ///             s.set(s.get() + 1); // a slice of background work
+    ///             fibra::yield_now();
+    ///         })
+    ///         .unwrap();
+    ///     fibra::sleep(std::time::Duration::from_millis(5)); // the idle fiber runs meanwhile
+    ///     assert!(spare.get() > 0);
+    ///     idle.cancel();
+    /// });
+    /// ```
+    pub fn idle(mut self, idle: bool) -> Builder {
+        self.idle = idle;
+        self
+    }
+
     /// Spawns the fiber on the current runtime.
     ///
     /// # Errors
@@ -61,6 +92,7 @@ impl Builder {
     ///     assert_eq!(err.kind(), std::io::ErrorKind::InvalidInput);
     /// });
     /// ```
+    #[track_caller]
     pub fn spawn<F, T>(self, f: F) -> io::Result<JoinHandle<T>>
     where
         F: FnOnce() -> T + 'static,
@@ -76,6 +108,6 @@ impl Builder {
             Some(size) => stack::validate_size(size)?,
             None => core.default_stack,
         };
-        spawn_on(core, f, self.name.map(Arc::from), stack_size)
+        spawn_on(core, f, self.name.map(Arc::from), stack_size, self.idle)
     }
 }

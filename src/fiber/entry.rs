@@ -7,7 +7,7 @@
 //! frames (over a quarter of the stack) is boxed instead.
 
 use std::io;
-use std::panic::{self, AssertUnwindSafe};
+use std::panic::{self, AssertUnwindSafe, Location};
 use std::ptr::{self, NonNull};
 use std::sync::Arc;
 
@@ -16,6 +16,7 @@ use crate::fiber::join::{FiberEnd, FiberRef, JoinError, JoinHandle, packet};
 use crate::runtime::context;
 use crate::runtime::core::{Core, FiberId, Key};
 use crate::runtime::park::CancelUnwind;
+use crate::runtime::watch::Meta;
 use crate::stack::{Stack, StackHeader};
 
 struct Start<F, T> {
@@ -41,12 +42,14 @@ pub(crate) struct OnExit {
 /// `'static`, or the caller (a scope) waits for `on_exit` before ending the
 /// borrows.
 #[inline]
+#[track_caller]
 pub(crate) unsafe fn spawn_unchecked<F, T>(
     core: &Core,
     f: F,
     name: Option<Arc<str>>,
     stack_size: usize,
     scope: Option<(OnExit, *const crate::fiber::scope::ScopeData)>,
+    idle: bool,
 ) -> io::Result<JoinHandle<T>>
 where
     F: FnOnce() -> T,
@@ -67,7 +70,16 @@ where
     };
     let (fiber_end, mut handle_end) = packet(Some(core), scope_data, id, name.clone(), at);
     // SAFETY: forwarded from the caller.
-    let started = unsafe { start_fiber(core, stack, f, fiber_end, id, name, on_exit) };
+    let started = unsafe {
+        start_fiber(
+            core,
+            stack,
+            f,
+            fiber_end,
+            (id, name, Location::caller(), idle),
+            on_exit,
+        )
+    };
     if started != key {
         // Another fiber took the key in between: a tracing subscriber
         // spawned one when the new fiber's span was created.
@@ -90,8 +102,7 @@ pub(crate) unsafe fn start_fiber<F, T>(
     stack: Stack,
     f: F,
     end: FiberEnd<T>,
-    id: FiberId,
-    name: Option<Arc<str>>,
+    (id, name, location, idle): (FiberId, Option<Arc<str>>, &'static Location<'static>, bool),
     on_exit: Option<OnExit>,
 ) -> Key
 where
@@ -103,7 +114,21 @@ where
         on_exit,
     };
 
-    let below = stack.below_header() as usize;
+    // The fiber's `Meta` first, right below the header (`Meta`'s
+    // invariant: `header_of` finds the header from it), where it stays
+    // (never moved, never overwritten by the fiber's frames) until the
+    // stack is given back.
+    let meta_at = stack.below_header() as usize - size_of::<Meta>();
+    debug_assert_eq!(meta_at % align_of::<Meta>(), 0);
+    debug_assert_eq!(
+        crate::runtime::watch::header_of(meta_at as *const Meta),
+        stack.header().cast_const()
+    );
+    // SAFETY: `meta_at..meta_at + size_of::<Meta>()` lies in the usable
+    // stack right below the header (16-byte aligned, as `below_header`
+    // is), aligned for `Meta`; nothing else of the new fiber is there yet.
+    unsafe { ptr::write(meta_at as *mut Meta, Meta::new(Some(location))) };
+    let below = meta_at;
     let size = size_of::<Start<F, T>>();
     let align = align_of::<Start<F, T>>().max(16);
     let (frame_top, data, entry): (usize, *mut u8, arch::EntryFn) = if size <= stack.usable() / 4 {
@@ -138,23 +163,25 @@ where
     // aligned to 16) with the rest of the usable stack below it; `data` stays
     // valid until the entry reads it.
     let sp = unsafe { arch::init_stack(frame_top as *mut u8, entry, data) };
-    core.add_fiber(stack, sp, id, name)
+    core.add_fiber(stack, sp, id, name, meta_at as *const Meta, idle)
 }
 
 /// Spawns a `'static` fiber: the safe face of [`spawn_unchecked`].
 #[inline]
+#[track_caller]
 pub(crate) fn spawn_on<F, T>(
     core: &Core,
     f: F,
     name: Option<Arc<str>>,
     stack_size: usize,
+    idle: bool,
 ) -> io::Result<JoinHandle<T>>
 where
     F: FnOnce() -> T + 'static,
     T: 'static,
 {
     // SAFETY: everything is 'static.
-    unsafe { spawn_unchecked(core, f, name, stack_size, None) }
+    unsafe { spawn_unchecked(core, f, name, stack_size, None, idle) }
 }
 
 /// The first function of every fiber, called by the trampoline, which makes
@@ -220,21 +247,37 @@ where
         )
     };
     let (id, cancelled) = core.begin_current();
-    let result = if cancelled {
+    let name = || core.current_fiber().1;
+    let mut result = if cancelled {
         // Cancelled before it ever ran: drop the closure unrun.
         // SAFETY: `f` is read (and dropped) here, once.
         let _ = panic::catch_unwind(AssertUnwindSafe(|| drop(unsafe { ptr::read(f) })));
-        Err(JoinError::cancelled(id))
+        Err(JoinError::cancelled(id, name()))
     } else {
         // SAFETY: `f` is read (and called) here, once.
         panic::catch_unwind(AssertUnwindSafe(|| unsafe { ptr::read(f) }())).map_err(|payload| {
             if payload.is::<CancelUnwind>() {
-                JoinError::cancelled(id)
+                JoinError::cancelled(id, name())
             } else {
-                JoinError::panic(id, payload)
+                JoinError::panic(id, name(), payload)
             }
         })
     };
+    // Its fiber-locals, after its closure, on its own stack, with no borrow
+    // of the scheduler live (their `Drop` may spawn, wake, log or park).
+    // A value whose `Drop` panics (or parks while the fiber is cancelled)
+    // ends that drop only: the loop goes on with the others.
+    if let Some(meta) = core.current_meta()
+        && crate::fiber::local::begin_teardown(meta)
+    {
+        while let Err(payload) =
+            panic::catch_unwind(AssertUnwindSafe(|| crate::fiber::local::teardown(meta)))
+        {
+            if result.is_ok() && !payload.is::<CancelUnwind>() {
+                result = Err(JoinError::panic(id, name(), payload));
+            }
+        }
+    }
     packet.complete_in(Some(core), result);
     if let Some(on_exit) = on_exit {
         // the scope that set the callback waits for it: its frame

@@ -499,6 +499,12 @@ impl<T> JoinHandle<T> {
     pub fn join(self) -> Result<T, JoinError> {
         let packet = self.packet;
         let Packet { fiber, at, .. } = packet.packet();
+        if context::current().is_some_and(|core| core.current_id() == fiber.id()) {
+            panic!(
+                "JoinHandle::join: fiber {} joined itself, and would wait forever",
+                fiber.id()
+            );
+        }
         packet.wait(
             |slot| match (context::current(), at) {
                 // Joined from its own runtime: it completes right here.
@@ -637,7 +643,9 @@ impl<T> fmt::Debug for JoinHandle<T> {
 /// Why a fiber gave no result: it panicked, or it was cancelled.
 pub struct JoinError {
     id: FiberId,
-    repr: Repr,
+    /// Boxed: a join packet holds a `Result<T, JoinError>`, and must stay
+    /// within a cached block (see the test below); an error may allocate.
+    detail: Box<(Option<Arc<str>>, Repr)>,
 }
 
 enum Repr {
@@ -646,18 +654,34 @@ enum Repr {
 }
 
 impl JoinError {
-    pub(crate) fn cancelled(id: FiberId) -> JoinError {
+    pub(crate) fn cancelled(id: FiberId, name: Option<Arc<str>>) -> JoinError {
         JoinError {
             id,
-            repr: Repr::Cancelled,
+            detail: Box::new((name, Repr::Cancelled)),
         }
     }
 
-    pub(crate) fn panic(id: FiberId, payload: Box<dyn Any + Send + 'static>) -> JoinError {
+    pub(crate) fn panic(
+        id: FiberId,
+        name: Option<Arc<str>>,
+        payload: Box<dyn Any + Send + 'static>,
+    ) -> JoinError {
         JoinError {
             id,
-            repr: Repr::Panic(payload),
+            detail: Box::new((name, Repr::Panic(payload))),
         }
+    }
+
+    /// The name of the fiber that failed, if it had one.
+    ///
+    /// ```
+    /// fibra::run(|| {
+    ///     let h = fibra::Builder::new().name("w".into()).spawn(|| panic!()).unwrap();
+    ///     assert_eq!(h.join().unwrap_err().name(), Some("w"));
+    /// });
+    /// ```
+    pub fn name(&self) -> Option<&str> {
+        self.detail.0.as_deref()
     }
 
     /// Whether the fiber was cancelled (by [`JoinHandle::cancel`] or by
@@ -671,7 +695,7 @@ impl JoinError {
     /// });
     /// ```
     pub fn is_cancelled(&self) -> bool {
-        matches!(self.repr, Repr::Cancelled)
+        matches!(self.detail.1, Repr::Cancelled)
     }
 
     /// Whether the fiber panicked.
@@ -683,7 +707,7 @@ impl JoinError {
     /// });
     /// ```
     pub fn is_panic(&self) -> bool {
-        matches!(self.repr, Repr::Panic(_))
+        matches!(self.detail.1, Repr::Panic(_))
     }
 
     /// The panic's payload, to re-raise it with
@@ -716,8 +740,11 @@ impl JoinError {
     /// });
     /// ```
     pub fn try_into_panic(self) -> Result<Box<dyn Any + Send + 'static>, JoinError> {
-        match self.repr {
-            Repr::Panic(payload) => Ok(payload),
+        match self.detail.1 {
+            Repr::Panic(_) => match self.detail.1 {
+                Repr::Panic(payload) => Ok(payload),
+                Repr::Cancelled => unreachable!("matched just above"),
+            },
             Repr::Cancelled => Err(self),
         }
     }
@@ -743,13 +770,27 @@ fn panic_message(payload: &(dyn Any + Send)) -> Option<&str> {
         .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
 }
 
+/// `fiber 'worker-3' (#12) panicked: boom`; `fiber #12 panicked: boom`
+/// when the fiber has no name; `... was cancelled` likewise.
+///
+/// ```
+/// fibra::run(|| {
+///     let h = fibra::Builder::new().name("worker-3".into()).spawn(|| panic!("boom")).unwrap();
+///     let id = h.fiber().id();
+///     assert_eq!(h.join().unwrap_err().to_string(), format!("fiber 'worker-3' (#{id}) panicked: boom"));
+/// });
+/// ```
 impl fmt::Display for JoinError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.repr {
-            Repr::Cancelled => write!(f, "fiber {} was cancelled", self.id),
+        match &self.detail.0 {
+            Some(name) => write!(f, "fiber '{name}' (#{})", self.id)?,
+            None => write!(f, "fiber #{}", self.id)?,
+        }
+        match &self.detail.1 {
+            Repr::Cancelled => f.write_str(" was cancelled"),
             Repr::Panic(p) => match panic_message(p.as_ref()) {
-                Some(msg) => write!(f, "fiber {} panicked: {msg}", self.id),
-                None => write!(f, "fiber {} panicked", self.id),
+                Some(msg) => write!(f, " panicked: {msg}"),
+                None => f.write_str(" panicked"),
             },
         }
     }
@@ -757,7 +798,7 @@ impl fmt::Display for JoinError {
 
 impl fmt::Debug for JoinError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.repr {
+        match &self.detail.1 {
             Repr::Cancelled => write!(f, "JoinError::Cancelled({})", self.id),
             Repr::Panic(p) => write!(
                 f,

@@ -33,11 +33,13 @@
 mod builder;
 pub(crate) mod entry;
 pub(crate) mod join;
+pub(crate) mod local;
 pub(crate) mod queued;
 pub(crate) mod scope;
 
 pub use builder::Builder;
 pub use join::{JoinError, JoinHandle};
+pub use local::{AccessError, FiberLocal};
 pub use scope::{Scope, ScopedJoinHandle, scope};
 
 pub(crate) use entry::spawn_on;
@@ -103,6 +105,25 @@ pub fn current() -> Fiber {
     Fiber { id, name }
 }
 
+/// The fiber calling this, or `None` outside a fibra runtime (where
+/// [`current`] panics). Inside `block_on`'s closure, the runtime's root
+/// context.
+///
+/// ```
+/// assert!(fibra::try_current().is_none());
+/// fibra::run(|| {
+///     let h = fibra::Builder::new()
+///         .name("probe".to_string())
+///         .spawn(|| fibra::try_current().unwrap().name().map(str::to_owned))
+///         .unwrap();
+///     assert_eq!(h.join().unwrap().as_deref(), Some("probe"));
+/// });
+/// ```
+pub fn try_current() -> Option<Fiber> {
+    let (id, name) = context::current()?.current_fiber();
+    Some(Fiber { id, name })
+}
+
 /// Spawns a fiber on the current runtime and returns its [`JoinHandle`].
 ///
 /// The fiber starts running when the caller next blocks or yields, behind
@@ -137,7 +158,10 @@ where
     T: 'static,
 {
     let core = context::expect("fibra::spawn");
-    spawn_on(core, f, None, core.default_stack).expect("fibra::spawn: cannot create a fiber")
+    match spawn_on(core, f, None, core.default_stack, false) {
+        Ok(handle) => handle,
+        Err(e) => panic!("fibra::spawn: cannot create a fiber: {e}"),
+    }
 }
 
 /// Lets every other ready fiber run, then continues: the caller goes behind

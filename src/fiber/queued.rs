@@ -24,6 +24,7 @@ pub(crate) struct Job {
 
 impl Job {
     /// A job running `f`, and the handle to join it.
+    #[track_caller]
     pub(crate) fn new<F, T>(f: F) -> (Job, JoinHandle<T>)
     where
         F: FnOnce() -> T + Send + 'static,
@@ -40,6 +41,7 @@ impl Job {
     /// What `f` and `T` borrow must outlive the job: the caller waits until
     /// the handle's result is in (which happens after the fiber dropped
     /// everything of `f`, or after the job was dropped unrun).
+    #[track_caller]
     pub(crate) unsafe fn new_unchecked<'a, F, T>(f: F) -> (Job, JoinHandle<T>)
     where
         F: FnOnce() -> T + Send + 'a,
@@ -57,13 +59,14 @@ impl Job {
             id,
         };
         let placed = placement.clone();
+        let location = std::panic::Location::caller();
         let start = move |core: &Core| {
             let stack = match core.take_stack(core.default_stack) {
                 Ok(stack) => stack,
                 Err(e) => {
                     tracing::error!(error = %e, fiber = id.as_u64(), "cannot start a fiber");
                     let message = format!("fibra: cannot map the stack of fiber {id}: {e}");
-                    unstarted.fail(JoinError::panic(id, Box::new(message)));
+                    unstarted.fail(JoinError::panic(id, None, Box::new(message)));
                     return;
                 }
             };
@@ -71,7 +74,8 @@ impl Job {
                 unreachable!("a job starts once");
             };
             // SAFETY: forwarded from `new_unchecked`'s caller.
-            let key = unsafe { start_fiber(core, stack, f, end, id, None, None) };
+            let key =
+                unsafe { start_fiber(core, stack, f, end, (id, None, location, false), None) };
             if placed.place(core.id, key) {
                 core.cancel(key, id);
             }
@@ -115,7 +119,7 @@ impl<F, T> Unstarted<F, T> {
 impl<F, T> Drop for Unstarted<F, T> {
     fn drop(&mut self) {
         let id = self.id;
-        self.fail(JoinError::cancelled(id));
+        self.fail(JoinError::cancelled(id, None));
     }
 }
 

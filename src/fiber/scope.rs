@@ -168,6 +168,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     /// });
     /// assert_eq!(sum, 6);
     /// ```
+    #[track_caller]
     pub fn spawn<F, T>(&'scope self, f: F) -> ScopedJoinHandle<'scope, T>
     where
         F: FnOnce() -> T + 'scope,
@@ -189,8 +190,16 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         // a fiber's frames without running them to the end unless it leaks
         // the scope's fibers with them.
         // SAFETY: as argued just above.
-        let spawned =
-            unsafe { spawn_unchecked(core, f, None, core.default_stack, Some((on_exit, data))) };
+        let spawned = unsafe {
+            spawn_unchecked(
+                core,
+                f,
+                None,
+                core.default_stack,
+                Some((on_exit, data)),
+                false,
+            )
+        };
         let handle = spawned.expect("fibra::Scope::spawn: cannot create a fiber");
         self.data.running.set(self.data.running.get() + 1);
         let (at, id) = (handle.location(), handle.fiber().id());

@@ -2,8 +2,10 @@
 
 use std::io;
 use std::marker::PhantomData;
+use std::time::Duration;
 
 use crate::runtime::core::Core;
+use crate::runtime::watchdog::DEFAULT_STALL;
 use crate::runtime::workers::Workers;
 use crate::runtime::{CurrentThread, Runtime};
 use crate::stack;
@@ -26,6 +28,7 @@ use crate::stack;
 pub struct Builder<Flavor = CurrentThread> {
     stack_size: usize,
     workers: usize,
+    stall: Duration,
     flavor: PhantomData<fn() -> Flavor>,
 }
 
@@ -36,6 +39,7 @@ impl Builder {
         Builder {
             stack_size: stack::DEFAULT_STACK_SIZE,
             workers: 0,
+            stall: DEFAULT_STALL,
             flavor: PhantomData,
         }
     }
@@ -56,7 +60,7 @@ impl Builder {
         crate::arch::check_supported()?;
         let stack_size = stack::validate_size(self.stack_size)?;
         Ok(Runtime::from_flavor(CurrentThread::new(Core::new(
-            stack_size, None,
+            stack_size, self.stall, None,
         )?)))
     }
 }
@@ -67,6 +71,36 @@ impl<Flavor> Builder<Flavor> {
     /// Only touched pages use memory, so a generous size costs little.
     pub fn stack_size(mut self, bytes: usize) -> Builder<Flavor> {
         self.stack_size = bytes;
+        self
+    }
+
+    /// Warns when a fiber runs `after` or longer without blocking in fibra
+    /// (default 100 ms; `Duration::MAX` turns it off): a `tracing` WARN
+    /// event, target `fibra::stall`, with the fiber's id, name, spawn
+    /// location and how long it has run, emitted **while it still runs**
+    /// (by a watchdog thread that every runtime of the process shares), and
+    /// another with the total when it finally parks. Such a fiber — a CPU
+    /// loop without [`yield_now`](crate::yield_now), `std::thread::sleep`,
+    /// `std::fs`, a std `Mutex` or channel waited on — keeps every other
+    /// fiber of its thread waiting.
+    ///
+    /// The cost to the runtime is one store per context switch; the
+    /// watchdog looks every `after / 2`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// let rt = fibra::Runtime::builder()
+    ///     .stall_warning(Duration::from_millis(20))
+    ///     .build()?;
+    /// // Logged at WARN (target "fibra::stall") while it runs, if a
+    /// // subscriber listens: "fiber #N has run for 20ms without blocking..."
+    /// rt.block_on(|| fibra::spawn(|| std::thread::sleep(Duration::from_millis(50))).join())
+    ///     .unwrap();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn stall_warning(mut self, after: Duration) -> Builder<Flavor> {
+        self.stall = after;
         self
     }
 
@@ -85,6 +119,7 @@ impl<Flavor> Builder<Flavor> {
         Builder {
             stack_size: self.stack_size,
             workers: n,
+            stall: self.stall,
             flavor: PhantomData,
         }
     }
@@ -125,6 +160,7 @@ impl Builder<Workers> {
         Ok(Runtime::from_flavor(Workers::start(
             self.workers,
             stack_size,
+            self.stall,
         )?))
     }
 }
@@ -140,6 +176,7 @@ impl<Flavor> Clone for Builder<Flavor> {
         Builder {
             stack_size: self.stack_size,
             workers: self.workers,
+            stall: self.stall,
             flavor: PhantomData,
         }
     }

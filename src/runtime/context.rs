@@ -134,6 +134,8 @@ impl<'a> Enter<'a> {
         l.entered = true;
         // The root runs on whatever stack called us: a generator's, maybe.
         l.fibers[ROOT].running_header = overflow::running();
+        // The root runs (the watchdog's word; see `runtime::watch`).
+        core.publish_root_running();
         let unwinding = std::thread::panicking();
         if unwinding {
             core.count_unwinding_suspended(1);
@@ -158,6 +160,7 @@ impl Drop for Enter<'_> {
         }
         l.fibers[ROOT].state = crate::runtime::core::State::Running;
         l.current = ROOT;
+        self.core.shared.watch.publish_idle();
         CONTEXT.with(|c| c.set(self.previous));
     }
 }

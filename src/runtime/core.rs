@@ -68,6 +68,7 @@ use crate::runtime::records::Records;
 use crate::runtime::registry::{self, RuntimeId};
 use crate::runtime::run_queue::RunQueue;
 use crate::runtime::shared::{Remote, Shared};
+use crate::runtime::watch::Meta;
 use crate::stack::{self, Spare, Stack, StackHeader, overflow};
 use crate::time::clock;
 use crate::time::wheel::{Fired, Wheel};
@@ -99,6 +100,7 @@ const IO_BUDGET: u32 = 128;
 const IDLE_RELEASE_NS: u64 = 5_000_000;
 
 mod callback;
+mod current;
 mod id;
 mod root;
 mod switch;
@@ -144,6 +146,9 @@ pub(crate) struct TimeoutScope {
 pub(crate) struct Record {
     /// The saved stack pointer while the context is not running.
     sp: *mut u8,
+    /// Its identity for the watchdog (see `runtime::watch`): at the top of
+    /// its stack, or in `Shared` for the root.
+    pub(crate) meta: *const Meta,
     /// `None` for the root, which runs on the thread's stack.
     pub(crate) stack: Option<Stack>,
     /// The header of the stack the context runs on, for the overflow
@@ -157,6 +162,9 @@ pub(crate) struct Record {
     /// Woken with the current token before it parked.
     notified: bool,
     pub(crate) cancelled: bool,
+    /// An idle fiber: queued in `Local::idle_queue`, run only when no other
+    /// fiber is ready.
+    pub(crate) idle: bool,
     /// We started unwinding this context (cancellation or a timeout) and
     /// it has not been seen outside a panic since; see `current_is_unwinding`.
     unwinding: bool,
@@ -179,6 +187,7 @@ impl Record {
     pub(crate) fn vacant() -> Record {
         Record {
             sp: ptr::null_mut(),
+            meta: ptr::null(),
             stack: None,
             running_header: ptr::null(),
             park: 0,
@@ -186,6 +195,7 @@ impl Record {
             wake: Wake::Unparked,
             notified: false,
             cancelled: false,
+            idle: false,
             unwinding: false,
             id: FiberId::VACANT,
             name: None,
@@ -213,6 +223,8 @@ pub(crate) enum Until {
 pub(crate) struct Local {
     pub(crate) fibers: Records,
     run_queue: RunQueue,
+    /// Idle fibers that are ready (see `Builder::idle`).
+    pub(crate) idle_queue: RunQueue,
     /// The context running now.
     pub(crate) current: Key,
     /// Fibers that may still run before control returns to the root.
@@ -228,6 +240,8 @@ pub(crate) struct Local {
     pub(crate) closing: bool,
     /// Switches into fibers, for `turn`'s count.
     pub(crate) resumed: u64,
+    /// Every switch and every wait, for the watchdog's word.
+    epoch: u64,
     /// Socket calls since `resumed` was `io_since` (see [`IO_BUDGET`]).
     io_calls: u32,
     io_since: u64,
@@ -259,20 +273,34 @@ pub(crate) struct Core {
 }
 
 impl Core {
-    pub(crate) fn new(default_stack: usize, worker: Option<WorkerLink>) -> std::io::Result<Core> {
+    pub(crate) fn new(
+        default_stack: usize,
+        stall: std::time::Duration,
+        worker: Option<WorkerLink>,
+    ) -> std::io::Result<Core> {
         let reactor = Reactor::new()?;
-        let shared = Arc::new(Shared::new(reactor.registry())?);
+        let root_id = FiberId::next();
+        let shared = Arc::new(Shared::new(reactor.registry(), root_id)?);
+        let root_meta: *const Meta = &shared.watch.root;
+        assert!(crate::runtime::watch::packable(root_meta));
+        let stall_ns = u64::try_from(stall.as_nanos()).unwrap_or(u64::MAX);
+        shared
+            .watch
+            .threshold_ns
+            .store(stall_ns, std::sync::atomic::Ordering::Relaxed);
         let mut fibers = Records::with_capacity(64);
         let root = fibers.insert_with(|| Record {
             state: State::Running,
-            id: FiberId::next(),
+            id: root_id,
+            meta: root_meta,
             ..Record::vacant()
         });
         debug_assert_eq!(root, ROOT);
-        Ok(Core {
+        let core = Core {
             local: UnsafeCell::new(Local {
                 fibers,
                 run_queue: RunQueue::with_capacity(64),
+                idle_queue: RunQueue::with_capacity(0),
                 current: ROOT,
                 budget: 0,
                 live: 0,
@@ -282,6 +310,7 @@ impl Core {
                 entered: false,
                 closing: false,
                 resumed: 0,
+                epoch: 0,
                 io_calls: 0,
                 io_since: 0,
                 unwinding_suspended: 0,
@@ -296,7 +325,12 @@ impl Core {
             shared,
             default_stack,
             worker,
-        })
+        };
+        if stall_ns != u64::MAX {
+            crate::runtime::watchdog::register();
+        }
+        crate::runtime::watchdog::install_panic_hook();
+        Ok(core)
     }
 
     /// The thread-local state.
@@ -356,7 +390,14 @@ impl Core {
         sp: *mut u8,
         id: FiberId,
         name: Option<Arc<str>>,
+        meta: *const Meta,
+        idle: bool,
     ) -> Key {
+        // The watchdog's word packs the address (see `runtime::watch`).
+        assert!(
+            crate::runtime::watch::packable(meta),
+            "fibra: a stack mapped too high"
+        );
         // Checked here, the span made out of line: a disabled `Span` is
         // still a 40-byte value that the macro builds and moves around. It
         // is made before the borrow below: `new_span` is the subscriber's
@@ -374,6 +415,8 @@ impl Core {
         let cancelled = l.closing;
         let key = l.fibers.insert_with(|| Record {
             sp,
+            meta,
+            idle,
             running_header: stack.header(),
             stack: Some(stack),
             park,
@@ -390,8 +433,10 @@ impl Core {
             span,
         });
         l.live += 1;
-        l.push_ready(key, &self.shared);
+        l.push_ready(key, idle, &self.shared);
         self.trace(move || tracing::trace!(fiber = id.as_u64(), "spawn"));
+        // After the borrow: a failure to start it is logged.
+        crate::runtime::watchdog::ensure_started();
         key
     }
 
@@ -404,61 +449,6 @@ impl Core {
             let span = tracing::trace_span!("fiber", id = id.as_u64(), name, worker);
             (!span.is_disabled()).then(|| Box::new(span))
         })
-    }
-
-    /// Called first thing by a new fiber: enters its tracing span and tells
-    /// its id and whether it was cancelled before it started.
-    pub(crate) fn begin_current(&self) -> (FiberId, bool) {
-        // SAFETY: on the runtime's thread; short borrow.
-        let l = unsafe { self.local() };
-        let me = l.current;
-        let rec = l.running();
-        if rec.span.is_none() {
-            return (rec.id, rec.cancelled);
-        }
-        self.enter_span_slow(me);
-        // SAFETY: re-borrowed after the subscriber's `enter` (which may
-        // even have cancelled this fiber: that counts).
-        let rec = unsafe { self.local() }.running();
-        (rec.id, rec.cancelled)
-    }
-
-    /// The running context's id and name, for `fibra::current`.
-    pub(crate) fn current_fiber(&self) -> (FiberId, Option<Arc<str>>) {
-        // SAFETY: on the runtime's thread; short borrow.
-        let l = unsafe { self.local() };
-        let rec = l.running();
-        (rec.id, rec.name.clone())
-    }
-
-    /// Narrows the current context's `fibra::timeout` deadline; returns the
-    /// previous scope for [`Core::restore_timeout`]. An outer deadline that
-    /// comes first stays in force.
-    pub(crate) fn set_timeout(&self, deadline: u64, id: NonZeroU64) -> Option<TimeoutScope> {
-        // SAFETY: on the runtime's thread; short borrow.
-        let l = unsafe { self.local() };
-        let rec = l.running();
-        let previous = rec.timeout;
-        if previous.is_none_or(|p| deadline < p.deadline) {
-            rec.timeout = Some(TimeoutScope { deadline, id });
-        }
-        previous
-    }
-
-    pub(crate) fn restore_timeout(&self, previous: Option<TimeoutScope>) {
-        // SAFETY: on the runtime's thread; short borrow.
-        let l = unsafe { self.local() };
-        l.running().timeout = previous;
-    }
-
-    /// Records that the current context now runs on the stack of
-    /// `header` (a generator's, or its own again); returns the previous one.
-    pub(crate) fn swap_running_header(&self, header: *const StackHeader) -> *const StackHeader {
-        // SAFETY: on the runtime's thread; short borrow.
-        let l = unsafe { self.local() };
-        let rec = l.running();
-        overflow::set_running(header);
-        std::mem::replace(&mut rec.running_header, header)
     }
 }
 
@@ -505,11 +495,15 @@ impl Local {
 
     /// Queues a fiber that became ready. When the runtime is not being
     /// driven, its fd must turn readable for an outer loop to notice.
-    fn push_ready(&mut self, key: Key, shared: &Shared) {
+    fn push_ready(&mut self, key: Key, idle: bool, shared: &Shared) {
         if !self.entered && self.run_queue.is_empty() {
             shared.wake_fd();
         }
-        self.run_queue.push_back(key);
+        if idle {
+            self.idle_queue.push_back(key);
+        } else {
+            self.run_queue.push_back(key);
+        }
     }
 
     /// Wakes the park named by `token` with `reason`; returns the id of the
@@ -528,8 +522,9 @@ impl Local {
                 rec.wake = reason;
                 rec.park = next_park;
                 let id = rec.id;
+                let idle = rec.idle;
                 self.park_seq = next_park;
-                self.push_ready(token.key, shared);
+                self.push_ready(token.key, idle, shared);
                 Some(id)
             }
             State::Ready | State::Running => {
@@ -580,3 +575,6 @@ impl Core {
         self.trace(move || tracing::trace!(fiber = id.as_u64(), ?reason, "unpark"));
     }
 }
+
+// A spawn writes the whole record: keep it within two cache lines.
+const _: () = assert!(size_of::<Record>() <= 128);

@@ -4,10 +4,13 @@
 //! A runtime's fibers can only be read on its own thread, so a dump of a
 //! runtime running elsewhere (a worker, or any runtime for the SIGQUIT
 //! dump) is a message: the runtime answers at its next poll. One that does
-//! not answer within [`ANSWER_WITHIN`] (a fiber computing without ever
-//! blocking, or a current-thread runtime nobody drives) is listed as such.
+//! not answer because a fiber runs without blocking is answered for from
+//! what it publishes for the stall watchdog (`runtime::watch`): that fiber,
+//! running, and for how long. One that does not answer within
+//! [`ANSWER_WITHIN`] otherwise (a runtime nobody drives) is listed as such.
 
 use std::fmt;
+use std::panic::Location;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,6 +21,10 @@ use crate::sync::mpsc;
 
 /// How long a dump waits for runtimes on other threads to answer.
 const ANSWER_WITHIN: Duration = Duration::from_secs(1);
+
+/// How long a runtime must have run one context without a switch, while a
+/// dump waits for it, to be answered for as stalled.
+const STALLED_AFTER: Duration = Duration::from_millis(100);
 
 /// What a fiber is doing, in a [`Dump`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,6 +56,15 @@ pub struct FiberInfo {
     pub waiting_on: Option<String>,
     /// For a parked fiber with a deadline, how long until it.
     pub deadline_in: Option<Duration>,
+    /// For a running fiber that keeps its thread (one that made its
+    /// runtime miss the dump), how long it has run since it last parked, as
+    /// far as fibra saw (a lower bound).
+    pub running_for: Option<Duration>,
+    /// Where it was spawned (`None` for the root).
+    pub spawned_at: Option<&'static Location<'static>>,
+    /// For a parked or ready fiber, the bytes of its stack in use (from
+    /// its saved stack pointer; the deepest it went may be more).
+    pub stack_used: Option<usize>,
 }
 
 /// The fibers of one runtime thread.
@@ -58,6 +74,8 @@ pub(crate) struct Section {
     pub(crate) thread: String,
     /// `None`: the runtime did not answer in time.
     pub(crate) fibers: Option<Vec<FiberInfo>>,
+    /// When it did not answer because a context kept its thread: that one.
+    pub(crate) stalled: Option<FiberInfo>,
 }
 
 /// Every fiber of a runtime, from [`Runtime::dump`](crate::Runtime::dump).
@@ -82,7 +100,9 @@ pub struct Dump {
 impl Dump {
     /// Every fiber listed, from all threads that answered.
     pub fn fibers(&self) -> impl Iterator<Item = &FiberInfo> {
-        self.sections.iter().flat_map(|s| s.fibers.iter().flatten())
+        self.sections
+            .iter()
+            .flat_map(|s| s.fibers.iter().flatten().chain(&s.stalled))
     }
 
     /// Whether every runtime thread answered in time.
@@ -101,8 +121,11 @@ impl fmt::Display for FiberInfo {
             write!(f, " {name:?}")?;
         }
         match self.state {
-            FiberState::Ready => f.write_str(" [ready]"),
-            FiberState::Running => f.write_str(" [running]"),
+            FiberState::Ready => f.write_str(" [ready]")?,
+            FiberState::Running => match self.running_for {
+                Some(d) => write!(f, " [running for {d:.1?} without blocking]")?,
+                None => f.write_str(" [running]")?,
+            },
             FiberState::Parked => {
                 f.write_str(" [parked")?;
                 if let Some(on) = &self.waiting_on {
@@ -111,9 +134,16 @@ impl fmt::Display for FiberInfo {
                 if let Some(left) = self.deadline_in {
                     write!(f, ", {left:.1?} left")?;
                 }
-                f.write_str("]")
+                f.write_str("]")?;
             }
         }
+        if let Some(used) = self.stack_used {
+            write!(f, " stack {used} B")?;
+        }
+        if let Some(at) = self.spawned_at {
+            write!(f, " spawned at {at}")?;
+        }
+        Ok(())
     }
 }
 
@@ -127,12 +157,19 @@ impl fmt::Display for Dump {
                         writeln!(f, "  {fiber}")?;
                     }
                 }
-                None => writeln!(
-                    f,
-                    "thread {:?}: did not answer within {ANSWER_WITHIN:?} (a fiber \
-                     running without blocking, or a runtime nobody drives)",
-                    section.thread
-                )?,
+                None => match &section.stalled {
+                    Some(fiber) => writeln!(
+                        f,
+                        "thread {:?}: did not answer, held by one fiber:\n  {fiber}",
+                        section.thread
+                    )?,
+                    None => writeln!(
+                        f,
+                        "thread {:?}: did not answer within {ANSWER_WITHIN:?} (a \
+                         runtime nobody drives?)",
+                        section.thread
+                    )?,
+                },
             }
         }
         Ok(())
@@ -151,14 +188,20 @@ pub(crate) fn collect(
         .map(|(thread, _)| Section {
             thread: thread.clone(),
             fibers: None,
+            stalled: None,
         })
         .collect();
+    let mut answered = vec![true; targets.len()];
+    let mut words = vec![0; targets.len()];
+    let sent = std::time::Instant::now();
     let mut waiting = 0;
     for (i, (_, shared)) in targets.iter().enumerate() {
         match local(shared) {
             Some(section) => sections[i] = section,
             None => {
                 let tx = tx.clone();
+                answered[i] = false;
+                words[i] = shared.watch.word.load(std::sync::atomic::Ordering::Acquire);
                 shared.send(Remote::Dump(Box::new(move |section| {
                     let _ = tx.send((i, section));
                 })));
@@ -166,18 +209,61 @@ pub(crate) fn collect(
             }
         }
     }
-    let deadline = std::time::Instant::now() + ANSWER_WITHIN;
+    let deadline = sent + ANSWER_WITHIN;
     while waiting > 0 {
         let left = deadline.saturating_duration_since(std::time::Instant::now());
-        match rx.recv_timeout(left) {
+        if left.is_zero() {
+            break;
+        }
+        match rx.recv_timeout(left.min(STALLED_AFTER / 2)) {
             Ok((i, section)) => {
-                sections[i] = section;
-                waiting -= 1;
+                if !answered[i] {
+                    answered[i] = true;
+                    sections[i] = section;
+                    waiting -= 1;
+                }
             }
-            Err(_) => break,
+            Err(mpsc::RecvTimeoutError::Timeout) if sent.elapsed() >= STALLED_AFTER => {
+                // Answer for runtimes held by one context all along.
+                for (i, (_, shared)) in targets.iter().enumerate() {
+                    if answered[i] {
+                        continue;
+                    }
+                    if let Some(info) = stalled(shared, words[i], sent.elapsed()) {
+                        answered[i] = true;
+                        sections[i].stalled = Some(info);
+                        waiting -= 1;
+                    }
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
     }
     Dump { sections }
+}
+
+/// The context that has held `shared`'s thread since the dump asked (its
+/// word is `word`, as then), if one has.
+fn stalled(shared: &Shared, word: u64, waited: Duration) -> Option<FiberInfo> {
+    if word == 0 {
+        return None; // waiting in epoll then: it will answer
+    }
+    let running = shared.watch.running_now(crate::time::clock::now_ns())?;
+    if shared.watch.word.load(std::sync::atomic::Ordering::Acquire) != word {
+        return None;
+    }
+    Some(FiberInfo {
+        id: running.id,
+        name: running.name,
+        root: running.root,
+        state: FiberState::Running,
+        waiting_on: None,
+        deadline_in: None,
+        running_for: Some(running.running_for.unwrap_or(waited).max(waited)),
+        spawned_at: running.location,
+        stack_used: None,
+    })
 }
 
 /// A dump of every runtime of the process, for SIGQUIT.

@@ -69,6 +69,8 @@ pub(crate) mod registry;
 mod run_queue;
 pub(crate) mod shared;
 mod thread_exit;
+pub(crate) mod watch;
+pub(crate) mod watchdog;
 mod workers;
 
 pub use builder::Builder;
@@ -357,13 +359,17 @@ impl Runtime {
     /// assert_eq!(rt.block_on(|| h.join().unwrap()), "hello");
     /// # Ok::<(), std::io::Error>(())
     /// ```
+    #[track_caller]
     pub fn spawn<F, T>(&self, f: F) -> JoinHandle<T>
     where
         F: FnOnce() -> T + Send + 'static,
         T: Send + 'static,
     {
         let stack = self.core().default_stack;
-        fiber::spawn_on(self.core(), f, None, stack).expect("fibra: cannot spawn a fiber")
+        match fiber::spawn_on(self.core(), f, None, stack, false) {
+            Ok(handle) => handle,
+            Err(e) => panic!("fibra: cannot spawn a fiber: {e}"),
+        }
     }
 
     /// How many fibers this runtime has that have not finished.

@@ -123,6 +123,7 @@ impl Pool {
     pub(crate) fn start(
         n: usize,
         stack_size: usize,
+        stall: std::time::Duration,
     ) -> io::Result<(Arc<Pool>, Vec<thread::JoinHandle<()>>)> {
         let pool = Arc::new(Pool::new(n));
         let mut threads = Vec::with_capacity(n);
@@ -135,7 +136,7 @@ impl Pool {
             let (report, started) = std::sync::mpsc::channel();
             match thread::Builder::new()
                 .name(format!("fibra-worker-{index}"))
-                .spawn(move || worker_main(link, stack_size, report))
+                .spawn(move || worker_main(link, stack_size, stall, report))
             {
                 Ok(thread) => threads.push(thread),
                 Err(e) => {
@@ -432,11 +433,12 @@ fn start_all(jobs: Vec<Job>, core: &Core) -> bool {
 fn worker_main(
     link: WorkerLink,
     stack_size: usize,
+    stall: std::time::Duration,
     report: std::sync::mpsc::Sender<io::Result<()>>,
 ) {
     let index = link.index;
     let pool = link.pool.clone();
-    let core = match Core::new(stack_size, Some(link)) {
+    let core = match Core::new(stack_size, stall, Some(link)) {
         Ok(core) => core,
         Err(e) => {
             let _ = report.send(Err(e));

@@ -19,6 +19,7 @@ use std::thread::ThreadId;
 use crate::reactor::WAKER;
 use crate::runtime::core::{FiberId, Key, WakeToken};
 use crate::runtime::dump::Section;
+use crate::runtime::watch::Watch;
 
 pub(crate) enum Remote {
     Unpark(WakeToken),
@@ -41,6 +42,9 @@ pub(crate) struct Shared {
     /// runtime's state is borrowed (a wake-up queues a fiber), and a log
     /// line is a subscriber's code, which must not run there.
     wake_error: AtomicI32,
+    /// What the watchdog and dumps read while the runtime runs (see
+    /// `runtime::watch`).
+    pub(crate) watch: Watch,
 }
 
 struct Queue {
@@ -50,8 +54,9 @@ struct Queue {
 }
 
 impl Shared {
-    pub(crate) fn new(registry: &mio::Registry) -> io::Result<Shared> {
+    pub(crate) fn new(registry: &mio::Registry, root: FiberId) -> io::Result<Shared> {
         Ok(Shared {
+            watch: Watch::new(root),
             queue: Mutex::new(Queue {
                 messages: Vec::new(),
                 closed: false,

@@ -59,9 +59,13 @@ const MAPS_PER_WORKER: u64 = 8;
 const MAPS_RESERVE: u64 = 1024;
 
 impl Workers {
-    pub(crate) fn start(n: usize, stack_size: usize) -> std::io::Result<Workers> {
+    pub(crate) fn start(
+        n: usize,
+        stack_size: usize,
+        stall: std::time::Duration,
+    ) -> std::io::Result<Workers> {
         check_mappings(n)?;
-        let (pool, threads) = Pool::start(n, stack_size)?;
+        let (pool, threads) = Pool::start(n, stack_size, stall)?;
         Ok(Workers { pool, threads })
     }
 }
@@ -191,6 +195,7 @@ impl Runtime<Workers> {
     /// assert_eq!(sum, 12);
     /// # Ok::<(), std::io::Error>(())
     /// ```
+    #[track_caller]
     pub fn spawn<F, T>(&self, f: F) -> JoinHandle<T>
     where
         F: FnOnce() -> T + Send + 'static,

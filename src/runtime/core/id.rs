@@ -10,7 +10,7 @@ pub struct FiberId(NonZeroU64);
 impl FiberId {
     /// The id in a vacant record: never a fiber's (ids start at 1 and are
     /// handed out upwards).
-    pub(super) const VACANT: FiberId = FiberId(NonZeroU64::MAX);
+    pub(crate) const VACANT: FiberId = FiberId(NonZeroU64::MAX);
 
     /// A new id. Threads take ids from the global counter in blocks, so
     /// spawning touches no shared cache line.

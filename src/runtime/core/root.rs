@@ -27,6 +27,19 @@ impl Core {
                 Until::Stopped if self.worker.as_ref().is_some_and(WorkerLink::stopping) => return,
                 _ => {}
             }
+            if l.run_queue.is_empty() && !l.idle_queue.is_empty() {
+                // Idle fibers run only when nothing else is ready, and never
+                // delay I/O or timers: poll without waiting first.
+                self.poll(Some(std::time::Duration::ZERO));
+                // SAFETY: re-borrowed after polling.
+                let l = unsafe { self.local() };
+                if l.run_queue.is_empty()
+                    && let Some(key) = l.idle_queue.pop_front()
+                {
+                    l.run_queue.push_back(key);
+                }
+                continue;
+            }
             if l.run_queue.is_empty() {
                 match &self.worker {
                     Some(worker) => worker.wait_for_work(self, l.closing),
@@ -58,6 +71,15 @@ impl Core {
             l.budget = l.budget.saturating_sub(1);
             self.switch_to(ROOT, next);
         }
+    }
+
+    /// Publishes that the root runs, after a wait or on entry (see
+    /// `runtime::watch`).
+    pub(crate) fn publish_root_running(&self) {
+        // SAFETY: on the runtime's thread; short borrow.
+        let l = unsafe { self.local() };
+        l.epoch = l.epoch.wrapping_add(1);
+        self.shared.watch.publish(l.fibers[ROOT].meta, l.epoch);
     }
 
     /// Sets the budget of a `turn` batch: the fibers ready now.
@@ -116,6 +138,11 @@ impl Core {
     fn poll_events(&self, timeout: Option<std::time::Duration>, skip_epoll: bool) {
         let zero = timeout == Some(std::time::Duration::ZERO);
         let mut remote = self.shared.take_woken();
+        if !zero {
+            // The root may wait: a context the watchdog warned about (the
+            // root itself) stops running.
+            self.check_stall_ended(ROOT);
+        }
         if !skip_epoll {
             let (polled, mut ready) = {
                 // SAFETY: on the runtime's thread; no user code runs and no
@@ -144,7 +171,16 @@ impl Core {
                     timeout = Some(std::time::Duration::ZERO);
                 }
                 let mut ready = std::mem::take(&mut l.io_ready);
-                (l.reactor.poll(timeout, &mut ready), ready)
+                let waits = timeout != Some(std::time::Duration::ZERO);
+                if waits {
+                    // Nothing runs while the thread waits: no stall.
+                    self.shared.watch.publish_idle();
+                }
+                let polled = l.reactor.poll(timeout, &mut ready);
+                if waits {
+                    self.publish_root_running();
+                }
+                (polled, ready)
             };
             match polled {
                 Ok(polled) => remote |= polled.remote && self.shared.take_woken(),
@@ -227,12 +263,31 @@ impl Core {
                     deadline_in: waiting
                         .and((rec.waiting_until != NO_DEADLINE).then_some(rec.waiting_until))
                         .map(|d| std::time::Duration::from_nanos(d.saturating_sub(now))),
+                    running_for: None,
+                    // SAFETY: a live record's `meta` points at its `Meta`
+                    // (at the top of its stack, which the record owns, or
+                    // in `Shared` for the root), whose `location` never
+                    // changes; we are on the runtime's thread.
+                    spawned_at: unsafe { rec.meta.as_ref() }.and_then(|m| m.location),
+                    // A context not running has saved its stack pointer in
+                    // its own stack.
+                    stack_used: match (&rec.stack, rec.state) {
+                        (Some(stack), State::Parked | State::Ready) => {
+                            // (Not when it parked inside a generator: its
+                            // sp is on the generator's stack then.)
+                            let (base, top) = (stack.base() as usize, stack.top() as usize);
+                            let sp = rec.sp as usize;
+                            (base..top).contains(&sp).then(|| top - sp)
+                        }
+                        _ => None,
+                    },
                 }
             })
             .collect();
         Section {
             thread: self.shared.thread_name.clone(),
             fibers: Some(fibers),
+            stalled: None,
         }
     }
 

@@ -31,6 +31,7 @@ impl Core {
     /// both as they are.
     #[inline(never)]
     pub(super) fn switch_to(&self, from: Key, to: Key) {
+        self.check_stall_ended(from);
         self.exit_span(from);
         let (save, load) = self.hand_over(from, to);
         // `load` was saved by `to`'s own last switch out (or built by
@@ -64,14 +65,17 @@ impl Core {
         // context that runs after it — neither of these: both keys are in
         // bounds, which is all `get_unchecked` asks.
         // SAFETY: as argued above.
-        let (save, load, header) = unsafe {
+        let (save, load, header, meta) = unsafe {
             let from_rec = l.fibers.get_unchecked_mut(from);
             let save: *mut *mut u8 = &mut from_rec.sp;
             let to_rec = l.fibers.get_unchecked(to);
-            (save, to_rec.sp, to_rec.running_header)
+            (save, to_rec.sp, to_rec.running_header, to_rec.meta)
         };
         l.current = to;
         l.resumed += u64::from(to != ROOT);
+        l.epoch = l.epoch.wrapping_add(1);
+        // The watchdog's one store per switch (see `runtime::watch`).
+        self.shared.watch.publish(meta, l.epoch);
         overflow::set_running(header);
         (save, load)
     }
@@ -93,6 +97,9 @@ impl Core {
         let l = unsafe { self.local() };
         debug_assert_eq!(l.fibers[key].state, State::Done);
         let span = l.fibers[key].span.take();
+        // The stack holds the fiber's `Meta`, and the record its name: a
+        // watchdog may be reading them (see `runtime::watch`).
+        self.shared.watch.wait_unread(l.fibers[key].meta);
         if let Some(stack) = l.fibers.vacate(key) {
             l.spare.give_back(stack);
         }
@@ -149,6 +156,7 @@ impl Core {
         let next = Core::next_from_fiber(l).unwrap_or(ROOT);
         // Done, and the next context chosen: the callbacks may spawn or
         // wake, which queues behind `next`.
+        self.check_stall_ended(me);
         self.trace(move || tracing::trace!(fiber = id.as_u64(), "exit"));
         if has_span {
             self.exit_span_slow(me);
@@ -347,6 +355,15 @@ impl Core {
             self.run_root(Until::RootWoken);
             return;
         }
+        if l.running().idle {
+            // An idle fiber goes behind the other idle ones, by way of the
+            // root, which polls before it runs one again.
+            let next = Core::next_from_fiber(l).unwrap_or(ROOT);
+            l.running().state = State::Ready;
+            l.idle_queue.push_back(me);
+            self.switch_to(me, next);
+            return;
+        }
         // Take the next fiber first, then queue ourselves behind everything
         // (the same order as pushing first, without the push and pop when
         // we are alone).
@@ -366,6 +383,21 @@ impl Core {
         let woken = unsafe { self.local() }.cancel(key, id, &self.shared);
         if let Some(id) = woken {
             self.trace_unpark(id, Wake::Cancelled);
+        }
+    }
+
+    /// Warns that a context the watchdog warned about stops running (a
+    /// load of the line the switch writes anyway, and a branch).
+    #[inline(always)]
+    pub(crate) fn check_stall_ended(&self, key: Key) {
+        if self
+            .shared
+            .watch
+            .reported
+            .load(std::sync::atomic::Ordering::Relaxed)
+            != 0
+        {
+            self.stall_ended(key);
         }
     }
 
