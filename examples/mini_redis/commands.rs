@@ -73,6 +73,9 @@ fn lookup(name: &[u8]) -> Option<(i32, Handler)> {
     Some(match name {
         b"GET" => (2, get),
         b"SET" => (-3, set),
+        b"SETEX" => (4, |c, a| set_ex(c, a, 1000)),
+        b"PSETEX" => (4, |c, a| set_ex(c, a, 1)),
+        b"SETNX" => (3, set_nx),
         b"PING" => (-1, ping),
         b"ECHO" => (2, echo),
         b"DEL" => (-2, del),
@@ -236,6 +239,35 @@ fn set(c: &mut Conn, a: &[Vec<u8>]) {
     if !get {
         simple(&mut c.out, "OK");
     }
+}
+
+/// `SETEX key seconds value` (`unit` 1000) and `PSETEX` (1).
+fn set_ex(c: &mut Conn, a: &[Vec<u8>], unit: i64) {
+    let Some(n) = parse_i64(&a[2]) else {
+        return error(&mut c.out, NOT_INTEGER);
+    };
+    let Some(when) = n
+        .checked_mul(unit)
+        .filter(|_| n > 0)
+        .and_then(|ms| ms.checked_add(now_ms()))
+    else {
+        let name = if unit == 1 { "psetex" } else { "setex" };
+        return error(
+            &mut c.out,
+            &format!("ERR invalid expire time in '{name}' command"),
+        );
+    };
+    db(c).set(&a[1], Value::Str(a[3].clone()), Some(when));
+    simple(&mut c.out, "OK");
+}
+
+fn set_nx(c: &mut Conn, a: &[Vec<u8>]) {
+    let mut db = c.shared.db.lock().unwrap_or_else(|e| e.into_inner());
+    let fresh = !db.contains(&a[1]);
+    if fresh {
+        db.set(&a[1], Value::Str(a[2].clone()), None);
+    }
+    int(&mut c.out, fresh as i64);
 }
 
 fn ping(c: &mut Conn, a: &[Vec<u8>]) {
