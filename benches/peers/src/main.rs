@@ -310,6 +310,7 @@ fn may_lateness(spread_us: u64) -> f64 {
 mod echo;
 mod floor;
 mod http;
+mod redis;
 mod sync;
 
 fn main() {
@@ -386,6 +387,9 @@ fn main() {
     }
     if want("http") {
         http::run();
+    }
+    if want("redis") {
+        redis::run();
     }
     if want("sleepers") {
         Table {
