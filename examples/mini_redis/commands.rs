@@ -20,10 +20,10 @@ pub enum Flow {
     Close,
 }
 
-type Handler = fn(&mut Conn, &[Vec<u8>]);
+type Handler = fn(&mut Conn, &mut [Vec<u8>]);
 
 /// Runs one command, its reply appended to `conn.out`.
-pub fn execute(conn: &mut Conn, args: &[Vec<u8>]) -> Flow {
+pub fn execute(conn: &mut Conn, args: &mut [Vec<u8>]) -> Flow {
     let mut upper = [0u8; 16];
     let name = &args[0];
     let found = (name.len() <= upper.len()).then(|| {
@@ -141,7 +141,7 @@ fn db(conn: &Conn) -> fibra::sync::MutexGuard<'_, Db> {
 
 // ----- strings ---------------------------------------------------------------
 
-fn get(c: &mut Conn, a: &[Vec<u8>]) {
+fn get(c: &mut Conn, a: &mut [Vec<u8>]) {
     let mut db = c.shared.db.lock().unwrap_or_else(|e| e.into_inner());
     match db.get(&a[1]) {
         None => nil(&mut c.out),
@@ -152,7 +152,7 @@ fn get(c: &mut Conn, a: &[Vec<u8>]) {
     }
 }
 
-fn set(c: &mut Conn, a: &[Vec<u8>]) {
+fn set(c: &mut Conn, a: &mut [Vec<u8>]) {
     /// The expiry option and its unit (ms per unit of its argument).
     #[derive(PartialEq)]
     enum Ttl {
@@ -235,14 +235,15 @@ fn set(c: &mut Conn, a: &[Vec<u8>]) {
         return;
     }
     let expires = if ttl == Ttl::Keep { kept } else { expires };
-    db.set(&a[1], Value::Str(a[2].clone()), expires);
+    let value = std::mem::take(&mut a[2]);
+    db.set(&a[1], Value::Str(value), expires);
     if !get {
         simple(&mut c.out, "OK");
     }
 }
 
 /// `SETEX key seconds value` (`unit` 1000) and `PSETEX` (1).
-fn set_ex(c: &mut Conn, a: &[Vec<u8>], unit: i64) {
+fn set_ex(c: &mut Conn, a: &mut [Vec<u8>], unit: i64) {
     let Some(n) = parse_i64(&a[2]) else {
         return error(&mut c.out, NOT_INTEGER);
     };
@@ -257,20 +258,22 @@ fn set_ex(c: &mut Conn, a: &[Vec<u8>], unit: i64) {
             &format!("ERR invalid expire time in '{name}' command"),
         );
     };
-    db(c).set(&a[1], Value::Str(a[3].clone()), Some(when));
+    let value = std::mem::take(&mut a[3]);
+    db(c).set(&a[1], Value::Str(value), Some(when));
     simple(&mut c.out, "OK");
 }
 
-fn set_nx(c: &mut Conn, a: &[Vec<u8>]) {
+fn set_nx(c: &mut Conn, a: &mut [Vec<u8>]) {
     let mut db = c.shared.db.lock().unwrap_or_else(|e| e.into_inner());
     let fresh = !db.contains(&a[1]);
     if fresh {
-        db.set(&a[1], Value::Str(a[2].clone()), None);
+        let value = std::mem::take(&mut a[2]);
+        db.set(&a[1], Value::Str(value), None);
     }
     int(&mut c.out, fresh as i64);
 }
 
-fn ping(c: &mut Conn, a: &[Vec<u8>]) {
+fn ping(c: &mut Conn, a: &mut [Vec<u8>]) {
     if a.len() > 2 {
         return error(
             &mut c.out,
@@ -289,30 +292,30 @@ fn ping(c: &mut Conn, a: &[Vec<u8>]) {
     }
 }
 
-fn echo(c: &mut Conn, a: &[Vec<u8>]) {
+fn echo(c: &mut Conn, a: &mut [Vec<u8>]) {
     bulk(&mut c.out, &a[1]);
 }
 
-fn del(c: &mut Conn, a: &[Vec<u8>]) {
+fn del(c: &mut Conn, a: &mut [Vec<u8>]) {
     let mut db = c.shared.db.lock().unwrap_or_else(|e| e.into_inner());
     let n = a[1..].iter().filter(|k| db.remove(k)).count();
     int(&mut c.out, n as i64);
 }
 
-fn exists(c: &mut Conn, a: &[Vec<u8>]) {
+fn exists(c: &mut Conn, a: &mut [Vec<u8>]) {
     let mut db = c.shared.db.lock().unwrap_or_else(|e| e.into_inner());
     let n = a[1..].iter().filter(|k| db.contains(k)).count();
     int(&mut c.out, n as i64);
 }
 
-fn decr_by(c: &mut Conn, a: &[Vec<u8>]) {
+fn decr_by(c: &mut Conn, a: &mut [Vec<u8>]) {
     match parse_i64(&a[2]) {
         Some(i64::MIN) => error(&mut c.out, "ERR decrement would overflow"),
         n => incr_by(c, a, n.map(|n| -n)),
     }
 }
 
-fn incr_by(c: &mut Conn, a: &[Vec<u8>], by: Option<i64>) {
+fn incr_by(c: &mut Conn, a: &mut [Vec<u8>], by: Option<i64>) {
     let Some(by) = by else {
         return error(&mut c.out, NOT_INTEGER);
     };
@@ -332,7 +335,7 @@ fn incr_by(c: &mut Conn, a: &[Vec<u8>], by: Option<i64>) {
     int(&mut c.out, new);
 }
 
-fn append(c: &mut Conn, a: &[Vec<u8>]) {
+fn append(c: &mut Conn, a: &mut [Vec<u8>]) {
     let mut db = c.shared.db.lock().unwrap_or_else(|e| e.into_inner());
     let e = db.get_or_insert(&a[1], || Value::Str(Vec::new()));
     let Value::Str(s) = &mut e.value else {
@@ -348,7 +351,7 @@ fn append(c: &mut Conn, a: &[Vec<u8>]) {
     int(&mut c.out, s.len() as i64);
 }
 
-fn strlen(c: &mut Conn, a: &[Vec<u8>]) {
+fn strlen(c: &mut Conn, a: &mut [Vec<u8>]) {
     let mut db = c.shared.db.lock().unwrap_or_else(|e| e.into_inner());
     match db.get(&a[1]).map(|e| &e.value) {
         None => int(&mut c.out, 0),
@@ -357,7 +360,7 @@ fn strlen(c: &mut Conn, a: &[Vec<u8>]) {
     }
 }
 
-fn mget(c: &mut Conn, a: &[Vec<u8>]) {
+fn mget(c: &mut Conn, a: &mut [Vec<u8>]) {
     let mut db = c.shared.db.lock().unwrap_or_else(|e| e.into_inner());
     array(&mut c.out, a.len() as i64 - 1);
     for k in &a[1..] {
@@ -368,7 +371,7 @@ fn mget(c: &mut Conn, a: &[Vec<u8>]) {
     }
 }
 
-fn mset(c: &mut Conn, a: &[Vec<u8>]) {
+fn mset(c: &mut Conn, a: &mut [Vec<u8>]) {
     if a.len() % 2 == 0 {
         return error(
             &mut c.out,
@@ -376,8 +379,9 @@ fn mset(c: &mut Conn, a: &[Vec<u8>]) {
         );
     }
     let mut db = c.shared.db.lock().unwrap_or_else(|e| e.into_inner());
-    for kv in a[1..].chunks(2) {
-        db.set(&kv[0], Value::Str(kv[1].clone()), None);
+    for kv in a[1..].chunks_mut(2) {
+        let value = std::mem::take(&mut kv[1]);
+        db.set(&kv[0], Value::Str(value), None);
     }
     simple(&mut c.out, "OK");
 }
@@ -385,7 +389,7 @@ fn mset(c: &mut Conn, a: &[Vec<u8>]) {
 // ----- expiry ----------------------------------------------------------------
 
 /// EXPIRE (`unit` 1000) and PEXPIRE (1), with NX / XX / GT / LT.
-fn expire(c: &mut Conn, a: &[Vec<u8>], unit: i64) {
+fn expire(c: &mut Conn, a: &mut [Vec<u8>], unit: i64) {
     let (mut nx, mut xx, mut gt, mut lt) = (false, false, false, false);
     for opt in &a[3..] {
         match opt.to_ascii_uppercase().as_slice() {
@@ -444,7 +448,7 @@ fn expire(c: &mut Conn, a: &[Vec<u8>], unit: i64) {
 }
 
 /// TTL (`unit` 1000, rounded) and PTTL (1).
-fn ttl(c: &mut Conn, a: &[Vec<u8>], unit: i64) {
+fn ttl(c: &mut Conn, a: &mut [Vec<u8>], unit: i64) {
     let mut db = c.shared.db.lock().unwrap_or_else(|e| e.into_inner());
     let reply = match db.get(&a[1]) {
         None => -2,
@@ -459,7 +463,7 @@ fn ttl(c: &mut Conn, a: &[Vec<u8>], unit: i64) {
     int(&mut c.out, reply);
 }
 
-fn persist(c: &mut Conn, a: &[Vec<u8>]) {
+fn persist(c: &mut Conn, a: &mut [Vec<u8>]) {
     let mut db = c.shared.db.lock().unwrap_or_else(|e| e.into_inner());
     let had = db.get(&a[1]).is_some_and(|e| e.expires.is_some());
     if had {
@@ -470,23 +474,24 @@ fn persist(c: &mut Conn, a: &[Vec<u8>]) {
 
 // ----- lists -----------------------------------------------------------------
 
-fn push(c: &mut Conn, a: &[Vec<u8>], left: bool) {
+fn push(c: &mut Conn, a: &mut [Vec<u8>], left: bool) {
     let mut db = c.shared.db.lock().unwrap_or_else(|e| e.into_inner());
     let e = db.get_or_insert(&a[1], || Value::List(VecDeque::new()));
     let Value::List(l) = &mut e.value else {
         return error(&mut c.out, WRONGTYPE);
     };
-    for v in &a[2..] {
+    for v in &mut a[2..] {
+        let v = std::mem::take(v);
         if left {
-            l.push_front(v.clone());
+            l.push_front(v);
         } else {
-            l.push_back(v.clone());
+            l.push_back(v);
         }
     }
     int(&mut c.out, l.len() as i64);
 }
 
-fn pop(c: &mut Conn, a: &[Vec<u8>], left: bool) {
+fn pop(c: &mut Conn, a: &mut [Vec<u8>], left: bool) {
     if a.len() > 3 {
         return error(
             &mut c.out,
@@ -526,7 +531,7 @@ fn pop(c: &mut Conn, a: &[Vec<u8>], left: bool) {
     }
 }
 
-fn llen(c: &mut Conn, a: &[Vec<u8>]) {
+fn llen(c: &mut Conn, a: &mut [Vec<u8>]) {
     let mut db = c.shared.db.lock().unwrap_or_else(|e| e.into_inner());
     match db.get(&a[1]).map(|e| &e.value) {
         None => int(&mut c.out, 0),
@@ -535,7 +540,7 @@ fn llen(c: &mut Conn, a: &[Vec<u8>]) {
     }
 }
 
-fn lrange(c: &mut Conn, a: &[Vec<u8>]) {
+fn lrange(c: &mut Conn, a: &mut [Vec<u8>]) {
     let (Some(mut start), Some(mut stop)) = (parse_i64(&a[2]), parse_i64(&a[3])) else {
         return error(&mut c.out, NOT_INTEGER);
     };
@@ -564,7 +569,7 @@ fn lrange(c: &mut Conn, a: &[Vec<u8>]) {
 
 // ----- server ----------------------------------------------------------------
 
-fn flushdb(c: &mut Conn, a: &[Vec<u8>]) {
+fn flushdb(c: &mut Conn, a: &mut [Vec<u8>]) {
     match a.get(1).map(|m| m.to_ascii_uppercase()) {
         None => {}
         Some(m) if a.len() == 2 && (m == b"SYNC" || m == b"ASYNC") => {}
@@ -574,7 +579,7 @@ fn flushdb(c: &mut Conn, a: &[Vec<u8>]) {
     simple(&mut c.out, "OK");
 }
 
-fn select(c: &mut Conn, a: &[Vec<u8>]) {
+fn select(c: &mut Conn, a: &mut [Vec<u8>]) {
     match parse_i64(&a[1]) {
         None => error(&mut c.out, NOT_INTEGER),
         Some(0) => simple(&mut c.out, "OK"),
@@ -584,7 +589,7 @@ fn select(c: &mut Conn, a: &[Vec<u8>]) {
 
 /// `COMMAND`, `COMMAND COUNT`, `COMMAND DOCS`: enough for clients that ask
 /// at connect time (redis-cli asks for DOCS to show hints).
-fn command(c: &mut Conn, a: &[Vec<u8>]) {
+fn command(c: &mut Conn, a: &mut [Vec<u8>]) {
     match a.get(1).map(|s| s.to_ascii_uppercase()).as_deref() {
         Some(b"COUNT") => int(&mut c.out, 40),
         _ => array(&mut c.out, 0),
@@ -592,7 +597,7 @@ fn command(c: &mut Conn, a: &[Vec<u8>]) {
 }
 
 /// `CLIENT`: names are kept, other subcommands are acknowledged.
-fn client(c: &mut Conn, a: &[Vec<u8>]) {
+fn client(c: &mut Conn, a: &mut [Vec<u8>]) {
     match a[1].to_ascii_uppercase().as_slice() {
         b"SETNAME" if a.len() == 3 => {
             c.name = a[2].clone();
@@ -612,7 +617,7 @@ fn client(c: &mut Conn, a: &[Vec<u8>]) {
 
 /// `HELLO [2]`: the RESP2 handshake; RESP3 is refused as Redis refuses an
 /// unknown version, and clients fall back to RESP2.
-fn hello(c: &mut Conn, a: &[Vec<u8>]) {
+fn hello(c: &mut Conn, a: &mut [Vec<u8>]) {
     if let Some(v) = a.get(1) {
         match parse_i64(v) {
             None => {
@@ -643,7 +648,7 @@ fn hello(c: &mut Conn, a: &[Vec<u8>]) {
 }
 
 /// `CONFIG GET` of what redis-benchmark asks for; `CONFIG SET` is refused.
-fn config(c: &mut Conn, a: &[Vec<u8>]) {
+fn config(c: &mut Conn, a: &mut [Vec<u8>]) {
     if !a[1].eq_ignore_ascii_case(b"GET") || a.len() < 3 {
         return error(&mut c.out, "ERR CONFIG is limited to GET here");
     }
@@ -659,7 +664,7 @@ fn config(c: &mut Conn, a: &[Vec<u8>]) {
     }
 }
 
-fn info(c: &mut Conn, _: &[Vec<u8>]) {
+fn info(c: &mut Conn, _: &mut [Vec<u8>]) {
     let keys = db(c).len();
     let text = format!(
         "# Server\r\nredis_version:7.0.15\r\nredis_mode:standalone\r\nserver:mini_redis (fibra)\r\n\r\n# Keyspace\r\ndb0:keys={keys},expires=0,avg_ttl=0\r\n"

@@ -37,8 +37,8 @@ pub struct Db {
 impl Db {
     /// The live entry of `key`, removing it first if its time has come.
     pub fn get(&mut self, key: &[u8]) -> Option<&mut Entry> {
-        let now = now_ms();
-        let expired = self.map.get(key)?.expires.is_some_and(|t| now > t);
+        // The clock is read only for keys that have a deadline.
+        let expired = self.map.get(key)?.expires.is_some_and(|t| now_ms() > t);
         if expired {
             self.map.remove(key);
             return None;
@@ -54,11 +54,10 @@ impl Db {
     /// The live entry of `key`, made with `make` if there is none (a new
     /// entry has no deadline).
     pub fn get_or_insert(&mut self, key: &[u8], make: impl FnOnce() -> Value) -> &mut Entry {
-        let now = now_ms();
         match self.map.entry(key.to_vec()) {
             MapEntry::Occupied(o) => {
                 let e = o.into_mut();
-                if e.expires.is_some_and(|t| now > t) {
+                if e.expires.is_some_and(|t| now_ms() > t) {
                     *e = Entry {
                         value: make(),
                         expires: None,

@@ -119,9 +119,9 @@ fn serve(shared: Rc<Shared>, stream: TcpStream) -> io::Result<()> {
     let mut input = BufReader::with_capacity(16 * 1024, conn);
     loop {
         match resp::read_command(&mut input) {
-            Ok(args) => {
+            Ok(mut args) => {
                 let conn = input.get_mut();
-                if commands::execute(conn, &args) == Flow::Close {
+                if commands::execute(conn, &mut args) == Flow::Close {
                     return conn.send_pending();
                 }
                 if conn.out.len() >= OUT_HIGH_WATER {

@@ -49,7 +49,7 @@ impl Registry {
 }
 
 /// `PUBLISH channel message`: how many subscribers it reached.
-pub fn publish(c: &mut Conn, a: &[Vec<u8>]) {
+pub fn publish(c: &mut Conn, a: &mut [Vec<u8>]) {
     let mut reg = c.shared.pubsub.lock().unwrap_or_else(|e| e.into_inner());
     let mut reached = 0;
     let mut overflowed = Vec::new();
@@ -79,7 +79,7 @@ pub fn publish(c: &mut Conn, a: &[Vec<u8>]) {
 }
 
 /// `SUBSCRIBE channel...`: a confirmation per channel.
-pub fn subscribe(c: &mut Conn, a: &[Vec<u8>]) {
+pub fn subscribe(c: &mut Conn, a: &mut [Vec<u8>]) {
     let to_writer = match &c.sink {
         Some(tx) => tx.clone(),
         None => {
@@ -120,7 +120,7 @@ pub fn subscribe(c: &mut Conn, a: &[Vec<u8>]) {
 }
 
 /// `UNSUBSCRIBE [channel...]` (none: all of them).
-pub fn unsubscribe(c: &mut Conn, a: &[Vec<u8>]) {
+pub fn unsubscribe(c: &mut Conn, a: &mut [Vec<u8>]) {
     let channels = if a.len() > 1 {
         a[1..].to_vec()
     } else {
