@@ -270,6 +270,9 @@ impl Client {
 
 // ----- the differential test -------------------------------------------------
 
+/// A script: commands for one server, its replies recorded in the session.
+type Script = fn(&mut Session);
+
 /// One script's transcript: what was done, and the reply.
 struct Session {
     port: u16,
@@ -796,7 +799,7 @@ fn differential_against_redis_server() {
         return skip("differential_against_redis_server", "redis-server");
     };
     let mini = mini_redis();
-    let scripts: &[(&str, fn(&mut Session))] = &[
+    let scripts: &[(&str, Script)] = &[
         ("strings", strings),
         ("expiry", expiry),
         ("lists", lists),
