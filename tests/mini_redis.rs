@@ -943,6 +943,40 @@ fn declared_lengths_not_sent_cost_no_memory() {
 }
 
 #[test]
+fn a_subscriber_that_never_reads_is_cut_off() {
+    let server = mini_redis();
+    let pid = server.child.id();
+    let mut c = connect(server.port);
+    let before = rss_kib(pid);
+    let mut sub = connect(server.port);
+    sub.send(&encode(&[b"SUBSCRIBE", b"firehose"]));
+    sub.reply();
+    // 96 MiB published to a subscriber that reads nothing: past 32 MiB
+    // waiting (plus what the socket buffers hold) it is disconnected.
+    let message = vec![b'm'; 1024 * 1024];
+    let mut reached = Vec::new();
+    for _ in 0..96 {
+        let reply = c.cmd(&[b"PUBLISH", b"firehose", &message]);
+        reached.push(reply == b":1\r\n");
+    }
+    let delivered = reached.iter().take_while(|&&r| r).count();
+    assert!(
+        (16..90).contains(&delivered) && reached[delivered..].iter().all(|&r| !r),
+        "delivered to the slow subscriber: {reached:?}"
+    );
+    let after = rss_kib(pid);
+    assert!(
+        after < before + 80 * 1024,
+        "RSS grew from {before} KiB to {after} KiB"
+    );
+    assert_eq!(c.cmd_str("PING"), b"+PONG\r\n");
+    // The subscriber finds its connection closed after what was queued.
+    sub.w.set_read_timeout(Some(TIMEOUT)).unwrap();
+    let rest = sub.rest();
+    assert!(rest.len() < 40 * 1024 * 1024, "{} bytes", rest.len());
+}
+
+#[test]
 fn the_redis_crate_talks_to_mini_redis() {
     use redis::Commands;
     let server = mini_redis();

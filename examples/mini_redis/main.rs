@@ -32,7 +32,6 @@ use std::time::Duration;
 
 use fibra::net::{TcpListener, TcpStream};
 use fibra::sync::Mutex;
-use fibra::sync::mpsc::SyncSender;
 
 use commands::Flow;
 use resp::ReadError;
@@ -53,7 +52,7 @@ pub struct Conn {
     /// Replies not yet sent.
     pub out: Vec<u8>,
     /// Set once the client subscribes: replies then go to its writer fiber.
-    pub sink: Option<SyncSender<Vec<u8>>>,
+    pub sink: Option<pubsub::Sink>,
     pub id: u64,
     pub name: Vec<u8>,
     /// Channels subscribed to, in order.
@@ -67,9 +66,7 @@ impl Conn {
             return Ok(());
         }
         match &self.sink {
-            Some(tx) => tx
-                .send(std::mem::take(&mut self.out))
-                .map_err(|_| io::ErrorKind::BrokenPipe.into()),
+            Some(sink) => sink.send(std::mem::take(&mut self.out)),
             None => self.send_pending_direct(),
         }
     }

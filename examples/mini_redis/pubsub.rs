@@ -6,34 +6,57 @@
 //! is the socket's only writer and the order is kept. The connection's
 //! fiber stays parked on its reader, serving SUBSCRIBE, PING and the like.
 //!
-//! The channel is bounded: a subscriber that does not read while messages
-//! pile up is disconnected, as Redis disconnects a client past its pub/sub
-//! output-buffer limit, instead of holding memory without end.
+//! What waits in the channel is counted in bytes: a subscriber that does
+//! not read while more than 32 MiB piles up for it is disconnected, as
+//! Redis disconnects a client past its pub/sub output-buffer limit,
+//! instead of holding memory without end.
 
+use std::cell::Cell;
 use std::collections::HashMap;
-use std::io::Write;
+use std::io::{self, Write};
 use std::net::Shutdown;
 use std::rc::Rc;
 
 use fibra::net::TcpStream;
-use fibra::sync::mpsc::{SyncSender, TrySendError, sync_channel};
+use fibra::sync::mpsc::{Sender, channel};
 
 use crate::Conn;
 use crate::resp::{array, bulk, int};
 
-/// Frames a subscriber may have waiting before it is cut off.
-const BACKLOG: usize = 4096;
+/// Bytes that may wait for a subscriber before it is cut off (Redis's
+/// `client-output-buffer-limit pubsub` hard limit).
+const OUTPUT_LIMIT: usize = 32 * 1024 * 1024;
+
+/// The way to a subscriber's writer fiber.
+#[derive(Clone)]
+pub struct Sink {
+    tx: Sender<Vec<u8>>,
+    /// Bytes sent to the writer and not yet written.
+    queued: Rc<Cell<usize>>,
+    stream: Rc<TcpStream>,
+}
+
+impl Sink {
+    /// Hands `frame` to the writer; past the limit, cuts the client off
+    /// instead (its fibers see the shutdown and end).
+    pub fn send(&self, frame: Vec<u8>) -> io::Result<()> {
+        let queued = self.queued.get() + frame.len();
+        if queued > OUTPUT_LIMIT {
+            let _ = self.stream.shutdown(Shutdown::Both);
+            return Err(io::Error::other("pub/sub output limit reached"));
+        }
+        self.tx
+            .send(frame)
+            .map_err(|_| io::Error::from(io::ErrorKind::BrokenPipe))?;
+        self.queued.set(queued);
+        Ok(())
+    }
+}
 
 /// Who listens to what.
 #[derive(Default)]
 pub struct Registry {
-    channels: HashMap<Vec<u8>, HashMap<u64, Subscriber>>,
-}
-
-/// One subscribed connection, as publishers see it.
-struct Subscriber {
-    to_writer: SyncSender<Vec<u8>>,
-    stream: Rc<TcpStream>,
+    channels: HashMap<Vec<u8>, HashMap<u64, Sink>>,
 }
 
 impl Registry {
@@ -52,26 +75,21 @@ impl Registry {
 pub fn publish(c: &mut Conn, a: &mut [Vec<u8>]) {
     let mut reg = c.shared.pubsub.lock().unwrap_or_else(|e| e.into_inner());
     let mut reached = 0;
-    let mut overflowed = Vec::new();
+    let mut cut_off = Vec::new();
     if let Some(subs) = reg.channels.get(&a[1]) {
         let mut frame = Vec::with_capacity(a[1].len() + a[2].len() + 32);
         array(&mut frame, 3);
         bulk(&mut frame, b"message");
         bulk(&mut frame, &a[1]);
         bulk(&mut frame, &a[2]);
-        for (&id, sub) in subs {
-            match sub.to_writer.try_send(frame.clone()) {
+        for (&id, sink) in subs {
+            match sink.send(frame.clone()) {
                 Ok(()) => reached += 1,
-                Err(TrySendError::Full(_)) => {
-                    // Too slow: cut it off; its fibers see the shutdown and end.
-                    let _ = sub.stream.shutdown(Shutdown::Both);
-                    overflowed.push(id);
-                }
-                Err(TrySendError::Disconnected(_)) => overflowed.push(id),
+                Err(_) => cut_off.push(id),
             }
         }
     }
-    for id in overflowed {
+    for id in cut_off {
         reg.remove(&a[1], id);
     }
     drop(reg);
@@ -80,15 +98,21 @@ pub fn publish(c: &mut Conn, a: &mut [Vec<u8>]) {
 
 /// `SUBSCRIBE channel...`: a confirmation per channel.
 pub fn subscribe(c: &mut Conn, a: &mut [Vec<u8>]) {
-    let to_writer = match &c.sink {
-        Some(tx) => tx.clone(),
+    let sink = match &c.sink {
+        Some(sink) => sink.clone(),
         None => {
-            let (tx, rx) = sync_channel::<Vec<u8>>(BACKLOG);
             // What was answered before goes out first, then the writer
             // takes over the socket.
             if c.send_pending_direct().is_err() {
                 return;
             }
+            let (tx, rx) = channel::<Vec<u8>>();
+            let queued = Rc::new(Cell::new(0));
+            let sink = Sink {
+                tx,
+                queued: queued.clone(),
+                stream: c.stream.clone(),
+            };
             let stream = c.stream.clone();
             fibra::spawn(move || {
                 for frame in rx.iter() {
@@ -96,24 +120,21 @@ pub fn subscribe(c: &mut Conn, a: &mut [Vec<u8>]) {
                         let _ = stream.shutdown(Shutdown::Both);
                         return;
                     }
+                    queued.set(queued.get() - frame.len());
                 }
             });
-            c.sink = Some(tx.clone());
-            tx
+            c.sink = Some(sink.clone());
+            sink
         }
     };
     let mut reg = c.shared.pubsub.lock().unwrap_or_else(|e| e.into_inner());
     for ch in &a[1..] {
         if !c.subscriptions.contains(ch) {
             c.subscriptions.push(ch.clone());
-            let sub = Subscriber {
-                to_writer: to_writer.clone(),
-                stream: c.stream.clone(),
-            };
             reg.channels
                 .entry(ch.clone())
                 .or_default()
-                .insert(c.id, sub);
+                .insert(c.id, sink.clone());
         }
         confirm(&mut c.out, b"subscribe", Some(ch), c.subscriptions.len());
     }
