@@ -46,10 +46,16 @@ fn start(imp: &str, port: u16) -> Server {
     } else {
         let d = std::env::temp_dir().join(format!("fibra-peers-redis-{port}"));
         std::fs::create_dir_all(&d).unwrap();
-        cmd.args(["redis-server", "--port", &port.to_string(), "--bind", "127.0.0.1"])
-            .args(["--save", "", "--appendonly", "no", "--io-threads", "1"])
-            .arg("--dir")
-            .arg(&d);
+        cmd.args([
+            "redis-server",
+            "--port",
+            &port.to_string(),
+            "--bind",
+            "127.0.0.1",
+        ])
+        .args(["--save", "", "--appendonly", "no", "--io-threads", "1"])
+        .arg("--dir")
+        .arg(&d);
         dir = Some(d);
     }
     let child = cmd
@@ -68,7 +74,14 @@ fn start(imp: &str, port: u16) -> Server {
 
 /// One redis-benchmark run of one command: (test name, requests/s) per
 /// line of its CSV output, and the server's CPU seconds over the run.
-fn bench_once(pid: u32, port: u16, test: &str, clients: usize, pipeline: usize, n: usize) -> (Vec<(String, f64)>, f64) {
+fn bench_once(
+    pid: u32,
+    port: u16,
+    test: &str,
+    clients: usize,
+    pipeline: usize,
+    n: usize,
+) -> (Vec<(String, f64)>, f64) {
     let before = cpu_seconds(pid);
     let out = Command::new("taskset")
         .args(["-c", "1", "redis-benchmark", "-p", &port.to_string()])
@@ -120,19 +133,28 @@ pub fn run() {
             .unwrap_or(if pipeline > 1 { 1_000_000 } else { 200_000 })
     };
     println!(
-        "\nRedis under redis-benchmark (-t {}, pinned to core 1); servers pinned to core 0; median of {repeats}, servers in turn",
+        "\nRedis under redis-benchmark (-t {}, pinned to core 1); servers pinned to core 0; median of {repeats}, servers in turn per test",
         TESTS.join(",")
     );
     // (config, test name, server) -> [requests/s, server us/request] per round
     let mut runs: HashMap<(usize, String, &str), Vec<[f64; 2]>> = HashMap::new();
     let mut names: Vec<String> = Vec::new();
-    for _ in 0..repeats {
+    for round in 0..repeats {
         for (ci, &(clients, pipeline)) in CONFIGS.iter().enumerate() {
-            for &imp in SERVERS {
-                let port = free_port();
-                let server = start(imp, port);
-                let pid = server.child.id();
-                for test in TESTS {
+            // Both servers up at once (the idle one costs nothing), each
+            // test run against one then the other, first one first, then
+            // the other: on a shared machine a slow spell falls on both.
+            let servers: Vec<(&str, u16, Server)> = SERVERS
+                .iter()
+                .map(|&imp| {
+                    let port = free_port();
+                    (imp, port, start(imp, port))
+                })
+                .collect();
+            for test in TESTS {
+                for k in 0..servers.len() {
+                    let (imp, port, server) = &servers[(k + round) % servers.len()];
+                    let (imp, port, pid) = (*imp, *port, server.child.id());
                     let n = requests(pipeline);
                     let (rows, cpu) = bench_once(pid, port, test, clients, pipeline, n);
                     let total = (n * rows.len()) as f64;
@@ -160,7 +182,9 @@ pub fn run() {
         );
         for name in &names {
             let get = |imp| runs.get(&(ci, name.clone(), imp));
-            let (Some(m), Some(r)) = (get("mini_redis"), get("redis-server")) else { continue };
+            let (Some(m), Some(r)) = (get("mini_redis"), get("redis-server")) else {
+                continue;
+            };
             let (mr, rr) = (median(m, 0), median(r, 0));
             let (mc, rc) = (median(m, 1), median(r, 1));
             println!(
