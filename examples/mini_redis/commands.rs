@@ -4,9 +4,9 @@
 
 use std::collections::VecDeque;
 
-use crate::Conn;
 use crate::db::{Db, Value, now_ms};
 use crate::resp::{array, bulk, error, int, nil, parse_i64, simple};
+use crate::{Conn, Shared};
 
 const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
 const NOT_INTEGER: &str = "ERR value is not an integer or out of range";
@@ -103,7 +103,7 @@ fn lookup(name: &[u8]) -> Option<(i32, Handler)> {
         b"SUBSCRIBE" => (-2, crate::pubsub::subscribe),
         b"UNSUBSCRIBE" => (-1, crate::pubsub::unsubscribe),
         b"DBSIZE" => (1, |c, _| {
-            let n = db(c).len();
+            let n = db(&c.shared).len();
             int(&mut c.out, n as i64)
         }),
         b"FLUSHDB" | b"FLUSHALL" => (-1, flushdb),
@@ -135,14 +135,16 @@ fn unknown_command(out: &mut Vec<u8>, args: &[Vec<u8>]) {
     error(out, &msg);
 }
 
-fn db(conn: &Conn) -> fibra::sync::MutexGuard<'_, Db> {
-    conn.shared.db.lock().unwrap_or_else(|e| e.into_inner())
+/// The keyspace, locked for one command (a panicked command's poison is
+/// ignored: every command leaves the keyspace consistent between calls).
+fn db(shared: &Shared) -> fibra::sync::MutexGuard<'_, Db> {
+    shared.db.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 // ----- strings ---------------------------------------------------------------
 
 fn get(c: &mut Conn, a: &mut [Vec<u8>]) {
-    let mut db = c.shared.db.lock().unwrap_or_else(|e| e.into_inner());
+    let mut db = db(&c.shared);
     match db.get(&a[1]) {
         None => nil(&mut c.out),
         Some(e) => match &e.value {
@@ -213,7 +215,7 @@ fn set(c: &mut Conn, a: &mut [Vec<u8>]) {
         }
         Ttl::None | Ttl::Keep => None,
     };
-    let mut db = c.shared.db.lock().unwrap_or_else(|e| e.into_inner());
+    let mut db = db(&c.shared);
     let old = db.get(&a[1]);
     let exists = old.is_some();
     let mut kept = None;
@@ -259,12 +261,12 @@ fn set_ex(c: &mut Conn, a: &mut [Vec<u8>], unit: i64) {
         );
     };
     let value = std::mem::take(&mut a[3]);
-    db(c).set(&a[1], Value::Str(value), Some(when));
+    db(&c.shared).set(&a[1], Value::Str(value), Some(when));
     simple(&mut c.out, "OK");
 }
 
 fn set_nx(c: &mut Conn, a: &mut [Vec<u8>]) {
-    let mut db = c.shared.db.lock().unwrap_or_else(|e| e.into_inner());
+    let mut db = db(&c.shared);
     let fresh = !db.contains(&a[1]);
     if fresh {
         let value = std::mem::take(&mut a[2]);
@@ -297,13 +299,13 @@ fn echo(c: &mut Conn, a: &mut [Vec<u8>]) {
 }
 
 fn del(c: &mut Conn, a: &mut [Vec<u8>]) {
-    let mut db = c.shared.db.lock().unwrap_or_else(|e| e.into_inner());
+    let mut db = db(&c.shared);
     let n = a[1..].iter().filter(|k| db.remove(k)).count();
     int(&mut c.out, n as i64);
 }
 
 fn exists(c: &mut Conn, a: &mut [Vec<u8>]) {
-    let mut db = c.shared.db.lock().unwrap_or_else(|e| e.into_inner());
+    let mut db = db(&c.shared);
     let n = a[1..].iter().filter(|k| db.contains(k)).count();
     int(&mut c.out, n as i64);
 }
@@ -319,7 +321,7 @@ fn incr_by(c: &mut Conn, a: &mut [Vec<u8>], by: Option<i64>) {
     let Some(by) = by else {
         return error(&mut c.out, NOT_INTEGER);
     };
-    let mut db = c.shared.db.lock().unwrap_or_else(|e| e.into_inner());
+    let mut db = db(&c.shared);
     let e = db.get_or_insert(&a[1], || Value::Str(b"0".to_vec()));
     let Value::Str(s) = &mut e.value else {
         return error(&mut c.out, WRONGTYPE);
@@ -336,7 +338,7 @@ fn incr_by(c: &mut Conn, a: &mut [Vec<u8>], by: Option<i64>) {
 }
 
 fn append(c: &mut Conn, a: &mut [Vec<u8>]) {
-    let mut db = c.shared.db.lock().unwrap_or_else(|e| e.into_inner());
+    let mut db = db(&c.shared);
     let e = db.get_or_insert(&a[1], || Value::Str(Vec::new()));
     let Value::Str(s) = &mut e.value else {
         return error(&mut c.out, WRONGTYPE);
@@ -352,7 +354,7 @@ fn append(c: &mut Conn, a: &mut [Vec<u8>]) {
 }
 
 fn strlen(c: &mut Conn, a: &mut [Vec<u8>]) {
-    let mut db = c.shared.db.lock().unwrap_or_else(|e| e.into_inner());
+    let mut db = db(&c.shared);
     match db.get(&a[1]).map(|e| &e.value) {
         None => int(&mut c.out, 0),
         Some(Value::Str(s)) => int(&mut c.out, s.len() as i64),
@@ -361,7 +363,7 @@ fn strlen(c: &mut Conn, a: &mut [Vec<u8>]) {
 }
 
 fn mget(c: &mut Conn, a: &mut [Vec<u8>]) {
-    let mut db = c.shared.db.lock().unwrap_or_else(|e| e.into_inner());
+    let mut db = db(&c.shared);
     array(&mut c.out, a.len() as i64 - 1);
     for k in &a[1..] {
         match db.get(k).map(|e| &e.value) {
@@ -378,7 +380,7 @@ fn mset(c: &mut Conn, a: &mut [Vec<u8>]) {
             "ERR wrong number of arguments for 'mset' command",
         );
     }
-    let mut db = c.shared.db.lock().unwrap_or_else(|e| e.into_inner());
+    let mut db = db(&c.shared);
     for kv in a[1..].chunks_mut(2) {
         let value = std::mem::take(&mut kv[1]);
         db.set(&kv[0], Value::Str(value), None);
@@ -427,7 +429,7 @@ fn expire(c: &mut Conn, a: &mut [Vec<u8>], unit: i64) {
         );
     };
     let when = when + now;
-    let mut db = c.shared.db.lock().unwrap_or_else(|e| e.into_inner());
+    let mut db = db(&c.shared);
     let Some(e) = db.get(&a[1]) else {
         return int(&mut c.out, 0);
     };
@@ -449,7 +451,7 @@ fn expire(c: &mut Conn, a: &mut [Vec<u8>], unit: i64) {
 
 /// TTL (`unit` 1000, rounded) and PTTL (1).
 fn ttl(c: &mut Conn, a: &mut [Vec<u8>], unit: i64) {
-    let mut db = c.shared.db.lock().unwrap_or_else(|e| e.into_inner());
+    let mut db = db(&c.shared);
     let reply = match db.get(&a[1]) {
         None => -2,
         Some(e) => match e.expires {
@@ -464,7 +466,7 @@ fn ttl(c: &mut Conn, a: &mut [Vec<u8>], unit: i64) {
 }
 
 fn persist(c: &mut Conn, a: &mut [Vec<u8>]) {
-    let mut db = c.shared.db.lock().unwrap_or_else(|e| e.into_inner());
+    let mut db = db(&c.shared);
     let had = db.get(&a[1]).is_some_and(|e| e.expires.is_some());
     if had {
         db.set_expiry(&a[1], None);
@@ -475,7 +477,7 @@ fn persist(c: &mut Conn, a: &mut [Vec<u8>]) {
 // ----- lists -----------------------------------------------------------------
 
 fn push(c: &mut Conn, a: &mut [Vec<u8>], left: bool) {
-    let mut db = c.shared.db.lock().unwrap_or_else(|e| e.into_inner());
+    let mut db = db(&c.shared);
     let e = db.get_or_insert(&a[1], || Value::List(VecDeque::new()));
     let Value::List(l) = &mut e.value else {
         return error(&mut c.out, WRONGTYPE);
@@ -508,7 +510,7 @@ fn pop(c: &mut Conn, a: &mut [Vec<u8>], left: bool) {
             _ => return error(&mut c.out, "ERR value is out of range, must be positive"),
         },
     };
-    let mut db = c.shared.db.lock().unwrap_or_else(|e| e.into_inner());
+    let mut db = db(&c.shared);
     let Some(e) = db.get(&a[1]) else {
         return if count.is_some() {
             array(&mut c.out, -1)
@@ -532,7 +534,7 @@ fn pop(c: &mut Conn, a: &mut [Vec<u8>], left: bool) {
 }
 
 fn llen(c: &mut Conn, a: &mut [Vec<u8>]) {
-    let mut db = c.shared.db.lock().unwrap_or_else(|e| e.into_inner());
+    let mut db = db(&c.shared);
     match db.get(&a[1]).map(|e| &e.value) {
         None => int(&mut c.out, 0),
         Some(Value::List(l)) => int(&mut c.out, l.len() as i64),
@@ -544,7 +546,7 @@ fn lrange(c: &mut Conn, a: &mut [Vec<u8>]) {
     let (Some(mut start), Some(mut stop)) = (parse_i64(&a[2]), parse_i64(&a[3])) else {
         return error(&mut c.out, NOT_INTEGER);
     };
-    let mut db = c.shared.db.lock().unwrap_or_else(|e| e.into_inner());
+    let mut db = db(&c.shared);
     let l = match db.get(&a[1]).map(|e| &e.value) {
         None => return array(&mut c.out, 0),
         Some(Value::Str(_)) => return error(&mut c.out, WRONGTYPE),
@@ -575,7 +577,7 @@ fn flushdb(c: &mut Conn, a: &mut [Vec<u8>]) {
         Some(m) if a.len() == 2 && (m == b"SYNC" || m == b"ASYNC") => {}
         Some(_) => return error(&mut c.out, SYNTAX),
     }
-    db(c).clear();
+    db(&c.shared).clear();
     simple(&mut c.out, "OK");
 }
 
@@ -665,7 +667,7 @@ fn config(c: &mut Conn, a: &mut [Vec<u8>]) {
 }
 
 fn info(c: &mut Conn, _: &mut [Vec<u8>]) {
-    let keys = db(c).len();
+    let keys = db(&c.shared).len();
     let text = format!(
         "# Server\r\nredis_version:7.0.15\r\nredis_mode:standalone\r\nserver:mini_redis (fibra)\r\n\r\n# Keyspace\r\ndb0:keys={keys},expires=0,avg_ttl=0\r\n"
     );
