@@ -687,7 +687,7 @@ fn pubsub(s: &mut Session) {
     s.record("sub gets sport again", m4);
     s.lines(&mut sub, "UNSUBSCRIBE\nUNSUBSCRIBE\nGET k\nPING");
     drop(other);
-    std::thread::sleep(Duration::from_millis(200));
+    std::thread::sleep(Duration::from_millis(500)); // both servers notice it is gone
     s.lines(&mut publ, "PUBLISH news gone");
     // Many messages in one go, then a pipelined mix on the subscriber.
     s.raw(&mut sub, &encode(&[b"SUBSCRIBE", b"bulk"]), 1);
