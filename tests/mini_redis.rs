@@ -699,6 +699,8 @@ fn pubsub(s: &mut Session) {
         let m = sub.reply();
         s.record(format!("burst #{i}"), m);
     }
+    s.raw(&mut sub, b"SUBSCRIBE r\r\nRESET\r\nGET k\r\n", 3);
+    s.lines(&mut publ, "PUBLISH r gone");
     s.raw(
         &mut sub,
         b"PING\r\nSUBSCRIBE a b\r\nUNSUBSCRIBE a\r\nQUIT\r\n",

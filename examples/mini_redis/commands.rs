@@ -114,6 +114,7 @@ fn lookup(name: &[u8]) -> Option<(i32, Handler)> {
         b"HELLO" => (-1, hello),
         b"CONFIG" => (-2, config),
         b"INFO" => (-1, info),
+        b"RESET" => (1, reset),
         _ => return None,
     })
 }
@@ -664,6 +665,17 @@ fn config(c: &mut Conn, a: &mut [Vec<u8>]) {
         bulk(&mut c.out, k.as_bytes());
         bulk(&mut c.out, v.as_bytes());
     }
+}
+
+/// `RESET`: the connection as new (no subscriptions, no name).
+fn reset(c: &mut Conn, _: &mut [Vec<u8>]) {
+    let mut reg = c.shared.pubsub.lock().unwrap_or_else(|e| e.into_inner());
+    for ch in c.subscriptions.drain(..) {
+        reg.remove(&ch, c.id);
+    }
+    drop(reg);
+    c.name.clear();
+    simple(&mut c.out, "RESET");
 }
 
 fn info(c: &mut Conn, _: &mut [Vec<u8>]) {
