@@ -318,6 +318,7 @@ mod http;
 mod http1;
 mod https;
 mod hyper_table;
+mod redis;
 mod sync;
 
 fn main() {
@@ -414,6 +415,9 @@ fn main() {
     }
     if want("hyper") {
         hyper_table::run();
+    }
+    if want("redis") {
+        redis::run();
     }
     if want("sleepers") {
         Table {
