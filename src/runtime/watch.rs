@@ -24,10 +24,14 @@
 //! - reader: `hazard = meta` (SeqCst), reload `word` (SeqCst); if it still
 //!   names `meta`, read it, then clear `hazard`;
 //! - runtime, in `reap`, before the stack goes back (after the final
-//!   switch published another word): store the word it publishes now
-//!   again, SeqCst; while `hazard` (SeqCst) names the fiber's `Meta`, spin
-//!   ([`Watch::wait_unread`]). (A SeqCst store is one locked instruction on
-//!   x86, cheaper than the `mfence` of a SeqCst fence.)
+//!   switch published another word): a fence; while `hazard` names the
+//!   fiber's `Meta`, spin ([`Watch::wait_unread`]).
+//!
+//! The fences are asymmetric where the kernel allows (`membarrier`, see
+//! [`init_fences`]): a compiler fence on the runtime's side, which every
+//! fiber's exit pays, and `membarrier` on the reader's, a few times a
+//! second. Elsewhere both sides use a full fence (on the runtime's side a
+//! SeqCst store of the word, one locked instruction on x86).
 //!
 //! Either the reader's reload sees the final switch's word (it gives up),
 //! or `reap` sees the hazard (it waits the few nanoseconds of the read).
@@ -37,12 +41,52 @@
 
 use std::cell::Cell;
 use std::panic::Location;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, Once};
 use std::time::Duration;
 
 use crate::runtime::core::FiberId;
 use crate::stack::StackHeader;
+
+/// Whether the hazard's Dekker pair uses an asymmetric fence: a compiler
+/// fence on the runtime's side (every fiber's exit) and `membarrier` on
+/// the reader's (a watchdog sample, a dump). Decided once, by the first
+/// runtime made in the process, before any fiber exists, and never
+/// changed: every runtime and reader sees the same value.
+static ASYMMETRIC: AtomicBool = AtomicBool::new(false);
+
+/// Registers this process for `MEMBARRIER_CMD_PRIVATE_EXPEDITED` (Linux
+/// ≥ 4.14) once; where that fails, `ASYMMETRIC` stays false and both sides
+/// use a full fence.
+fn init_fences() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        const MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED: libc::c_int = 1 << 4;
+        // SAFETY: membarrier takes no pointers; a failure is checked.
+        let rc = unsafe {
+            libc::syscall(
+                libc::SYS_membarrier,
+                MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED,
+                0,
+                0,
+            )
+        };
+        ASYMMETRIC.store(rc == 0, Ordering::Relaxed);
+    });
+}
+
+/// The heavy half: every thread of the process running now passes a full
+/// memory barrier before this returns (and this thread too).
+fn heavy_fence() {
+    const MEMBARRIER_CMD_PRIVATE_EXPEDITED: libc::c_int = 1 << 3;
+    // SAFETY: membarrier takes no pointers. It cannot fail once this
+    // process registered (ASYMMETRIC is set only then); if it did, fall
+    // back to a fence of our own, which is all the non-asymmetric path has.
+    let rc = unsafe { libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) };
+    if rc != 0 {
+        std::sync::atomic::fence(Ordering::SeqCst);
+    }
+}
 
 /// Bits of the switch count kept in the word.
 const COUNT_BITS: u32 = 20;
@@ -159,6 +203,7 @@ unsafe impl Send for Watch {}
 
 impl Watch {
     pub(crate) fn new(root_id: FiberId) -> Watch {
+        init_fences();
         Watch {
             word: AtomicU64::new(0),
             hazard: AtomicU64::new(0),
@@ -189,9 +234,18 @@ impl Watch {
     /// context's final switch: waits while a reader reads it.
     #[inline]
     pub(crate) fn wait_unread(&self, meta: *const Meta) {
-        // Only this thread writes the word: a reload gives what it stored.
-        let now = self.word.load(Ordering::Relaxed);
-        self.word.store(now, Ordering::SeqCst);
+        if ASYMMETRIC.load(Ordering::Relaxed) {
+            // The light half of the asymmetric fence: the reader's
+            // `membarrier` makes this thread's earlier store of the word
+            // visible before the reader reloads it, or makes the reader's
+            // hazard visible to the load below (see `init_fences`).
+            std::sync::atomic::compiler_fence(Ordering::SeqCst);
+        } else {
+            // Only this thread writes the word: a reload gives what it
+            // stored; storing it again SeqCst is the full fence.
+            let now = self.word.load(Ordering::Relaxed);
+            self.word.store(now, Ordering::SeqCst);
+        }
         while self.hazard.load(Ordering::SeqCst) == meta as usize as u64 {
             std::hint::spin_loop();
         }
@@ -205,6 +259,9 @@ impl Watch {
         }
         let _one_reader = self.read_lock.lock().unwrap_or_else(|e| e.into_inner());
         self.hazard.store(meta as usize as u64, Ordering::SeqCst);
+        if ASYMMETRIC.load(Ordering::Relaxed) {
+            heavy_fence();
+        }
         let result = if self.word.load(Ordering::SeqCst) == word {
             // Still running with that word: its stack (or, for the root,
             // this `Watch`) cannot be given back before the hazard is
