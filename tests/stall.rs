@@ -78,6 +78,25 @@ fn seen_for(name: &str) -> Vec<Seen> {
         .collect()
 }
 
+/// Blocks the thread for `d`, as a crate's blocking call would: by the
+/// system call itself, which the `hook` feature (with which this suite
+/// also runs, and which makes `std::thread::sleep` park the fiber) does
+/// not intercept.
+fn block_thread(d: Duration) {
+    let ts = libc::timespec {
+        tv_sec: d.as_secs() as libc::time_t,
+        tv_nsec: d.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: a valid timespec, and no remainder wanted.
+    unsafe {
+        libc::syscall(
+            libc::SYS_nanosleep,
+            &ts,
+            std::ptr::null_mut::<libc::timespec>(),
+        )
+    };
+}
+
 fn spin(d: Duration) {
     let start = Instant::now();
     let mut n = 0u64;
@@ -93,7 +112,7 @@ fn a_thread_sleep_and_a_spin_are_reported_while_they_run() {
         let sleeper = fibra::Builder::new()
             .name("t1-sleeper".into())
             .spawn(|| {
-                std::thread::sleep(Duration::from_millis(600));
+                block_thread(Duration::from_millis(600));
                 Instant::now()
             })
             .unwrap();
@@ -132,7 +151,7 @@ fn no_warning_when_it_is_off() {
     rt.block_on(|| {
         fibra::Builder::new()
             .name("t2-quiet".into())
-            .spawn(|| std::thread::sleep(Duration::from_millis(400)))
+            .spawn(|| block_thread(Duration::from_millis(400)))
             .unwrap()
             .join()
             .unwrap()
