@@ -972,10 +972,14 @@ fn a_subscriber_that_never_reads_is_cut_off() {
         "delivered to the slow subscriber: {reached:?}"
     );
     let after = rss_kib(pid);
-    assert!(
-        after < before + 80 * 1024,
-        "RSS grew from {before} KiB to {after} KiB"
-    );
+    // Under AddressSanitizer freed memory waits in ASan's quarantine
+    // (256 MiB by default) instead of going back: RSS measures that there.
+    if !cfg!(fibra_asan) {
+        assert!(
+            after < before + 80 * 1024,
+            "RSS grew from {before} KiB to {after} KiB"
+        );
+    }
     assert_eq!(c.cmd_str("PING"), b"+PONG\r\n");
     // The subscriber finds its connection closed after what was queued.
     sub.w.set_read_timeout(Some(TIMEOUT)).unwrap();
