@@ -146,10 +146,11 @@ impl<T: 'static> FiberLocal<T> {
             }
         };
         let _pin = StackPin::new();
-        // SAFETY: `value` points into a box of this fiber's map, which stays
+        // `value` points into a box of this fiber's map, which stays
         // there until `teardown`, after the fiber's closure (and so this
         // call) has returned; the pin keeps a generator from carrying this
         // frame elsewhere (see the module docs).
+        // SAFETY: as argued just above.
         Ok(f(unsafe { &*value }))
     }
 

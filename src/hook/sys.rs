@@ -29,11 +29,12 @@ pub(super) unsafe fn call6(
     a6: usize,
 ) -> isize {
     let ret: isize;
-    // SAFETY: the x86_64 Linux system call convention: number in rax,
+    // the x86_64 Linux system call convention: number in rax,
     // arguments in rdi, rsi, rdx, r10, r8, r9; the kernel returns in rax and
     // clobbers rcx and r11, and uses no user stack. Memory the call reads or
     // writes is the caller's contract (the block is not `nomem`, so the
     // compiler assumes memory changes).
+    // SAFETY: as argued just above.
     unsafe {
         asm!(
             "syscall",

@@ -165,7 +165,7 @@ impl Runtime<Workers> {
                  work on this runtime and join it instead."
             );
         }
-        // SAFETY: the borrows of `f` and `T` must outlive the job. Once
+        // the borrows of `f` and `T` must outlive the job. Once
         // `submit` has the job, this call returns or unwinds only after
         // `join` has seen the result, which comes after the fiber dropped
         // `f` (or after the job was dropped unrun). `join` on a thread does
@@ -173,6 +173,7 @@ impl Runtime<Workers> {
         // (a failed wake-up of a worker is reported by that worker, later),
         // but should it ever unwind after queueing the job, `JoinOnUnwind`
         // still waits for the job before the borrows end.
+        // SAFETY: as argued just above.
         let (job, handle) = unsafe { Job::new_unchecked(f) };
         let mut waiting = JoinOnUnwind(Some(handle));
         self.pool().submit(job, None);
