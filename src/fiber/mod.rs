@@ -33,7 +33,9 @@
 mod builder;
 pub(crate) mod entry;
 pub(crate) mod join;
+mod join_error;
 pub(crate) mod local;
+pub(crate) mod packet;
 pub(crate) mod queued;
 pub(crate) mod scope;
 

@@ -1,0 +1,477 @@
+//! The packet a fiber leaves its result in for its `JoinHandle`: one
+//! allocation, owned jointly by the fiber's end and the handle's end, and
+//! where the fiber lives (to cancel it).
+
+use std::alloc::{self, Layout};
+use std::cell::UnsafeCell;
+use std::ptr::NonNull;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::task::{Context, Poll};
+
+use crate::fiber::Fiber;
+use crate::fiber::queued::Placement;
+use crate::fiber::scope::ScopeData;
+use crate::runtime::blocks::{self, BLOCK};
+use crate::runtime::context;
+use crate::runtime::core::{Core, FiberId, Key};
+use crate::runtime::park::{Unparker, WaitOn, park_current};
+use crate::runtime::registry::{self, RuntimeId};
+use crate::runtime::shared::Remote;
+
+use crate::fiber::JoinError;
+
+/// The handle has registered a waiter in the packet.
+const WAITING: u8 = 1;
+/// The handle is gone: whoever finishes last frees the packet.
+const HANDLE_GONE: u8 = 2;
+/// The fiber has its result in and is handing it over: the waiter slot is
+/// the fiber's now, and `done` follows within a few instructions.
+const COMPLETING: u8 = 4;
+/// Set with `WAITING` when the waiter is a `join` from inside the fiber's
+/// own runtime. The contexts of a runtime (its fibers and its root) run one
+/// at a time on one thread, and `join` owns the handle until it returns, so
+/// from then on the two ends of the packet are never used at the same time:
+/// both update the state with plain loads and stores instead of
+/// read-modify-writes.
+const LOCAL: u8 = 8;
+
+/// Where a fiber leaves its result for its [`JoinHandle`]: one allocation
+/// per fiber, owned jointly by the fiber ([`FiberEnd`]) and the handle
+/// ([`HandleEnd`]), with no reference count: the state word and the `done`
+/// flag say who owns it.
+///
+/// # Invariant
+///
+/// - `result` is written by the fiber before it sets `COMPLETING`, and read
+///   by the handle only after it saw `done` (Acquire).
+/// - `waiter` belongs to the handle while `WAITING` and `COMPLETING` are
+///   both clear. The handle publishes it by setting `WAITING`, and may take
+///   it back by clearing `WAITING` with a CAS (which fails once the fiber
+///   set `COMPLETING`). The fiber sets `COMPLETING` first and takes the
+///   waiter only if `WAITING` was set at that moment.
+/// - Setting `done` is the fiber's last access, unless it found
+///   `HANDLE_GONE` when it set `COMPLETING`: then it frees the packet
+///   itself. So a handle that saw `done` owns the packet alone and frees it
+///   on drop. A handle that sets `HANDLE_GONE` before `COMPLETING` leaves
+///   the packet to the fiber; one that finds `COMPLETING` already set waits
+///   the few instructions until `done` and frees it.
+///
+/// `done` is a word of its own, written with a plain release store, so a
+/// spawn and join costs two atomic read-modify-writes (the handle's
+/// `WAITING`, the fiber's `COMPLETING`), where two `Arc`s (fiber and
+/// handle) and a state word cost seven; and none at all when the handle
+/// joins from inside the fiber's runtime (see [`LOCAL`]), the usual case.
+///
+/// The packet also holds what the handle knows of its fiber (id, name and
+/// where to cancel it), which only the handle reads: a [`JoinHandle`] is
+/// then one pointer, returned and passed in a register.
+pub(crate) struct Packet<T> {
+    pub(crate) state: AtomicU8,
+    pub(crate) done: AtomicBool,
+    pub(crate) result: UnsafeCell<Option<Result<T, JoinError>>>,
+    pub(crate) waiter: UnsafeCell<Option<Unparker>>,
+    /// For a scoped fiber: told when an unjoined result was a panic.
+    pub(crate) scope: Option<NonNull<ScopeData>>,
+    pub(crate) fiber: Fiber,
+    pub(crate) at: FiberRef,
+}
+
+impl<T> Drop for Packet<T> {
+    fn drop(&mut self) {
+        if let Some(scope) = self.scope
+            && matches!(self.result.get_mut(), Some(Err(e)) if e.is_panic())
+        {
+            // a scoped packet is freed by one of its two ends, both
+            // on the scope's thread: the fiber's (scoped fibers run on the
+            // scope's runtime) and the `ScopedJoinHandle`'s (`!Send`, and it
+            // borrows the scope); and before the scope's data is gone, since
+            // the scope waits for its fibers' exit and the handle cannot
+            // outlive `'scope`.
+            // SAFETY: as argued just above.
+            unsafe { scope.as_ref().a_fiber_panicked.set(true) };
+        }
+    }
+}
+
+/// Sets `bit` in a packet's state word, which must be clear (each bit is
+/// set by one side only, once, and that side knows it has not set it yet);
+/// returns the state before.
+///
+/// A `fetch_add` of a clear bit is a `fetch_or`; on x86 an or that returns
+/// the old value compiles to a load and a `lock cmpxchg` loop, an add to a
+/// single `lock xadd`.
+#[inline]
+fn set_once(state: &AtomicU8, bit: u8) -> u8 {
+    let before = state.fetch_add(bit, Ordering::AcqRel);
+    debug_assert_eq!(before & bit, 0, "packet state bit {bit} set twice");
+    before
+}
+
+/// A new packet for fiber `id` named `name`, which lives `at`: the fiber's
+/// end and the handle's end. `core`: the runtime the fiber is spawned on
+/// from its own thread, whose cache of blocks it comes from if it fits one.
+///
+/// Always inlined: the caller's values are then stored straight into the
+/// block (see [`HandleEnd::register`] on copies through the stack).
+#[inline(always)]
+pub(crate) fn packet<T>(
+    core: Option<&Core>,
+    scope: Option<NonNull<ScopeData>>,
+    id: FiberId,
+    name: Option<Arc<str>>,
+    at: FiberRef,
+) -> (FiberEnd<T>, HandleEnd<T>) {
+    let ptr = if blocks::fits(Layout::new::<Packet<T>>()) {
+        let block = core
+            .and_then(Core::take_block)
+            // SAFETY: BLOCK has a non-zero size.
+            .or_else(|| NonNull::new(unsafe { alloc::alloc(BLOCK) }))
+            .unwrap_or_else(|| alloc::handle_alloc_error(BLOCK));
+        block.cast::<Packet<T>>()
+    } else {
+        let layout = Layout::new::<Packet<T>>();
+        // SAFETY: a packet has a non-zero size (its state words).
+        let raw = unsafe { alloc::alloc(layout) };
+        NonNull::new(raw)
+            .unwrap_or_else(|| alloc::handle_alloc_error(layout))
+            .cast()
+    };
+    // Field by field, straight into the block: a `Packet` value built on
+    // the stack and copied in is read back in 16-byte pieces that the CPU
+    // cannot forward from the narrower stores that just wrote them, a stall
+    // of a dozen cycles on every spawn.
+    // SAFETY: `ptr` is a fresh allocation of at least Packet<T>'s layout;
+    // each field is written once, through a raw place (nothing reads the
+    // uninitialised memory).
+    unsafe {
+        let p = ptr.as_ptr();
+        (&raw mut (*p).state).write(AtomicU8::new(0));
+        (&raw mut (*p).done).write(AtomicBool::new(false));
+        (&raw mut (*p).result).write(UnsafeCell::new(None));
+        (&raw mut (*p).waiter).write(UnsafeCell::new(None));
+        (&raw mut (*p).scope).write(scope);
+        (&raw mut (*p).fiber).write(Fiber { id, name });
+        (&raw mut (*p).at).write(at);
+    }
+    (FiberEnd(ptr), HandleEnd(ptr))
+}
+
+/// Drops a packet and frees its memory: a block goes to the cache of the
+/// runtime entered on this thread, if any.
+///
+/// # Safety
+///
+/// `ptr` came from [`packet`], its last owner frees it, once.
+#[inline]
+unsafe fn free<T>(ptr: NonNull<Packet<T>>) {
+    if blocks::fits(Layout::new::<Packet<T>>()) {
+        // SAFETY: the packet is live and nobody uses it any more.
+        unsafe { ptr.drop_in_place() };
+        let block = ptr.cast::<u8>();
+        match context::current() {
+            // SAFETY: `packet` allocated it with BLOCK; it is free now.
+            Some(core) => unsafe { core.give_back_block(block) },
+            // SAFETY: as above.
+            None => unsafe { alloc::dealloc(block.as_ptr(), BLOCK) },
+        }
+    } else {
+        // SAFETY: `packet` allocated it from the global allocator with
+        // Packet<T>'s layout, as `Box` does, and initialised it.
+        drop(unsafe { Box::from_raw(ptr.as_ptr()) });
+    }
+}
+
+/// The fiber's end of a packet: [`complete`](FiberEnd::complete) once.
+pub(crate) struct FiberEnd<T>(NonNull<Packet<T>>);
+
+// SAFETY: the state protocol serialises every access to the packet, from
+// any thread; the result is written on the fiber's thread and read on the
+// handle's, hence `T: Send`. (A scoped packet's `scope` is dereferenced on
+// drop: its fiber end stays on the scope's thread because a started fiber
+// never migrates and scoped fibers are spawned on the scope's own runtime;
+// its handle end is wrapped in a `ScopedJoinHandle`, which is `!Send`.)
+unsafe impl<T: Send> Send for FiberEnd<T> {}
+
+impl<T> FiberEnd<T> {
+    /// Hands the fiber's outcome to the handle, waking it if it waits.
+    pub(crate) fn complete(self, result: Result<T, JoinError>) {
+        self.complete_in(None, result);
+    }
+
+    /// As [`FiberEnd::complete`], from the fiber itself, running on `core`:
+    /// a waiter in `core` is then woken without looking it up.
+    #[inline]
+    pub(crate) fn complete_in(self, core: Option<&Core>, result: Result<T, JoinError>) {
+        let ptr = self.0;
+        // SAFETY: until this end sets `done` (or frees it) the packet is
+        // alive: the handle frees it only after seeing `done`.
+        let packet = unsafe { ptr.as_ref() };
+        // SAFETY: only this end writes `result`, before COMPLETING; it is
+        // still `None`, so overwriting it drops nothing.
+        unsafe { packet.result.get().write(Some(result)) };
+        let seen = packet.state.load(Ordering::Relaxed);
+        let before = if seen & LOCAL != 0 {
+            // The waiter is a join in this runtime, which is not running
+            // while we are (see LOCAL): a plain store will do.
+            packet.state.store(seen | COMPLETING, Ordering::Relaxed);
+            seen
+        } else {
+            set_once(&packet.state, COMPLETING)
+        };
+        if before & HANDLE_GONE != 0 {
+            // Nobody will read the result: free the packet, and the result
+            // with it (a scope learns from the drop that a panic went
+            // unjoined).
+            // SAFETY: the handle left before COMPLETING, so it left the
+            // packet to this end, the last owner.
+            unsafe { free(ptr) };
+            return;
+        }
+        if before & WAITING != 0
+            && let Some(core) = core
+            // SAFETY: WAITING was set when COMPLETING went in, so the
+            // handle published a waiter and can no longer take it back.
+            && let Some(Unparker::Local(waiter)) = unsafe { &*packet.waiter.get() }
+        {
+            // A join in this runtime (the usual case), woken here without
+            // moving the whole `Unparker` out of its slot.
+            let waiter = *waiter;
+            // SAFETY: as above, the slot is ours; the local unparker in it
+            // owns nothing, so overwriting it leaks nothing.
+            unsafe { packet.waiter.get().write(None) };
+            packet.done.store(true, Ordering::Release);
+            if !waiter.unpark_in(core) {
+                Unparker::Local(waiter).unpark();
+            }
+            return;
+        }
+        let waiter = if before & WAITING != 0 {
+            // SAFETY: WAITING was set when COMPLETING went in, so the
+            // handle published a waiter and can no longer take it back.
+            unsafe { (*packet.waiter.get()).take() }
+        } else {
+            None
+        };
+        // The last access: from here on the handle may free the packet.
+        packet.done.store(true, Ordering::Release);
+        if let Some(waiter) = waiter {
+            waiter.unpark();
+        }
+    }
+}
+
+/// The handle's end of a packet.
+pub(crate) struct HandleEnd<T>(NonNull<Packet<T>>);
+
+// SAFETY: the state protocol serialises every access to the packet's cells;
+// the result crosses threads, hence `T: Send`. `scope` is only dereferenced
+// on the scope's own thread: a scoped packet's handle end lives inside a
+// `ScopedJoinHandle`, which is `!Send` and `!Sync`, and its fiber end on the
+// scope's runtime, which a started fiber never leaves.
+unsafe impl<T: Send> Send for HandleEnd<T> {}
+// SAFETY: as above; `&HandleEnd` only reads the state word.
+unsafe impl<T: Send> Sync for HandleEnd<T> {}
+
+/// What registering a waiter found.
+pub(crate) enum Registered {
+    /// The fiber will wake the waiter when it is done.
+    Waiting,
+    /// The fiber is done, or finishing: `done` comes without a wake-up.
+    Finishing,
+}
+
+impl<T> HandleEnd<T> {
+    pub(crate) fn packet(&self) -> &Packet<T> {
+        // SAFETY: the handle's end keeps the packet alive until it is
+        // dropped (see the invariant).
+        unsafe { self.0.as_ref() }
+    }
+
+    /// Corrects where the fiber lives, before the handle is handed out.
+    pub(crate) fn relocate(&mut self, at: FiberRef) {
+        // SAFETY: `at` is read only by the handle's end, which `&mut self`
+        // borrows exclusively; the fiber's end never touches it.
+        unsafe { (*self.0.as_ptr()).at = at };
+    }
+
+    pub(crate) fn is_done(&self) -> bool {
+        self.packet().done.load(Ordering::Acquire)
+    }
+
+    /// Publishes a waiter (replacing an earlier one), so that the fiber
+    /// wakes it when done: `put` stores it into the slot it is given, and
+    /// says whether it is a `join` inside the fiber's runtime (see
+    /// [`LOCAL`]).
+    ///
+    /// `put` writes the slot itself, rather than return the waiter to be
+    /// stored here: a waiter chosen among several kinds was otherwise built
+    /// on the stack and copied with loads wider than the stores that had
+    /// just written it, which the CPU cannot forward (a stall of a dozen
+    /// cycles on every join).
+    pub(crate) fn register(&self, put: impl FnOnce(&mut Option<Unparker>) -> bool) -> Registered {
+        let packet = self.packet();
+        let mut state = packet.state.load(Ordering::Acquire);
+        loop {
+            if state & COMPLETING != 0 {
+                return Registered::Finishing;
+            }
+            if state & WAITING == 0 {
+                break;
+            }
+            // Take the slot back to put a newer waiter in (a future polled
+            // again, maybe with another waker).
+            match packet.state.compare_exchange_weak(
+                state,
+                state & !WAITING,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => break,
+                Err(now) => state = now,
+            }
+        }
+        // SAFETY: WAITING and COMPLETING are clear: the slot is ours.
+        if put(unsafe { &mut *packet.waiter.get() }) {
+            // The fiber runs in this runtime, so not before we park, and
+            // nothing else reaches the packet: `state` cannot have changed
+            // since we read it, and a plain store publishes the waiter.
+            packet
+                .state
+                .store(state | WAITING | LOCAL, Ordering::Relaxed);
+            return Registered::Waiting;
+        }
+        if set_once(&packet.state, WAITING) & COMPLETING != 0 {
+            // The fiber got there first and will not look at the slot.
+            return Registered::Finishing;
+        }
+        Registered::Waiting
+    }
+
+    /// Waits out the few instructions between `COMPLETING` and `done` (the
+    /// fiber runs on another thread: on ours it cannot be caught between,
+    /// as nothing parks there).
+    pub(crate) fn finish_wait(&self) {
+        let mut spins = 0u32;
+        while !self.is_done() {
+            if spins < 64 {
+                std::hint::spin_loop();
+                spins += 1;
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    }
+
+    /// The result, once `done` was seen.
+    pub(crate) fn take_result(&self) -> Result<T, JoinError> {
+        debug_assert!(self.is_done());
+        // SAFETY: `done` seen (Acquire): the fiber is gone, and the result
+        // is the handle's alone.
+        unsafe { (*self.packet().result.get()).take() }
+            .expect("fibra: a JoinHandle was polled after it returned the result")
+    }
+
+    /// Waits for the result, parking with the waiter `waiter` makes.
+    ///
+    /// A waiter names one park (a fiber's wake token): after a wake-up
+    /// that was not the fiber's completion — a cancel landing on a join
+    /// made while unwinding, which parks plainly — the next park needs a
+    /// waiter of its own, registered again, or the completion would go to
+    /// the spent one and never arrive.
+    pub(crate) fn wait(
+        &self,
+        mut waiter: impl FnMut(&mut Option<Unparker>) -> bool,
+        id: FiberId,
+    ) -> Result<T, JoinError> {
+        while !self.is_done() {
+            match self.register(&mut waiter) {
+                Registered::Waiting => {
+                    park_current(None, WaitOn::Join(id));
+                }
+                Registered::Finishing => self.finish_wait(),
+            }
+        }
+        self.take_result()
+    }
+
+    /// One poll of the result, for the `Future` impl.
+    pub(crate) fn poll(&self, cx: &mut Context<'_>) -> Poll<Result<T, JoinError>> {
+        if !self.is_done() {
+            let waker = |slot: &mut Option<Unparker>| {
+                *slot = Some(Unparker::Waker(cx.waker().clone()));
+                false // a future may move to any thread
+            };
+            match self.register(waker) {
+                Registered::Waiting => return Poll::Pending,
+                Registered::Finishing => self.finish_wait(),
+            }
+        }
+        Poll::Ready(self.take_result())
+    }
+}
+
+impl<T> Drop for HandleEnd<T> {
+    fn drop(&mut self) {
+        // Seeing `done` is enough (the fiber's last access was setting it),
+        // so a joined handle frees the packet without a read-modify-write.
+        if !self.is_done() {
+            if set_once(&self.packet().state, HANDLE_GONE) & COMPLETING == 0 {
+                return; // the fiber will see HANDLE_GONE and free it
+            }
+            // The fiber was already handing over: it will not free the
+            // packet, and sets `done` in a moment.
+            self.finish_wait();
+        }
+        // SAFETY: the fiber is gone: this end is the last owner.
+        unsafe { free(self.0) };
+    }
+}
+
+/// Where a fiber lives, to cancel it.
+#[derive(Clone)]
+pub(crate) enum FiberRef {
+    /// In slot `key` of runtime `runtime`.
+    At { runtime: RuntimeId, key: Key },
+    /// Sent to a runtime of workers, where it may not have started yet.
+    Queued(Arc<Placement>),
+}
+
+impl FiberRef {
+    /// Cancels fiber `id`, wherever it is.
+    pub(crate) fn cancel(&self, id: FiberId) {
+        match self {
+            FiberRef::At { runtime, key } => cancel_fiber(*runtime, *key, id),
+            FiberRef::Queued(placement) => placement.cancel(id),
+        }
+    }
+}
+
+/// Cancels the fiber `id` in slot `key` of runtime `runtime`: directly on
+/// its own thread inside its runtime, by message otherwise; nothing if the
+/// runtime is gone (its fibers are all finished then).
+pub(crate) fn cancel_fiber(runtime: RuntimeId, key: Key, id: FiberId) {
+    match context::current() {
+        Some(core) if core.id == runtime => core.cancel(key, id),
+        _ => {
+            if let Some(shared) = registry::get(runtime) {
+                shared.send(Remote::Cancel(key, id));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    pub(crate) fn packets_of_small_results_fit_a_cached_block() {
+        // A packet that does not fit is allocated and freed with malloc on
+        // every spawn: keep the usual results within a block.
+        assert!(blocks::fits(Layout::new::<Packet<()>>()));
+        assert!(blocks::fits(Layout::new::<Packet<u64>>()));
+        assert!(blocks::fits(Layout::new::<Packet<String>>()));
+        assert!(blocks::fits(Layout::new::<Packet<std::io::Result<usize>>>()));
+    }
+}
