@@ -56,14 +56,17 @@
     .text
 
 # The first half of every switch: push the outgoing context's frame, store
-# its stack pointer through rdi and load rsi's. The outgoing FP words are
-# left in eax and ecx for the second half.
-    .macro fibra_0_1_save_and_load
+# its stack pointer through rdi and load rsi's. With `fp` set, the outgoing
+# FP words are saved in the frame and left in eax and ecx for the second
+# half; without (a generator's switches), their slot is left as it was.
+    .macro fibra_0_1_save_and_load fp
     # Save MXCSR and the x87 control word of the outgoing context first...
     subq $8, %rsp
     .cfi_adjust_cfa_offset 8
+    .if \fp
     stmxcsr (%rsp)
     fnstcw 4(%rsp)
+    .endif
     # ...then its callee-saved registers.
     pushq %rbp
     .cfi_adjust_cfa_offset 8
@@ -84,8 +87,10 @@
     .cfi_adjust_cfa_offset 8
     .cfi_rel_offset %r15, 0
     # The outgoing FP words, to compare with the incoming ones.
+    .if \fp
     movl 48(%rsp), %eax
     movzwl 52(%rsp), %ecx
+    .endif
     # The switch itself. The incoming stack holds a frame of the same layout,
     # so the CFI above stays true: an unwinder stopped here walks the incoming
     # context instead of the outgoing one, and both are well formed.
@@ -93,9 +98,10 @@
     movq %rsi, %rsp
     .endm
 
-# The second half: load the incoming context's FP words if they differ from
-# the outgoing ones, pop its registers and resume it.
-    .macro fibra_0_1_restore_and_resume jump
+# The second half: with `fp` set, load the incoming context's FP words if
+# they differ from the outgoing ones; pop its registers and resume it.
+    .macro fibra_0_1_restore_and_resume jump fp
+    .if \fp
     # Load MXCSR only if its control bits differ from the outgoing ones.
     xorl 48(%rsp), %eax
     testl $0xffc0, %eax
@@ -105,6 +111,7 @@
     cmpw 52(%rsp), %cx
     jne 4f
 3:
+    .endif
     .cfi_remember_state
     popq %r15
     .cfi_adjust_cfa_offset -8
@@ -135,7 +142,7 @@
     .cfi_adjust_cfa_offset -8
     .cfi_register %rip, %rcx
     jmpq *%rcx
-    .else
+    .elseif \fp
     leaq fibra_0_1_trampoline(%rip), %rcx
     cmpq %rcx, (%rsp)
     je 5f
@@ -144,15 +151,20 @@
     addq $8, %rsp
     .cfi_adjust_cfa_offset -8
     jmp fibra_0_1_trampoline
+    .else
+    # A generator's caller, saved by `fibra_0_1_resume`: never a new fiber.
+    ret
     .endif
-    # Out-of-line, rarely taken: the incoming context runs with other FP modes.
     .cfi_restore_state
+    .if \fp
+    # Out-of-line, rarely taken: the incoming context runs with other FP modes.
 2:
     ldmxcsr 48(%rsp)
     jmp 1b
 4:
     fldcw 52(%rsp)
     jmp 3b
+    .endif
     .endm
 
 # usize fibra_0_1_switch(void **save_sp /* rdi */, void *load_sp /* rsi */, usize arg /* rdx */)
@@ -167,15 +179,12 @@
     .p2align 4
 fibra_0_1_switch:
     .cfi_startproc
-    fibra_0_1_save_and_load
+    fibra_0_1_save_and_load 1
 
-    # A generator's `yield_` (src/arch/x86_64.rs, `suspend`) joins here by a
-    # jump, with the same registers and a frame of the same layout: see
-    # "Generators" below.
-    .globl fibra_0_1_switch_tail
-    .hidden fibra_0_1_switch_tail
+    # A fiber's final switch (the trampoline) joins here by a jump, with the
+    # outgoing FP words in eax and ecx.
 fibra_0_1_switch_tail:
-    fibra_0_1_restore_and_resume 0
+    fibra_0_1_restore_and_resume 0, 1
     .cfi_endproc
     .size fibra_0_1_switch, .-fibra_0_1_switch
 
@@ -260,14 +269,23 @@ fibra_0_1_trampoline:
 # and left by the *return that matches it*:
 #
 # - `fibra_0_1_resume` is called by `Generator::next`. It saves the caller
-#   exactly like the switch (so the caller's frame ends in the return
-#   address of that call), loads the generator's frame and leaves it with an
-#   indirect `jmp` to the generator's resume point, which leaves the
+#   in a frame of the switch's layout (so the caller's frame ends in the
+#   return address of that call), loads the generator's frame and leaves it
+#   with an indirect `jmp` to the generator's resume point, which leaves the
 #   return-stack entry of the call in place.
-# - `yield_` pushes a frame of the same layout itself (inline assembly, so it
+# - `yield_` writes a frame of the same layout itself (inline assembly, so it
 #   makes no call of its own, whose return would be mispredicted), switches
-#   to the caller's stack and jumps to `fibra_0_1_switch_tail`, whose `ret`
+#   to the caller's stack and jumps to `fibra_0_1_resume_tail`, whose `ret`
 #   pops the caller's return address: the entry the call pushed.
+#
+# And as a call does, a generator shares its caller's FP environment: its
+# switches neither save nor load MXCSR and the x87 control word (their slot
+# in the frame is left unwritten). A body that changes them changes them for
+# the code that called `next`, as a function that changes them does (which
+# the ABI allows a function that says so); a fiber keeps its own instead.
+# What that saves is most of the switch on some CPUs: reading MXCSR
+# (`stmxcsr`) costs about as much as all of the rest of a round trip on AMD
+# Zen 2 (measured: `cd benches/peers && cargo run --release -- switch`).
 #
 # usize fibra_0_1_resume(void **save_sp /* rdi */, void *load_sp /* rsi */, usize arg /* rdx */)
     .globl fibra_0_1_resume
@@ -276,10 +294,39 @@ fibra_0_1_trampoline:
     .p2align 4
 fibra_0_1_resume:
     .cfi_startproc
-    fibra_0_1_save_and_load
-    fibra_0_1_restore_and_resume 1
+    fibra_0_1_save_and_load 0
+    fibra_0_1_restore_and_resume 1, 0
+
+    # `yield_` (src/arch/x86_64.rs, `suspend`) and a generator's final
+    # switch join here by a jump, with rsp at the caller's frame and `arg`
+    # in rdx.
+    .globl fibra_0_1_resume_tail
+    .hidden fibra_0_1_resume_tail
+fibra_0_1_resume_tail:
+    fibra_0_1_restore_and_resume 0, 0
     .cfi_endproc
     .size fibra_0_1_resume, .-fibra_0_1_resume
+
+# A generator's first and last code, as the trampoline is a fiber's, but its
+# final switch goes back to the caller saved by `fibra_0_1_resume`, with no
+# FP words to compare. Same registers on entry; same one-byte `nop` before.
+    .globl fibra_0_1_generator_trampoline
+    .hidden fibra_0_1_generator_trampoline
+    .type fibra_0_1_generator_trampoline,@function
+    .p2align 4
+    .cfi_startproc
+    .cfi_undefined %rip
+    nop
+fibra_0_1_generator_trampoline:
+    movq %rax, %rdi
+    movq %rbx, %rsi
+    callq *%r12
+    # The final switch: rax is the caller's saved stack pointer, rdx the
+    # `arg` it gets.
+    movq %rax, %rsp
+    jmp fibra_0_1_resume_tail
+    .cfi_endproc
+    .size fibra_0_1_generator_trampoline, .-fibra_0_1_generator_trampoline
 
 # The macros are ours alone: undefine them, so that they cannot clash with
 # assembly that follows this file in the same module.

@@ -214,3 +214,43 @@ fn overflow_during_a_switch_is_reported_at_every_depth() {
         }
     }
 }
+
+/// A fiber that parks inside a generator's body (another fiber runs in
+/// between) still runs on the generator's stack when it resumes: an
+/// overflow there is reported with the generator stack's size, not taken
+/// for a stray fault.
+#[test]
+fn a_generator_overflow_after_its_fiber_parked_is_reported() {
+    if is_child("a_generator_overflow_after_its_fiber_parked_is_reported") {
+        fibra::run(|| {
+            let other = fibra::spawn(|| {
+                // Runs while the host is parked inside the generator, on
+                // its own stack, deep enough to fault on a wrong guard.
+                black_box(dive(200, &mut || ()));
+            });
+            let host = fibra::Builder::new()
+                .name("host".into())
+                .stack_size(256 * 1024)
+                .spawn(|| {
+                    let mut g = fibra::Generator::with_stack_size(48 * 1024, |y| {
+                        fibra::sleep(std::time::Duration::from_millis(20));
+                        recurse(0);
+                        y.yield_(());
+                    })
+                    .unwrap();
+                    g.next();
+                })
+                .unwrap();
+            other.join().unwrap();
+            let _ = host.join();
+        });
+        unreachable!("the overflow did not abort");
+    }
+    let out = run_child("a_generator_overflow_after_its_fiber_parked_is_reported");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("has overflowed its stack of 48 KiB"),
+        "stderr:\n{stderr}"
+    );
+    assert_eq!(out.status.signal(), Some(libc::SIGABRT), "{:?}", out.status);
+}

@@ -387,29 +387,36 @@ fn callee_saved_registers_survive_generator_switches() {
     GENERATOR.with(|c| c.set(std::ptr::null_mut()));
 }
 
+/// A generator runs like a call on its caller's thread: it shares the
+/// caller's FP environment both ways (a fiber keeps its own: see
+/// `fp_control_state_is_per_fiber`).
 #[test]
-fn fp_control_state_is_per_generator() {
+fn fp_control_state_is_shared_with_a_generators_caller() {
     let caller_mxcsr = mxcsr();
     set_mxcsr(0x1F80 | 0x6000); // round toward zero in the caller
     set_x87_cw(0x0C7F);
     let mut g = fibra::Generator::new(|y| {
-        assert_eq!(mxcsr() & MXCSR_CONTROL, 0x1F80, "new generator MXCSR");
-        assert_eq!(x87_cw(), 0x037F, "new generator x87 CW");
+        assert_eq!(mxcsr() & MXCSR_CONTROL, 0x1F80 | 0x6000, "caller's MXCSR");
+        assert_eq!(x87_cw(), 0x0C7F, "caller's x87 CW");
         set_mxcsr(0x1F80 | 0x2000); // round down
         set_x87_cw(0x077F);
-        for _ in 0..3 {
-            y.yield_(());
-            assert_eq!(mxcsr() & MXCSR_CONTROL, 0x1F80 | 0x2000);
-            assert_eq!(x87_cw(), 0x077F);
-        }
-        // Ends in its own modes: its final switch restores the caller's.
+        y.yield_(());
+        // The caller changed them back before resuming us.
+        assert_eq!(mxcsr() & MXCSR_CONTROL, 0x1F80 | 0x4000);
+        assert_eq!(x87_cw(), 0x087F);
+        set_mxcsr(0x1F80 | 0x8000); // flush to zero, at the end
     });
-    while g.next().is_some() {
-        assert_eq!(mxcsr() & MXCSR_CONTROL, 0x1F80 | 0x6000);
-        assert_eq!(x87_cw(), 0x0C7F);
-    }
-    assert_eq!(mxcsr() & MXCSR_CONTROL, 0x1F80 | 0x6000);
-    assert_eq!(x87_cw(), 0x0C7F);
+    assert!(g.next().is_some());
+    assert_eq!(mxcsr() & MXCSR_CONTROL, 0x1F80 | 0x2000, "the body's MXCSR");
+    assert_eq!(x87_cw(), 0x077F, "the body's x87 CW");
+    set_mxcsr(0x1F80 | 0x4000); // round up
+    set_x87_cw(0x087F);
+    assert!(g.next().is_none());
+    assert_eq!(
+        mxcsr() & MXCSR_CONTROL,
+        0x1F80 | 0x8000,
+        "set by the ended body"
+    );
     set_mxcsr(caller_mxcsr);
     set_x87_cw(0x037F);
 }

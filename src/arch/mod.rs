@@ -5,6 +5,9 @@
 //!
 //! - [`init_stack`]: build the first switch frame on a fresh stack, so that
 //!   switching to it calls `entry(arg, data)` on that stack;
+//! - [`init_generator_stack`], [`resume`], [`suspend`]: the same for a
+//!   generator, entered like a call and left like its return, in its
+//!   caller's FP environment;
 //! - [`switch`]: save the running context, resume another one, and return
 //!   when something switches back;
 //! - [`EntryFn`]: the type of a fiber's first function, which returns its
@@ -18,7 +21,9 @@
 #[cfg(target_arch = "x86_64")]
 mod x86_64;
 #[cfg(target_arch = "x86_64")]
-pub(crate) use x86_64::{EntryFn, FinalSwitch, check_supported, init_stack, prefetch_frame};
+pub(crate) use x86_64::{
+    EntryFn, FinalSwitch, check_supported, init_generator_stack, init_stack, prefetch_frame,
+};
 #[cfg(all(target_arch = "x86_64", not(fibra_asan)))]
 pub(crate) use x86_64::{resume, suspend, switch};
 

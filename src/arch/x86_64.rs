@@ -15,8 +15,9 @@ unsafe extern "C" {
     fn fibra_0_1_switch(save_sp: *mut *mut u8, load_sp: *mut u8, arg: usize) -> usize;
     fn fibra_0_1_trampoline();
     fn fibra_0_1_resume(save_sp: *mut *mut u8, load_sp: *mut u8, arg: usize) -> usize;
-    /// Not a function: the second half of `fibra_0_1_switch`, jumped to.
-    fn fibra_0_1_switch_tail();
+    /// Not a function: the second half of `fibra_0_1_resume`, jumped to.
+    fn fibra_0_1_resume_tail();
+    fn fibra_0_1_generator_trampoline();
 }
 
 /// A fiber's first function: `arg` is what the switch that started it passed,
@@ -62,8 +63,8 @@ pub(crate) fn prefetch_frame(sp: *const u8) {
     }
 }
 
-/// Builds the first switch frame at the top of a stack and returns the stack
-/// pointer to hand to [`switch`].
+/// Builds the first switch frame at the top of a fiber's stack and returns
+/// the stack pointer to hand to [`switch`].
 ///
 /// # Safety
 ///
@@ -71,6 +72,31 @@ pub(crate) fn prefetch_frame(sp: *const u8) {
 /// least 64 bytes below it that nothing else uses, and `data` must stay valid
 /// for whatever `entry` does with it.
 pub(crate) unsafe fn init_stack(top: *mut u8, entry: EntryFn, data: *mut u8) -> *mut u8 {
+    // SAFETY: forwarded from the caller.
+    unsafe { init_frame(top, entry, data, fibra_0_1_trampoline) }
+}
+
+/// Builds the first frame of a generator, to hand to [`resume`]: the same
+/// as [`init_stack`], but its entry's final switch goes back to the caller
+/// of `resume` without FP words (see "Generators" in `asm/x86_64.S`).
+///
+/// # Safety
+///
+/// As for [`init_stack`].
+pub(crate) unsafe fn init_generator_stack(top: *mut u8, entry: EntryFn, data: *mut u8) -> *mut u8 {
+    // SAFETY: forwarded from the caller.
+    unsafe { init_frame(top, entry, data, fibra_0_1_generator_trampoline) }
+}
+
+/// # Safety
+///
+/// As for [`init_stack`].
+unsafe fn init_frame(
+    top: *mut u8,
+    entry: EntryFn,
+    data: *mut u8,
+    trampoline: unsafe extern "C" fn(),
+) -> *mut u8 {
     debug_assert_eq!(
         top as usize % 16,
         0,
@@ -78,14 +104,14 @@ pub(crate) unsafe fn init_stack(top: *mut u8, entry: EntryFn, data: *mut u8) -> 
     );
     let sp = top.wrapping_sub(FRAME_BYTES).cast::<u64>();
     let frame: [u64; 8] = [
-        0,                                        // r15
-        0,                                        // r14
-        0,                                        // r13
-        entry as *const () as u64,                // r12: the entry function
-        data as usize as u64,                     // rbx: its data
-        0,                                        // rbp: the end of the frame-pointer chain
-        DEFAULT_FP_WORDS,                         // MXCSR, x87 control word
-        fibra_0_1_trampoline as *const () as u64, // where the first `ret` goes
+        0,                              // r15
+        0,                              // r14
+        0,                              // r13
+        entry as *const () as u64,      // r12: the entry function
+        data as usize as u64,           // rbx: its data
+        0,                              // rbp: the end of the frame-pointer chain
+        DEFAULT_FP_WORDS,               // MXCSR, x87 control word
+        trampoline as *const () as u64, // where the first `ret` goes
     ];
     // SAFETY: the caller guarantees 64 writable bytes below `top`, and `top`
     // is 16-byte aligned, so `sp` is 8-byte aligned for the u64 writes.
@@ -113,13 +139,17 @@ pub(crate) unsafe fn switch(save_sp: *mut *mut u8, load_sp: *mut u8, arg: usize)
 
 /// Enters a generator: like [`switch`], but the generator's context is
 /// resumed with a jump, so that the `ret` of its next [`suspend`] is the
-/// one the CPU predicts (see "Generators" in `asm/x86_64.S`). Returns the
-/// `arg` of that `suspend`.
+/// one the CPU predicts, and the FP control words are neither saved nor
+/// loaded: the generator runs in its caller's FP environment, as a called
+/// function does (see "Generators" in `asm/x86_64.S`). Returns the `arg`
+/// of that `suspend` (or of the generator's final switch).
 ///
 /// # Safety
 ///
 /// As for [`switch`], and `load_sp` must have been saved by [`suspend`] or
-/// built by [`init_stack`]: a context saved by `switch` resumes with `ret`.
+/// built by [`init_generator_stack`]: a context saved by `switch` resumes
+/// with `ret`, and one built by `init_stack` would end through the fiber
+/// trampoline, which compares FP words this routine did not save.
 #[inline(always)]
 pub(crate) unsafe fn resume(save_sp: *mut *mut u8, load_sp: *mut u8, arg: usize) -> usize {
     // SAFETY: forwarded from the caller; the routine follows the C ABI and
@@ -130,10 +160,11 @@ pub(crate) unsafe fn resume(save_sp: *mut *mut u8, load_sp: *mut u8, arg: usize)
 /// Leaves a generator for the context that entered it with [`resume`],
 /// which returns `arg`. Returns when the generator is resumed again.
 ///
-/// The frame it pushes is the switch frame of `asm/x86_64.S`, built here in
-/// inline assembly so that no call of its own stands between the
-/// generator's code and the switch (its return would be mispredicted);
-/// inline it into the generator's body to keep the return stack balanced.
+/// The frame it writes is the switch frame of `asm/x86_64.S` (its FP-words
+/// slot left unwritten, as `resume` leaves it), built here in inline
+/// assembly so that no call of its own stands between the generator's code
+/// and the switch (its return would be mispredicted); inline it into the
+/// generator's body to keep the return stack balanced.
 ///
 /// # Safety
 ///
@@ -142,13 +173,12 @@ pub(crate) unsafe fn resume(save_sp: *mut *mut u8, load_sp: *mut u8, arg: usize)
 /// unwinding may cross the switch.
 #[inline(always)]
 pub(crate) unsafe fn suspend(save_sp: *mut *mut u8, load_sp: *mut u8, arg: usize) {
-    // The block writes a complete switch frame (resume point, FP words,
-    // rbp, rbx, r12-r15) just below the stack pointer, stores the frame's
-    // address through `save_sp`, and continues the switch routine on the
-    // entering context's frame, exactly as `fibra_0_1_switch` would. When
-    // the generator is resumed, `fibra_0_1_resume` pops that frame,
-    // restoring every callee-saved register and the stack pointer, and
-    // jumps to `2:`.
+    // The block writes a switch frame (resume point, rbp, rbx, r12-r15)
+    // just below the stack pointer, stores the frame's address through
+    // `save_sp`, and continues on the entering context's frame with the
+    // second half of `fibra_0_1_resume`, as its own `ret` would. When the
+    // generator is resumed, `fibra_0_1_resume` pops that frame, restoring
+    // every callee-saved register and the stack pointer, and jumps to `2:`.
     //
     // Stores rather than pushes: the stack pointer of this (inlined, so
     // unknown) function then changes at one instruction only, the load of
@@ -159,7 +189,7 @@ pub(crate) unsafe fn suspend(save_sp: *mut *mut u8, load_sp: *mut u8, arg: usize
     // skips, and the compiler keeps nothing there across a block that does
     // not say `nostack`.
     //
-    // Inputs are read before any register but rax/rcx (not inputs) or rsp
+    // Inputs are read before any register but rax (not an input) or rsp
     // is written, so any register the compiler picks for them works.
     // SAFETY: as above, with the caller's guarantees on `save_sp` and
     // `load_sp`; everything else is declared clobbered.
@@ -167,8 +197,6 @@ pub(crate) unsafe fn suspend(save_sp: *mut *mut u8, load_sp: *mut u8, arg: usize
         asm!(
             "leaq 2f(%rip), %rax",
             "movq %rax, -8(%rsp)",
-            "stmxcsr -16(%rsp)",
-            "fnstcw -12(%rsp)",
             "movq %rbp, -24(%rsp)",
             "movq %rbx, -32(%rsp)",
             "movq %r12, -40(%rsp)",
@@ -177,17 +205,14 @@ pub(crate) unsafe fn suspend(save_sp: *mut *mut u8, load_sp: *mut u8, arg: usize
             "movq %r15, -64(%rsp)",
             "leaq -64(%rsp), %rax",
             "movq %rax, ({save})",
-            "movl -16(%rsp), %eax",
-            "movzwl -12(%rsp), %ecx",
             "movq {load}, %rsp",
             "jmp {tail}",
             "2:",
             save = in(reg) save_sp,
             load = in(reg) load_sp,
-            tail = sym fibra_0_1_switch_tail,
+            tail = sym fibra_0_1_resume_tail,
             in("rdx") arg,
             out("rax") _,
-            out("rcx") _,
             clobber_abi("C"),
             options(att_syntax)
         );
@@ -284,5 +309,10 @@ mod tests {
         );
         let switch = super::fibra_0_1_switch as *const () as usize;
         assert_ne!(fde_start(switch), Some(fde));
+        // The same for a generator's.
+        let trampoline = super::fibra_0_1_generator_trampoline as *const () as usize;
+        let fde = fde_start(trampoline - 1).expect("no FDE covers trampoline - 1");
+        assert_eq!(fde, trampoline - 1);
+        assert_eq!(fde_start(trampoline + 4), Some(fde));
     }
 }

@@ -5,20 +5,14 @@ use std::panic::{self, AssertUnwindSafe};
 
 use super::{Control, Yielder};
 use crate::arch;
-use crate::runtime::context;
 use crate::stack::{StackHeader, overflow};
 
-/// Tells the runtime (if any) and the overflow handler which stack this
-/// thread now runs on; returns the previous one.
+/// Tells the overflow handler which stack this thread now runs on (and so
+/// the runtime, which saves it when it switches the running fiber out);
+/// returns the previous one.
+#[inline(always)]
 pub(super) fn enter_stack(header: *const StackHeader) -> *const StackHeader {
-    match context::current() {
-        Some(core) => core.swap_running_header(header),
-        None => {
-            let previous = overflow::running();
-            overflow::set_running(header);
-            previous
-        }
-    }
+    overflow::set_running(header)
 }
 
 pub(super) struct Start<F, T> {

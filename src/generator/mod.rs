@@ -20,7 +20,8 @@
 //! `next` enters the generator with a call ([`arch::resume`]) and `yield_`
 //! leaves it with the matching return ([`arch::suspend`], inline assembly
 //! with no call of its own), so the CPU predicts every return on both sides
-//! (see "Generators" in `asm/x86_64.S`). The [`Control`]
+//! (see "Generators" in `asm/x86_64.S`). Like a call, they leave the FP
+//! control words alone: the body shares its caller's. The [`Control`]
 //! block both sides share is boxed: the `Generator` value may move between
 //! calls, the box does not.
 //!
@@ -126,6 +127,13 @@ enum State {
 /// `std::thread::scope`, whose threads would then read borrows that ended.
 /// The body must not yield inside `fibra::scope`, `block_on`/`run` or
 /// `fibra::timeout` (each holds the runtime; see [`Yielder::yield_`]).
+///
+/// The body runs in the floating-point environment of the code that calls
+/// `next`, as a called function would: a change of rounding mode or of
+/// flush-to-zero (MXCSR, the x87 control word) on either side is seen by
+/// the other. (A fiber, by contrast, keeps its own; the generator's switch
+/// skips the save and compare, which on some CPUs costs as much as the rest
+/// of the switch.)
 ///
 /// ```
 /// use fibra::Generator;
@@ -289,7 +297,9 @@ impl<'a, T> Generator<'a, T> {
         // SAFETY: the area below the header is free and 16-byte aligned;
         // `start` stays valid until the entry takes it (or Drop frees it:
         // it never does, it resumes the entry to drop it there).
-        let sp = unsafe { arch::init_stack(stack.below_header(), entry::<F, T>, start.cast()) };
+        let sp = unsafe {
+            arch::init_generator_stack(stack.below_header(), entry::<F, T>, start.cast())
+        };
         control.generator_sp.set(sp);
         Ok(Generator {
             control,
@@ -319,16 +329,13 @@ impl<'a, T> Generator<'a, T> {
             State::Running => panic!("a fibra::Generator was resumed from its own body"),
             State::Suspended => {}
         }
-        let stack = self
-            .stack
-            .as_ref()
-            .expect("a suspended generator has a stack");
-        let header = stack.header();
         self.state = State::Running;
         let control = &*self.control;
-        control.caller_header.set(enter_stack(header));
+        // `header` is the generator's stack's, which it keeps until it ends.
+        control.caller_header.set(enter_stack(control.header));
         // The generator is suspended (checked above), so `generator_sp`
-        // holds a context saved by `suspend` (or built by `init_stack`) on a
+        // holds a context saved by `suspend` (or built by
+        // `init_generator_stack`) on a
         // stack we own; `caller_sp` lives in the box, which outlives the
         // switch. Its frames hold no runtime (`yield_` refuses to suspend a
         // pinned stack), so resuming them here, in whatever runtime context

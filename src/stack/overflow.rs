@@ -45,13 +45,22 @@ thread_local! {
     static ALTSTACK: Cell<bool> = const { Cell::new(false) };
 }
 
-/// Records which stack this thread is about to run on (null: its own).
+/// Records which stack this thread is about to run on (null: its own);
+/// returns the one it ran on.
+///
+/// The thread-local is the one truth of which stack runs: a generator
+/// switching stacks sets it and nothing else, and the runtime saves it in
+/// a fiber's record when it switches the fiber out (the value this
+/// returns), to set it again when the fiber runs next.
 #[inline(always)]
-pub(crate) fn set_running(header: *const StackHeader) {
-    SWITCHED_FROM.with(|f| f.set(RUNNING.with(|r| r.replace(header))));
+pub(crate) fn set_running(header: *const StackHeader) -> *const StackHeader {
+    let previous = RUNNING.with(|r| r.replace(header));
+    SWITCHED_FROM.with(|f| f.set(previous));
+    previous
 }
 
 /// The stack this thread runs on now (null: its own).
+#[inline]
 pub(crate) fn running() -> *const StackHeader {
     RUNNING.with(Cell::get)
 }

@@ -62,14 +62,4 @@ impl Core {
         let l = unsafe { self.local() };
         l.running().timeout = previous;
     }
-
-    /// Records that the current context now runs on the stack of
-    /// `header` (a generator's, or its own again); returns the previous one.
-    pub(crate) fn swap_running_header(&self, header: *const StackHeader) -> *const StackHeader {
-        // SAFETY: on the runtime's thread; short borrow.
-        let l = unsafe { self.local() };
-        let rec = l.running();
-        overflow::set_running(header);
-        std::mem::replace(&mut rec.running_header, header)
-    }
 }

@@ -76,7 +76,11 @@ impl Core {
         l.epoch = l.epoch.wrapping_add(1);
         // The watchdog's one store per switch (see `runtime::watch`).
         self.shared.watch.publish(meta, l.epoch);
-        overflow::set_running(header);
+        // The stack `from` runs on (its own, or a generator's it is inside)
+        // is kept for when it runs again.
+        let from_header = overflow::set_running(header);
+        // SAFETY: `from` is in bounds, as argued above.
+        unsafe { l.fibers.get_unchecked_mut(from) }.running_header = from_header;
         (save, load)
     }
 
