@@ -318,6 +318,7 @@ mod http;
 mod http1;
 mod https;
 mod hyper_table;
+mod million;
 mod redis;
 mod sync;
 
@@ -354,6 +355,10 @@ fn main() {
     }
     if args.first().map(String::as_str) == Some("https-server") {
         https::server(&args[1], args[2].parse().unwrap(), &args[3], &args[4]);
+        return;
+    }
+    if args.first().map(String::as_str) == Some("million-child") {
+        million::child(&args[1], args[2].parse().unwrap());
         return;
     }
     may::config().set_workers(1);
@@ -418,6 +423,9 @@ fn main() {
     }
     if want("redis") {
         redis::run();
+    }
+    if want("million") {
+        million::run();
     }
     if want("sleepers") {
         Table {
