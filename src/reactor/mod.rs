@@ -65,7 +65,7 @@
 //! above.
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::task::Waker;
 use std::time::Duration;
 
@@ -73,10 +73,19 @@ use mio::unix::SourceFd;
 use mio::{Events, Poll, Token};
 use slab::Slab;
 
+mod fd_map;
+mod sockets;
+mod tasks;
+mod timerfd;
+
+use fd_map::FdMap;
+use tasks::TaskWakes;
+use timerfd::{new_timerfd, set_timerfd};
+
 use crate::io::Interest;
 use crate::runtime::core::WakeToken;
 use crate::time::clock;
-use crate::time::wheel::{Fired, TimerKey, Wheel};
+use crate::time::wheel::{Fired, Wheel};
 
 /// The mio token of the runtime's `Waker`.
 pub(crate) const WAKER: Token = Token(usize::MAX);
@@ -98,39 +107,6 @@ pub(crate) struct Polled {
     /// Another thread woke the runtime: drain its remote queue.
     pub(crate) remote: bool,
     tasks: TaskWakes,
-}
-
-/// Wakers handed out of the reactor, to be woken (`wake`) or dropped
-/// (`drop`) where no borrow of fibra's state is live; see [`Polled`].
-#[derive(Default)]
-struct TaskWakes {
-    wake: Vec<Waker>,
-    drop: Vec<Waker>,
-}
-
-impl Drop for TaskWakes {
-    fn drop(&mut self) {
-        if self.wake.is_empty() && self.drop.is_empty() {
-            return; // the common case: no task polls this runtime's sockets
-        }
-        let (wake, dropped) = (
-            std::mem::take(&mut self.wake),
-            std::mem::take(&mut self.drop),
-        );
-        let run = move || {
-            drop(dropped);
-            for waker in wake {
-                waker.wake();
-            }
-        };
-        // Through the scheduler's door for user code: a waker that parks
-        // or panics in there is reported rather than left to corrupt a
-        // poll half done.
-        match crate::runtime::context::current() {
-            Some(core) => core.callback("Waker::wake", run),
-            None => run(),
-        }
-    }
 }
 
 pub(crate) struct Reactor {
@@ -364,202 +340,6 @@ impl Reactor {
         self.next_generation
     }
 
-    /// The source of socket `owner` on `fd`, registering the fd (for reading
-    /// and writing, edge-triggered) on first use. A source left behind by
-    /// another socket on the same fd number is taken over with a new
-    /// generation; its waiters (of a closed socket) are woken.
-    pub(crate) fn socket(
-        &mut self,
-        fd: RawFd,
-        owner: u64,
-        wake: &mut Vec<WakeToken>,
-    ) -> io::Result<usize> {
-        let both = Interest::READABLE | Interest::WRITABLE;
-        if let Some(key) = self.by_fd.get(fd) {
-            if self.sources[key].owner == Some(owner) {
-                return Ok(key);
-            }
-            // Another registration of this fd number: a one-shot `io::wait`
-            // on this very socket (kept as it is: its waiters stay valid),
-            // or a stale one of a closed socket (a new generation: its
-            // events and waiters are void, and its waiters learn it by
-            // waking).
-            let generation = match self.sources[key].owner {
-                Some(_) => self.new_generation(),
-                None => self.sources[key].generation,
-            };
-            let src = &mut self.sources[key];
-            if src.owner.is_some() {
-                wake.extend(src.waiters.drain(..).map(|w| w.token));
-            }
-            // A task of the closed socket is not woken: its socket is gone
-            // (and a task of a later socket polls that one's own source).
-            src.forget_tasks(&mut self.unneeded);
-            src.owner = Some(owner);
-            src.generation = generation;
-            src.interest = both;
-            src.drained = Interest::EMPTY;
-            src.closed = Interest::EMPTY;
-            let registry = self.poll.registry();
-            let tok = mio_token(key, generation);
-            match registry.reregister(&mut SourceFd(&fd), tok, to_mio(both)) {
-                Ok(()) => {}
-                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
-                    registry.register(&mut SourceFd(&fd), tok, to_mio(both))?
-                }
-                Err(e) => return Err(e),
-            }
-            return Ok(key);
-        }
-        let generation = self.new_generation();
-        let entry = self.sources.vacant_entry();
-        let key = entry.key();
-        self.poll.registry().register(
-            &mut SourceFd(&fd),
-            mio_token(key, generation),
-            to_mio(both),
-        )?;
-        entry.insert(Source {
-            fd,
-            interest: both,
-            waiters: Vec::with_capacity(2),
-            owner: Some(owner),
-            drained: Interest::EMPTY,
-            closed: Interest::EMPTY,
-            generation,
-            reader: None,
-            writer: None,
-        });
-        self.by_fd.insert(fd, key);
-        Ok(key)
-    }
-
-    /// The source of socket `owner` on `fd`, if it is registered here.
-    fn owned(&self, fd: RawFd, owner: u64) -> Option<usize> {
-        let key = self.by_fd.get(fd)?;
-        (self.sources[key].owner == Some(owner)).then_some(key)
-    }
-
-    /// Whether socket `owner` on `fd` is known not to be ready for
-    /// `interest`: a short read or write said so, and no event since.
-    pub(crate) fn is_drained(&self, fd: RawFd, owner: u64, interest: Interest) -> bool {
-        self.owned(fd, owner)
-            .is_some_and(|key| !(self.sources[key].drained & interest).is_empty())
-    }
-
-    /// Records that a short read or write left socket `owner` on `fd` not
-    /// ready for `interest` (if it is registered here; else the next call
-    /// just tries its syscall).
-    pub(crate) fn mark_drained(&mut self, fd: RawFd, owner: u64, interest: Interest) {
-        if let Some(key) = self.owned(fd, owner) {
-            let src = &mut self.sources[key];
-            src.drained = src.drained | Interest(interest.0 & !src.closed.0);
-        }
-    }
-
-    /// Registers a waiter on a socket's source (see [`Reactor::socket`]).
-    pub(crate) fn add_socket_waiter(
-        &mut self,
-        key: usize,
-        interest: Interest,
-        token: WakeToken,
-    ) -> Registration {
-        let src = &mut self.sources[key];
-        src.waiters.push(Waiter {
-            token,
-            interest,
-            ready: Interest::EMPTY,
-        });
-        Registration {
-            source: key,
-            generation: src.generation,
-            token,
-        }
-    }
-
-    /// Removes socket `owner`'s registration of `fd`, if it has one here.
-    pub(crate) fn deregister_socket(&mut self, fd: RawFd, owner: u64, wake: &mut Vec<WakeToken>) {
-        let Some(key) = self.by_fd.get(fd) else {
-            return;
-        };
-        if self.sources[key].owner != Some(owner) {
-            return;
-        }
-        let mut src = self.sources.remove(key);
-        self.by_fd.remove(fd);
-        wake.extend(src.waiters.drain(..).map(|w| w.token));
-        src.forget_tasks(&mut self.unneeded);
-        let _ = self.poll.registry().deregister(&mut SourceFd(&fd));
-    }
-
-    /// Whether `waker` is already the task waker of socket `owner` on `fd`
-    /// for `interest` (one direction). Compares pointers: runs no user code.
-    #[cfg_attr(not(feature = "futures-io"), allow(dead_code))]
-    pub(crate) fn task_will_wake(
-        &self,
-        fd: RawFd,
-        owner: u64,
-        interest: Interest,
-        waker: &Waker,
-    ) -> bool {
-        self.owned(fd, owner).is_some_and(|key| {
-            let src = &self.sources[key];
-            let slot = if interest.is_readable() {
-                &src.reader
-            } else {
-                &src.writer
-            };
-            slot.as_ref().is_some_and(|w| w.will_wake(waker))
-        })
-    }
-
-    /// Makes `waker` the task waker of the socket source `key` for
-    /// `interest` (one direction); a waker it replaces is dropped after the
-    /// next poll.
-    #[cfg_attr(not(feature = "futures-io"), allow(dead_code))]
-    pub(crate) fn set_task(&mut self, key: usize, interest: Interest, waker: Waker) {
-        let src = &mut self.sources[key];
-        let slot = if interest.is_readable() {
-            &mut src.reader
-        } else {
-            &mut src.writer
-        };
-        self.unneeded.extend(slot.replace(waker));
-    }
-
-    /// Makes the timerfd of tasks' sleeps, if it is not there yet; call
-    /// before [`Reactor::add_task_timer`].
-    #[cfg_attr(not(feature = "futures-io"), allow(dead_code))]
-    pub(crate) fn task_timers_ready(&mut self) -> io::Result<()> {
-        if self.task_timerfd.is_none() {
-            let fd = new_timerfd()?;
-            self.poll.registry().register(
-                &mut SourceFd(&fd.as_raw_fd()),
-                TASK_TIMER,
-                mio::Interest::READABLE,
-            )?;
-            self.task_timerfd = Some(fd);
-        }
-        Ok(())
-    }
-
-    /// Arms a sleep of an async task: `waker` is woken once `deadline`
-    /// (absolute CLOCK_MONOTONIC ns) has passed. After
-    /// [`Reactor::task_timers_ready`] said `Ok` (else the sleep fires only
-    /// when something else wakes the reactor).
-    #[cfg_attr(not(feature = "futures-io"), allow(dead_code))]
-    pub(crate) fn add_task_timer(&mut self, deadline: u64, waker: Waker) -> TimerKey {
-        debug_assert!(self.task_timerfd.is_some());
-        self.task_timers.insert(deadline, waker)
-    }
-
-    /// Disarms a task's sleep (a stale key, of one that fired, is ignored);
-    /// its waker is dropped after the next poll.
-    #[cfg_attr(not(feature = "futures-io"), allow(dead_code))]
-    pub(crate) fn cancel_task_timer(&mut self, key: TimerKey) {
-        self.unneeded.extend(self.task_timers.cancel(key));
-    }
-
     /// Sets the timerfd to fire at `at` (absolute CLOCK_MONOTONIC ns), unless
     /// it already is.
     pub(crate) fn arm_timer(&mut self, at: u64) {
@@ -568,17 +348,6 @@ impl Reactor {
         }
         set_timerfd(&self.timerfd, at);
         self.armed = Some(at);
-    }
-
-    /// Sets the tasks' timerfd to their wheel's next expiration.
-    fn arm_task_timer(&mut self) {
-        let (Some(fd), Some(at)) = (&self.task_timerfd, self.task_timers.next_expiration()) else {
-            return;
-        };
-        if self.task_armed != Some(at) {
-            set_timerfd(fd, at);
-            self.task_armed = Some(at);
-        }
     }
 
     /// Waits for events (at most `timeout`; `None`: until one comes) and
@@ -602,46 +371,6 @@ impl Reactor {
         }
         Ok(polled)
     }
-}
-
-/// A new non-blocking CLOCK_MONOTONIC timerfd.
-fn new_timerfd() -> io::Result<OwnedFd> {
-    // SAFETY: timerfd_create returns a new fd we own, or -1 (checked).
-    unsafe {
-        let fd = libc::timerfd_create(
-            libc::CLOCK_MONOTONIC,
-            libc::TFD_NONBLOCK | libc::TFD_CLOEXEC,
-        );
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(OwnedFd::from_raw_fd(fd))
-    }
-}
-
-/// Sets `timerfd` to fire once, at `at` (absolute CLOCK_MONOTONIC ns).
-fn set_timerfd(timerfd: &OwnedFd, at: u64) {
-    let spec = libc::itimerspec {
-        it_interval: libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        },
-        it_value: libc::timespec {
-            tv_sec: (at / 1_000_000_000) as libc::time_t,
-            // A zero it_value disarms; time 0 never occurs on a real clock.
-            tv_nsec: (at % 1_000_000_000).max(u64::from(at == 0)) as libc::c_long,
-        },
-    };
-    // SAFETY: a valid timerfd and a valid itimerspec.
-    let rc = unsafe {
-        libc::timerfd_settime(
-            timerfd.as_raw_fd(),
-            libc::TFD_TIMER_ABSTIME,
-            &spec,
-            std::ptr::null_mut(),
-        )
-    };
-    debug_assert_eq!(rc, 0, "timerfd_settime failed");
 }
 
 impl Reactor {
@@ -701,38 +430,6 @@ impl Reactor {
             }
         }
         Ok(polled)
-    }
-}
-
-/// Source keys by fd number. Fds are small and dense, so a vector beats a
-/// hash map on the path every socket wait takes.
-#[derive(Default)]
-struct FdMap(Vec<u32>);
-
-impl FdMap {
-    const NONE: u32 = u32::MAX;
-
-    fn get(&self, fd: RawFd) -> Option<usize> {
-        let key = *self.0.get(usize::try_from(fd).ok()?)?;
-        (key != Self::NONE).then_some(key as usize)
-    }
-
-    fn insert(&mut self, fd: RawFd, key: usize) {
-        let (Ok(i), Ok(key)) = (usize::try_from(fd), u32::try_from(key)) else {
-            unreachable!("an fd that epoll accepted, a slab key below 2^32");
-        };
-        if i >= self.0.len() {
-            self.0.resize(i + 1, Self::NONE);
-        }
-        self.0[i] = key;
-    }
-
-    fn remove(&mut self, fd: RawFd) {
-        if let Ok(i) = usize::try_from(fd)
-            && let Some(key) = self.0.get_mut(i)
-        {
-            *key = Self::NONE;
-        }
     }
 }
 

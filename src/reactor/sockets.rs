@@ -1,0 +1,142 @@
+//! Sockets' registrations: one per socket, for reading and writing at
+//! once, kept until the socket deregisters, and the readiness a short read
+//! or write showed gone (see "Sockets" in the module docs).
+
+use std::io;
+use std::os::fd::RawFd;
+
+use mio::unix::SourceFd;
+
+use super::{Reactor, Registration, Source, Waiter, mio_token, to_mio};
+use crate::io::Interest;
+use crate::runtime::core::WakeToken;
+
+impl Reactor {
+    /// The source of socket `owner` on `fd`, registering the fd (for reading
+    /// and writing, edge-triggered) on first use. A source left behind by
+    /// another socket on the same fd number is taken over with a new
+    /// generation; its waiters (of a closed socket) are woken.
+    pub(crate) fn socket(
+        &mut self,
+        fd: RawFd,
+        owner: u64,
+        wake: &mut Vec<WakeToken>,
+    ) -> io::Result<usize> {
+        let both = Interest::READABLE | Interest::WRITABLE;
+        if let Some(key) = self.by_fd.get(fd) {
+            if self.sources[key].owner == Some(owner) {
+                return Ok(key);
+            }
+            // Another registration of this fd number: a one-shot `io::wait`
+            // on this very socket (kept as it is: its waiters stay valid),
+            // or a stale one of a closed socket (a new generation: its
+            // events and waiters are void, and its waiters learn it by
+            // waking).
+            let generation = match self.sources[key].owner {
+                Some(_) => self.new_generation(),
+                None => self.sources[key].generation,
+            };
+            let src = &mut self.sources[key];
+            if src.owner.is_some() {
+                wake.extend(src.waiters.drain(..).map(|w| w.token));
+            }
+            // A task of the closed socket is not woken: its socket is gone
+            // (and a task of a later socket polls that one's own source).
+            src.forget_tasks(&mut self.unneeded);
+            src.owner = Some(owner);
+            src.generation = generation;
+            src.interest = both;
+            src.drained = Interest::EMPTY;
+            src.closed = Interest::EMPTY;
+            let registry = self.poll.registry();
+            let tok = mio_token(key, generation);
+            match registry.reregister(&mut SourceFd(&fd), tok, to_mio(both)) {
+                Ok(()) => {}
+                Err(e) if e.raw_os_error() == Some(libc::ENOENT) => {
+                    registry.register(&mut SourceFd(&fd), tok, to_mio(both))?
+                }
+                Err(e) => return Err(e),
+            }
+            return Ok(key);
+        }
+        let generation = self.new_generation();
+        let entry = self.sources.vacant_entry();
+        let key = entry.key();
+        self.poll.registry().register(
+            &mut SourceFd(&fd),
+            mio_token(key, generation),
+            to_mio(both),
+        )?;
+        entry.insert(Source {
+            fd,
+            interest: both,
+            waiters: Vec::with_capacity(2),
+            owner: Some(owner),
+            drained: Interest::EMPTY,
+            closed: Interest::EMPTY,
+            generation,
+            reader: None,
+            writer: None,
+        });
+        self.by_fd.insert(fd, key);
+        Ok(key)
+    }
+
+    /// The source of socket `owner` on `fd`, if it is registered here.
+    pub(super) fn owned(&self, fd: RawFd, owner: u64) -> Option<usize> {
+        let key = self.by_fd.get(fd)?;
+        (self.sources[key].owner == Some(owner)).then_some(key)
+    }
+
+    /// Whether socket `owner` on `fd` is known not to be ready for
+    /// `interest`: a short read or write said so, and no event since.
+    pub(crate) fn is_drained(&self, fd: RawFd, owner: u64, interest: Interest) -> bool {
+        self.owned(fd, owner)
+            .is_some_and(|key| !(self.sources[key].drained & interest).is_empty())
+    }
+
+    /// Records that a short read or write left socket `owner` on `fd` not
+    /// ready for `interest` (if it is registered here; else the next call
+    /// just tries its syscall).
+    pub(crate) fn mark_drained(&mut self, fd: RawFd, owner: u64, interest: Interest) {
+        if let Some(key) = self.owned(fd, owner) {
+            let src = &mut self.sources[key];
+            src.drained = src.drained | Interest(interest.0 & !src.closed.0);
+        }
+    }
+
+    /// Registers a waiter on a socket's source (see [`Reactor::socket`]).
+    pub(crate) fn add_socket_waiter(
+        &mut self,
+        key: usize,
+        interest: Interest,
+        token: WakeToken,
+    ) -> Registration {
+        let src = &mut self.sources[key];
+        src.waiters.push(Waiter {
+            token,
+            interest,
+            ready: Interest::EMPTY,
+        });
+        Registration {
+            source: key,
+            generation: src.generation,
+            token,
+        }
+    }
+
+    /// Removes socket `owner`'s registration of `fd`, if it has one here.
+    pub(crate) fn deregister_socket(&mut self, fd: RawFd, owner: u64, wake: &mut Vec<WakeToken>) {
+        let Some(key) = self.by_fd.get(fd) else {
+            return;
+        };
+        if self.sources[key].owner != Some(owner) {
+            return;
+        }
+        let mut src = self.sources.remove(key);
+        self.by_fd.remove(fd);
+        wake.extend(src.waiters.drain(..).map(|w| w.token));
+        src.forget_tasks(&mut self.unneeded);
+        let _ = self.poll.registry().deregister(&mut SourceFd(&fd));
+    }
+}
