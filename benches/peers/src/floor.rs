@@ -91,3 +91,26 @@ pub fn with_fp_words() -> f64 {
 pub fn without_fp_words() -> f64 {
     run(floor_nofp_switch, floor_nofp_trampoline)
 }
+
+/// What keeping a context's MXCSR costs a round trip at the least: the two
+/// `stmxcsr` (one per switch) that read the outgoing context's, with
+/// nothing else. On CPUs where it is microcoded (AMD Zen 2: about 5 ns
+/// each) this alone can exceed corosensei's whole round trip.
+pub fn two_mxcsr_reads() -> f64 {
+    const ROUNDS: u64 = 20_000_000;
+    let mut word = 0u32;
+    let t = Instant::now();
+    for _ in 0..ROUNDS {
+        // SAFETY: `stmxcsr` writes 4 bytes to `word`, a local.
+        unsafe {
+            std::arch::asm!(
+                "stmxcsr [{p}]",
+                "stmxcsr [{p}]",
+                p = in(reg) &raw mut word,
+                options(nostack)
+            );
+        }
+    }
+    std::hint::black_box(word);
+    t.elapsed().as_nanos() as f64 / ROUNDS as f64
+}
