@@ -106,6 +106,9 @@ const TASK_TIMER: Token = Token(usize::MAX - 2);
 pub(crate) struct Polled {
     /// Another thread woke the runtime: drain its remote queue.
     pub(crate) remote: bool,
+    /// The kernel reported any event at all (a socket, the waker, a
+    /// timerfd): whoever polls may have something new to look at.
+    pub(crate) any: bool,
     tasks: TaskWakes,
 }
 
@@ -386,6 +389,7 @@ impl Reactor {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(polled),
             Err(e) => return Err(e),
         }
+        polled.any = !self.events.is_empty();
         for event in self.events.iter() {
             match event.token() {
                 WAKER => polled.remote = true,

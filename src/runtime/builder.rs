@@ -4,7 +4,7 @@ use std::io;
 use std::marker::PhantomData;
 use std::time::Duration;
 
-use crate::runtime::core::Core;
+use crate::runtime::core::{Core, Tuning};
 use crate::runtime::watchdog::DEFAULT_STALL;
 use crate::runtime::workers::Workers;
 use crate::runtime::{CurrentThread, Runtime};
@@ -28,7 +28,7 @@ use crate::stack;
 pub struct Builder<Flavor = CurrentThread> {
     stack_size: usize,
     workers: usize,
-    stall: Duration,
+    tuning: Tuning,
     flavor: PhantomData<fn() -> Flavor>,
 }
 
@@ -39,7 +39,10 @@ impl Builder {
         Builder {
             stack_size: stack::DEFAULT_STACK_SIZE,
             workers: 0,
-            stall: DEFAULT_STALL,
+            tuning: Tuning {
+                stall: DEFAULT_STALL,
+                busy_poll: Duration::ZERO,
+            },
             flavor: PhantomData,
         }
     }
@@ -60,7 +63,9 @@ impl Builder {
         crate::arch::check_supported()?;
         let stack_size = stack::validate_size(self.stack_size)?;
         Ok(Runtime::from_flavor(CurrentThread::new(Core::new(
-            stack_size, self.stall, None,
+            stack_size,
+            self.tuning,
+            None,
         )?)))
     }
 }
@@ -100,7 +105,37 @@ impl<Flavor> Builder<Flavor> {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn stall_warning(mut self, after: Duration) -> Builder<Flavor> {
-        self.stall = after;
+        self.tuning.stall = after;
+        self
+    }
+
+    /// Before it sleeps waiting for I/O, a timer or another thread, the
+    /// runtime keeps polling for them, without sleeping, for up to `spin`
+    /// (default zero: it sleeps at once). Like Linux's `SO_BUSY_POLL`, it
+    /// trades CPU for latency: work that arrives within `spin` of the
+    /// runtime running out of it is taken up at once, and neither the
+    /// runtime's thread nor the peer that would have woken it pays for a
+    /// sleep and a wake-up.
+    ///
+    /// That matters to a server whose clients answer quickly: a thread
+    /// asleep in `epoll_wait` is woken by the client's own `send`, which
+    /// then costs the client the wake-up (an inter-processor interrupt;
+    /// more in a virtual machine). `mini_redis` under `redis-benchmark -c 50`
+    /// is the measured case (see `examples/mini_redis/main.rs`). A few
+    /// microseconds are enough; a runtime with nothing to do for longer
+    /// still sleeps, after having spent at most `spin`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// let rt = fibra::Runtime::builder()
+    ///     .busy_poll(Duration::from_micros(20))
+    ///     .build()?;
+    /// rt.block_on(|| fibra::sleep(Duration::from_millis(1)));
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn busy_poll(mut self, spin: Duration) -> Builder<Flavor> {
+        self.tuning.busy_poll = spin;
         self
     }
 
@@ -119,7 +154,7 @@ impl<Flavor> Builder<Flavor> {
         Builder {
             stack_size: self.stack_size,
             workers: n,
-            stall: self.stall,
+            tuning: self.tuning,
             flavor: PhantomData,
         }
     }
@@ -160,7 +195,7 @@ impl Builder<Workers> {
         Ok(Runtime::from_flavor(Workers::start(
             self.workers,
             stack_size,
-            self.stall,
+            self.tuning,
         )?))
     }
 }
@@ -176,7 +211,7 @@ impl<Flavor> Clone for Builder<Flavor> {
         Builder {
             stack_size: self.stack_size,
             workers: self.workers,
-            stall: self.stall,
+            tuning: self.tuning,
             flavor: PhantomData,
         }
     }

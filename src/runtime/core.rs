@@ -108,6 +108,15 @@ mod switch;
 pub(crate) use callback::parked_in_callback;
 pub use id::FiberId;
 
+/// The settings of a runtime's schedulers that its `Builder` chose.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Tuning {
+    /// When the watchdog warns about a fiber that runs without parking.
+    pub(crate) stall: std::time::Duration,
+    /// How long to poll without sleeping before a wait.
+    pub(crate) busy_poll: std::time::Duration,
+}
+
 /// Names one park of one fiber; see the module docs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct WakeToken {
@@ -268,6 +277,9 @@ pub(crate) struct Core {
     /// This runtime's name in the registry, for handles of its fibers.
     pub(crate) id: RuntimeId,
     pub(crate) default_stack: usize,
+    /// How long to keep polling without sleeping before a wait (ns; see
+    /// [`Core::poll`] and `Builder::busy_poll`).
+    busy_poll_ns: u64,
     /// For a worker of a runtime of several: its inbox and siblings.
     worker: Option<WorkerLink>,
 }
@@ -275,9 +287,10 @@ pub(crate) struct Core {
 impl Core {
     pub(crate) fn new(
         default_stack: usize,
-        stall: std::time::Duration,
+        tuning: Tuning,
         worker: Option<WorkerLink>,
     ) -> std::io::Result<Core> {
+        let Tuning { stall, busy_poll } = tuning;
         let reactor = Reactor::new()?;
         let root_id = FiberId::next();
         let shared = Arc::new(Shared::new(reactor.registry(), root_id)?);
@@ -324,6 +337,7 @@ impl Core {
             id: registry::register(shared.clone()),
             shared,
             default_stack,
+            busy_poll_ns: u64::try_from(busy_poll.as_nanos()).unwrap_or(u64::MAX),
             worker,
         };
         if stall_ns != u64::MAX {

@@ -45,7 +45,7 @@ use std::time::Duration;
 
 use crate::fiber::queued::Job;
 use crate::runtime::context::Enter;
-use crate::runtime::core::{Core, Until};
+use crate::runtime::core::{Core, Tuning, Until};
 use crate::runtime::shared::Shared;
 use crate::time::clock;
 
@@ -123,7 +123,7 @@ impl Pool {
     pub(crate) fn start(
         n: usize,
         stack_size: usize,
-        stall: std::time::Duration,
+        tuning: Tuning,
     ) -> io::Result<(Arc<Pool>, Vec<thread::JoinHandle<()>>)> {
         let pool = Arc::new(Pool::new(n));
         let mut threads = Vec::with_capacity(n);
@@ -136,7 +136,7 @@ impl Pool {
             let (report, started) = std::sync::mpsc::channel();
             match thread::Builder::new()
                 .name(format!("fibra-worker-{index}"))
-                .spawn(move || worker_main(link, stack_size, stall, report))
+                .spawn(move || worker_main(link, stack_size, tuning, report))
             {
                 Ok(thread) => threads.push(thread),
                 Err(e) => {
@@ -433,12 +433,12 @@ fn start_all(jobs: Vec<Job>, core: &Core) -> bool {
 fn worker_main(
     link: WorkerLink,
     stack_size: usize,
-    stall: std::time::Duration,
+    tuning: Tuning,
     report: std::sync::mpsc::Sender<io::Result<()>>,
 ) {
     let index = link.index;
     let pool = link.pool.clone();
-    let core = match Core::new(stack_size, stall, Some(link)) {
+    let core = match Core::new(stack_size, tuning, Some(link)) {
         Ok(core) => core,
         Err(e) => {
             let _ = report.send(Err(e));

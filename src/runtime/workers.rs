@@ -8,6 +8,7 @@ use crate::fiber::JoinHandle;
 use crate::fiber::queued::Job;
 use crate::runtime::Runtime;
 use crate::runtime::context;
+use crate::runtime::core::Tuning;
 use crate::runtime::dump::{self, Dump};
 use crate::runtime::pool::Pool;
 
@@ -59,13 +60,9 @@ const MAPS_PER_WORKER: u64 = 8;
 const MAPS_RESERVE: u64 = 1024;
 
 impl Workers {
-    pub(crate) fn start(
-        n: usize,
-        stack_size: usize,
-        stall: std::time::Duration,
-    ) -> std::io::Result<Workers> {
+    pub(crate) fn start(n: usize, stack_size: usize, tuning: Tuning) -> std::io::Result<Workers> {
         check_mappings(n)?;
-        let (pool, threads) = Pool::start(n, stack_size, stall)?;
+        let (pool, threads) = Pool::start(n, stack_size, tuning)?;
         Ok(Workers { pool, threads })
     }
 }

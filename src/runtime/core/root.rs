@@ -106,22 +106,60 @@ impl Core {
     }
 
     /// One poll of the reactor (at most `timeout`; `None`: until an event),
-    /// then due timers and messages from other threads.
+    /// then due timers and messages from other threads. A poll that may
+    /// sleep busy-polls first, if the runtime was built to (see
+    /// `Builder::busy_poll`); the sleep is then shorter by the time spent.
     pub(crate) fn poll(&self, timeout: Option<std::time::Duration>) {
+        let mut timeout = timeout;
+        if self.busy_poll_ns != 0 && timeout != Some(std::time::Duration::ZERO) {
+            let (spent, news) = self.busy_poll(timeout);
+            if news {
+                return;
+            }
+            timeout = timeout.map(|t| t.saturating_sub(spent));
+        }
         self.poll_with(timeout, false);
     }
 
-    fn poll_with(&self, timeout: Option<std::time::Duration>, skip_epoll: bool) {
-        self.poll_events(timeout, skip_epoll);
+    /// Polls without sleeping until something happens (an event, a
+    /// message, a timer: the caller's loop may be waiting for any of them,
+    /// a worker's stop among others) or the busy-poll time (at most
+    /// `timeout`) is up; returns the time spent and whether something
+    /// happened.
+    #[inline(never)]
+    fn busy_poll(&self, timeout: Option<std::time::Duration>) -> (std::time::Duration, bool) {
+        let limit = timeout.map_or(self.busy_poll_ns, |t| {
+            self.busy_poll_ns
+                .min(u64::try_from(t.as_nanos()).unwrap_or(u64::MAX))
+        });
+        let start = clock::now_ns();
+        // Not running anything: the watchdog must not take the spin for a
+        // stalled root.
+        self.shared.watch.publish_idle();
+        let mut now = start;
+        let mut news = false;
+        while !news && now - start < limit {
+            news = self.poll_with(Some(std::time::Duration::ZERO), false) || self.has_ready();
+            now = clock::now_ns();
+        }
+        self.publish_root_running();
+        (std::time::Duration::from_nanos(now - start), news)
+    }
+
+    /// [`Core::poll_events`], then a worker's own business; returns
+    /// whether anything happened.
+    fn poll_with(&self, timeout: Option<std::time::Duration>, skip_epoll: bool) -> bool {
+        let mut news = self.poll_events(timeout, skip_epoll);
         if let Some(worker) = &self.worker {
             // SAFETY: on the runtime's thread; short borrow.
             let l = unsafe { self.local() };
             if !l.closing {
-                worker.start_own(self);
+                news |= worker.start_own(self);
             }
             let (alive, ready) = self.figures();
             worker.publish(alive, ready);
         }
+        news
     }
 
     /// Fibers alive, and of those the ones ready to run (for metrics; a
@@ -134,8 +172,10 @@ impl Core {
         (l.live, ready.min(l.live))
     }
 
-    /// The body of [`Core::poll_with`] that every runtime shares.
-    fn poll_events(&self, timeout: Option<std::time::Duration>, skip_epoll: bool) {
+    /// The body of [`Core::poll_with`] that every runtime shares; returns
+    /// whether anything happened: an event, a message, a timer.
+    fn poll_events(&self, timeout: Option<std::time::Duration>, skip_epoll: bool) -> bool {
+        let mut news = false;
         let zero = timeout == Some(std::time::Duration::ZERO);
         let mut remote = self.shared.take_woken();
         if !zero {
@@ -183,7 +223,10 @@ impl Core {
                 (polled, ready)
             };
             match polled {
-                Ok(polled) => remote |= polled.remote && self.shared.take_woken(),
+                Ok(polled) => {
+                    news = polled.any;
+                    remote |= polled.remote && self.shared.take_woken();
+                }
                 Err(e) => self.callback("event", || {
                     tracing::error!(error = %e, "epoll_wait failed");
                 }),
@@ -225,16 +268,19 @@ impl Core {
         if !l.timers.is_empty() {
             let mut fired = std::mem::take(&mut l.fired);
             l.timers.advance(now, &mut fired);
+            news |= !fired.is_empty();
             for f in fired.drain(..) {
                 self.wake(f.value, Wake::TimedOut);
             }
             // SAFETY: on the runtime's thread; short borrow.
             unsafe { self.local() }.fired = fired;
         }
+        news |= remote;
         // Answered last (an answer may wake a fiber).
         for answer in dumps {
             answer(self.dump_section());
         }
+        news
     }
 
     /// This runtime's fibers, for a dump.
