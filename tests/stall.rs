@@ -141,6 +141,30 @@ fn a_thread_sleep_and_a_spin_are_reported_while_they_run() {
     }
 }
 
+/// The watchdog sleeps while every runtime waits in `epoll_wait`; a
+/// runtime that runs again wakes it, so a stall after an idle spell is
+/// still named while it runs.
+#[test]
+fn a_stall_after_an_idle_spell_is_reported_while_it_runs() {
+    capture();
+    let end = fibra::run(|| {
+        fibra::Builder::new()
+            .name("t6-late".into())
+            .spawn(|| {
+                fibra::sleep(Duration::from_millis(300)); // all idle: the watchdog sleeps
+                block_thread(Duration::from_millis(500));
+                Instant::now()
+            })
+            .unwrap()
+            .join()
+            .unwrap()
+    });
+    let seen = seen_for("t6-late");
+    assert!(seen.len() >= 2, "{seen:?}");
+    assert!(seen[0].at < end, "warned only after it ended: {seen:?}");
+    assert!(seen[1].fields.contains("in all"), "{seen:?}");
+}
+
 #[test]
 fn no_warning_when_it_is_off() {
     capture();

@@ -51,8 +51,10 @@ impl Builder {
     /// runtime is ready — background compaction, a game loop's spare time —
     /// and never delays I/O or timers: before each turn of an idle fiber
     /// the runtime polls for them without waiting. An idle fiber that
-    /// yields goes behind the other idle fibers. (A runtime driven only by
-    /// [`turn`](crate::Runtime::turn) does not run idle fibers.)
+    /// yields goes behind the other idle fibers. A runtime driven by
+    /// [`turn`](crate::Runtime::turn) runs each ready idle fiber once in a
+    /// turn that finds no normal fiber ready (and its fd does not turn
+    /// readable for idle fibers alone).
     ///
     /// ```
     /// use std::{cell::Cell, rc::Rc};

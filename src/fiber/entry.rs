@@ -69,17 +69,12 @@ where
         key,
     };
     let (fiber_end, mut handle_end) = packet(Some(core), scope_data, id, name.clone(), at);
+    write_meta(&stack, Location::caller());
     // SAFETY: forwarded from the caller.
-    let started = unsafe {
-        start_fiber(
-            core,
-            stack,
-            f,
-            fiber_end,
-            (id, name, Location::caller(), idle),
-            on_exit,
-        )
-    };
+    let started = unsafe { start_fiber(core, stack, f, fiber_end, id, name, on_exit) };
+    if idle {
+        core.make_idle(started);
+    }
     if started != key {
         // Another fiber took the key in between: a tracing subscriber
         // spawned one when the new fiber's span was created.
@@ -91,8 +86,22 @@ where
     Ok(JoinHandle::new(handle_end))
 }
 
+/// Writes the `Meta` of a fiber about to start on `stack` (before
+/// [`start_fiber`], which leaves it in place): where it was spawned, no
+/// fiber-locals yet.
+#[inline(always)]
+pub(crate) fn write_meta(stack: &Stack, location: &'static Location<'static>) {
+    let at = crate::runtime::watch::meta_below(stack.header());
+    debug_assert_eq!(at as usize % align_of::<Meta>(), 0);
+    // SAFETY: `at..at + size_of::<Meta>()` lies in the usable stack right
+    // below the header (16-byte aligned, as the header is), which nothing
+    // of a fiber uses yet: the stack was just taken for a new one.
+    unsafe { at.write(Meta::new(Some(location))) };
+}
+
 /// Queues a fiber `id` on `core` that runs `f` on `stack` and hands its
-/// outcome to `end`; returns its key.
+/// outcome to `end`; returns its key. Its `Meta` is written already
+/// ([`write_meta`]).
 ///
 /// # Safety
 ///
@@ -102,7 +111,8 @@ pub(crate) unsafe fn start_fiber<F, T>(
     stack: Stack,
     f: F,
     end: FiberEnd<T>,
-    (id, name, location, idle): (FiberId, Option<Arc<str>>, &'static Location<'static>, bool),
+    id: FiberId,
+    name: Option<Arc<str>>,
     on_exit: Option<OnExit>,
 ) -> Key
 where
@@ -114,21 +124,9 @@ where
         on_exit,
     };
 
-    // The fiber's `Meta` first, right below the header (`Meta`'s
-    // invariant: `header_of` finds the header from it), where it stays
-    // (never moved, never overwritten by the fiber's frames) until the
-    // stack is given back.
-    let meta_at = stack.below_header() as usize - size_of::<Meta>();
-    debug_assert_eq!(meta_at % align_of::<Meta>(), 0);
-    debug_assert_eq!(
-        crate::runtime::watch::header_of(meta_at as *const Meta),
-        stack.header().cast_const()
-    );
-    // SAFETY: `meta_at..meta_at + size_of::<Meta>()` lies in the usable
-    // stack right below the header (16-byte aligned, as `below_header`
-    // is), aligned for `Meta`; nothing else of the new fiber is there yet.
-    unsafe { ptr::write(meta_at as *mut Meta, Meta::new(Some(location))) };
-    let below = meta_at;
+    // The fiber's `Meta` stays right below the header (never moved, never
+    // overwritten by the fiber's frames) until the stack is given back.
+    let below = crate::runtime::watch::meta_below(stack.header()) as usize;
     let size = size_of::<Start<F, T>>();
     let align = align_of::<Start<F, T>>().max(16);
     let (frame_top, data, entry): (usize, *mut u8, arch::EntryFn) = if size <= stack.usable() / 4 {
@@ -163,7 +161,7 @@ where
     // aligned to 16) with the rest of the usable stack below it; `data` stays
     // valid until the entry reads it.
     let sp = unsafe { arch::init_stack(frame_top as *mut u8, entry, data) };
-    core.add_fiber(stack, sp, id, name, meta_at as *const Meta, idle)
+    core.add_fiber(stack, sp, id, name)
 }
 
 /// Spawns a `'static` fiber: the safe face of [`spawn_unchecked`].
@@ -216,9 +214,51 @@ where
             ));
         }
     }
+    if core.has_fiber_locals() {
+        // Made anew by a `Drop` that the completion ran (a detached fiber's
+        // result): a panic there has no one to go to.
+        drop(drop_fiber_locals(core));
+    }
     let last = core.exit_current();
     arch::leaving_for_good(&last);
     last
+}
+
+/// The error of the running fiber `id` whose closure unwound with
+/// `payload` (or was cancelled before it ran): out of line, so that the
+/// fiber's end keeps no more registers than a fiber that returns needs.
+#[cold]
+#[inline(never)]
+fn fiber_error(core: &Core, id: FiberId, payload: Box<dyn std::any::Any + Send>) -> JoinError {
+    let name = core.current_fiber().1;
+    if payload.is::<CancelUnwind>() {
+        JoinError::cancelled(id, name)
+    } else {
+        JoinError::panic(id, name, payload)
+    }
+}
+
+/// Drops the running fiber's fiber-locals, if it has any, on its own stack
+/// with no borrow of the scheduler live (their `Drop` may spawn, wake, log
+/// or park); returns the first panic of a `Drop`. A value whose `Drop`
+/// panics (or parks while the fiber is cancelled) ends that drop only: the
+/// others are dropped too.
+#[cold]
+#[inline(never)]
+fn drop_fiber_locals(core: &Core) -> Option<Box<dyn std::any::Any + Send>> {
+    let meta = core.current_meta()?;
+    if !crate::fiber::local::begin_teardown(meta) {
+        return None;
+    }
+    let mut first = None;
+    while let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| {
+        crate::fiber::local::teardown(core, meta)
+    })) {
+        if first.is_none() && !payload.is::<CancelUnwind>() {
+            first = Some(payload);
+        }
+    }
+    first
 }
 
 /// Runs the fiber's closure and hands its outcome to the packet. Every local
@@ -247,36 +287,23 @@ where
         )
     };
     let (id, cancelled) = core.begin_current();
-    let name = || core.current_fiber().1;
     let mut result = if cancelled {
         // Cancelled before it ever ran: drop the closure unrun.
         // SAFETY: `f` is read (and dropped) here, once.
         let _ = panic::catch_unwind(AssertUnwindSafe(|| drop(unsafe { ptr::read(f) })));
-        Err(JoinError::cancelled(id, name()))
+        Err(fiber_error(core, id, Box::new(CancelUnwind)))
     } else {
         // SAFETY: `f` is read (and called) here, once.
-        panic::catch_unwind(AssertUnwindSafe(|| unsafe { ptr::read(f) }())).map_err(|payload| {
-            if payload.is::<CancelUnwind>() {
-                JoinError::cancelled(id, name())
-            } else {
-                JoinError::panic(id, name(), payload)
-            }
-        })
+        panic::catch_unwind(AssertUnwindSafe(|| unsafe { ptr::read(f) }()))
+            .map_err(|payload| fiber_error(core, id, payload))
     };
-    // Its fiber-locals, after its closure, on its own stack, with no borrow
-    // of the scheduler live (their `Drop` may spawn, wake, log or park).
-    // A value whose `Drop` panics (or parks while the fiber is cancelled)
-    // ends that drop only: the loop goes on with the others.
-    if let Some(meta) = core.current_meta()
-        && crate::fiber::local::begin_teardown(meta)
+    // Its fiber-locals, after its closure (one compare when no fiber of
+    // this runtime has any).
+    if core.has_fiber_locals()
+        && let Some(payload) = drop_fiber_locals(core)
+        && result.is_ok()
     {
-        while let Err(payload) =
-            panic::catch_unwind(AssertUnwindSafe(|| crate::fiber::local::teardown(meta)))
-        {
-            if result.is_ok() && !payload.is::<CancelUnwind>() {
-                result = Err(JoinError::panic(id, name(), payload));
-            }
-        }
+        result = Err(fiber_error(core, id, payload));
     }
     packet.complete_in(Some(core), result);
     if let Some(on_exit) = on_exit {

@@ -54,14 +54,21 @@ impl<T> JoinHandle<T> {
     pub fn join(self) -> Result<T, JoinError> {
         let packet = self.packet;
         let Packet { fiber, at, .. } = packet.packet();
-        if context::current().is_some_and(|core| core.current_id() == fiber.id()) {
-            panic!(
-                "JoinHandle::join: fiber {} joined itself, and would wait forever",
-                fiber.id()
-            );
+        let here = context::current();
+        // A fiber in its runtime's slot `key` is the running one only if
+        // `key` is the running key: one compare of keys, the ids only when
+        // they are equal (or the fiber was sent to a worker).
+        if let Some(core) = here
+            && match at {
+                FiberRef::At { key, .. } => core.current_key() == *key,
+                FiberRef::Queued(_) => true,
+            }
+            && core.current_id() == fiber.id()
+        {
+            joined_itself(fiber.id());
         }
         packet.wait(
-            |slot| match (context::current(), at) {
+            |slot| match (here, at) {
                 // Joined from its own runtime: it completes right here.
                 (Some(core), FiberRef::At { runtime, .. }) if core.id == *runtime => {
                     *slot = Some(Unparker::local(core));
@@ -169,6 +176,14 @@ impl<T> Future for JoinHandle<T> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         self.packet.poll(cx)
     }
+}
+
+/// The panic of a fiber that joins itself, at the caller's line.
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn joined_itself(id: FiberId) -> ! {
+    panic!("JoinHandle::join: fiber {id} joined itself, and would wait forever");
 }
 
 /// Panics when a join from outside the fiber's runtime could never end:

@@ -19,9 +19,16 @@
 //!   cannot suspend it and resume it on another fiber later.
 //! - At the fiber's end ([`teardown`]), after its closure returned (or
 //!   unwound), the map is marked destroying and its values are taken out
-//!   and dropped one by one, with no borrow live. From then on `try_with`
+//!   and dropped one by one, with no borrow live. Meanwhile `try_with`
 //!   gives [`AccessError`] and `with` panics, as std's `LocalKey` does
 //!   during thread-local destruction: a destructor never sees freed memory.
+//! - A fiber's end looks for values only while some fiber of its runtime
+//!   has a map (`Core::has_fiber_locals`, a count of the maps alive): the
+//!   many fibers of a program that uses no fiber-local pay one compare.
+//!   It looks twice, before the fiber's result goes to its handle and
+//!   after (a detached fiber's result is dropped there, and its `Drop` may
+//!   make values anew); once the fiber's record is `Done` (its trace
+//!   events at the very end), no value is made any more.
 //!
 //! Code not in a spawned fiber (`block_on`'s closure, a plain thread) uses a
 //! `thread_local!` made by the macro beside the key.
@@ -30,6 +37,7 @@ use std::any::Any;
 use std::fmt;
 
 use crate::runtime::context;
+use crate::runtime::core::Core;
 use crate::runtime::watch::Meta;
 use crate::stack::pin::StackPin;
 
@@ -38,9 +46,6 @@ pub(crate) struct Locals {
     destroying: bool,
     entries: Vec<(usize, Box<dyn Any>)>,
 }
-
-/// `Meta::locals` of a fiber that ended without a map: never dereferenced.
-const ENDED: *mut Locals = std::ptr::dangling_mut();
 
 /// A key of fiber-local storage, made by [`fiber_local!`](crate::fiber_local):
 /// each fiber gets its own value, made on its first use and dropped when
@@ -134,7 +139,9 @@ impl<T: 'static> FiberLocal<T> {
     /// });
     /// ```
     pub fn try_with<R>(&'static self, f: impl FnOnce(&T) -> R) -> Result<R, AccessError> {
-        let Some(meta) = context::current().and_then(|core| core.current_meta()) else {
+        let Some((core, meta)) =
+            context::current().and_then(|core| Some((core, core.current_meta()?)))
+        else {
             return self.thread_with(f);
         };
         let key = std::ptr::from_ref(self) as usize;
@@ -142,7 +149,7 @@ impl<T: 'static> FiberLocal<T> {
             Some(value) => value,
             None => {
                 let made = Box::new((self.init)());
-                insert(meta, key, made)?
+                insert(core, meta, key, made)?
             }
         };
         let _pin = StackPin::new();
@@ -175,35 +182,40 @@ impl<T: 'static> fmt::Debug for FiberLocal<T> {
     }
 }
 
-/// The map of the fiber whose `Meta` is `meta`, made if `make`, for a
-/// short borrow; `Err` once the fiber's values are being dropped.
+/// The map of the fiber whose `Meta` is `meta`, made (on `core`, the
+/// fiber's runtime) if `make` is given, for a short borrow; `Err` once the
+/// fiber's values are being dropped, or once it has ended.
 ///
 /// # Safety
 ///
 /// `meta` is the running spawned fiber's (from `current_meta`); the borrow
 /// ends before any user code runs and before another is made.
 #[allow(clippy::mut_from_ref)]
-unsafe fn locals<'a>(meta: *const Meta, make: bool) -> Result<Option<&'a mut Locals>, AccessError> {
+unsafe fn locals<'a>(
+    meta: *const Meta,
+    make: Option<&Core>,
+) -> Result<Option<&'a mut Locals>, AccessError> {
     // SAFETY: forwarded from the caller: the fiber's `Meta` is on its live
     // stack (it runs), and only the fiber touches `locals`.
     let cell = unsafe { &(*meta).locals };
     let mut map = cell.get();
-    if map == ENDED {
-        return Err(AccessError);
-    }
     if map.is_null() {
-        if !make {
+        let Some(core) = make else {
             return Ok(None);
+        };
+        if core.current_has_ended() {
+            return Err(AccessError); // its end was looked at already
         }
+        core.count_fiber_locals(1);
         map = Box::into_raw(Box::new(Locals {
             destroying: false,
             entries: Vec::new(),
         }));
         cell.set(map);
     }
-    // SAFETY: a non-null, non-`ENDED` pointer is the fiber's boxed map,
-    // freed only by `teardown` after it set `ENDED`; one borrow at a time
-    // (caller's contract).
+    // SAFETY: a non-null pointer is the fiber's boxed map, freed only by
+    // `teardown` after it cleared the cell; one borrow at a time (caller's
+    // contract).
     let map = unsafe { &mut *map };
     if map.destroying {
         return Err(AccessError);
@@ -213,7 +225,7 @@ unsafe fn locals<'a>(meta: *const Meta, make: bool) -> Result<Option<&'a mut Loc
 
 fn find<T: 'static>(meta: *const Meta, key: usize) -> Result<Option<*const T>, AccessError> {
     // SAFETY: `meta` is the running fiber's (`current_meta`); short borrow.
-    let Some(l) = (unsafe { locals(meta, false) })? else {
+    let Some(l) = (unsafe { locals(meta, None) })? else {
         return Ok(None);
     };
     Ok(l.entries
@@ -224,6 +236,7 @@ fn find<T: 'static>(meta: *const Meta, key: usize) -> Result<Option<*const T>, A
 }
 
 fn insert<T: 'static>(
+    core: &Core,
     meta: *const Meta,
     key: usize,
     made: Box<T>,
@@ -235,7 +248,7 @@ fn insert<T: 'static>(
     let at = std::ptr::from_ref::<T>(&made);
     // SAFETY: `meta` is the running fiber's (`current_meta`); short borrow,
     // no user code in it (a `Vec` push).
-    match unsafe { locals(meta, true) } {
+    match unsafe { locals(meta, Some(core)) } {
         Ok(Some(l)) => {
             l.entries.push((key, made));
             Ok(at)
@@ -245,30 +258,25 @@ fn insert<T: 'static>(
 }
 
 /// Marks a fiber's values as being dropped; whether it has any to drop
-/// (then call [`teardown`]). Inlined: most fibers have none.
-#[inline]
+/// (then call [`teardown`]).
 pub(crate) fn begin_teardown(meta: *const Meta) -> bool {
+    // SAFETY: called by the fiber itself at its end (`meta` is its own).
+    let map = unsafe { &(*meta).locals }.get();
+    if map.is_null() {
+        return false;
+    }
+    // SAFETY: the fiber's boxed map (see `locals`); short borrow.
+    unsafe { (*map).destroying = true };
+    true
+}
+
+/// Drops a fiber's values at its end (on `core`, its runtime): see the
+/// module docs.
+pub(crate) fn teardown(core: &Core, meta: *const Meta) {
     // SAFETY: called by the fiber itself at its end (`meta` is its own).
     let cell = unsafe { &(*meta).locals };
     let map = cell.get();
     if map.is_null() {
-        cell.set(ENDED);
-        return false;
-    }
-    if map != ENDED {
-        // SAFETY: the fiber's boxed map (see `locals`); short borrow.
-        unsafe { (*map).destroying = true };
-    }
-    true
-}
-
-/// Drops a fiber's values at its end: see the module docs.
-pub(crate) fn teardown(meta: *const Meta) {
-    // SAFETY: called by the fiber itself at its end (`meta` is its own).
-    let cell = unsafe { &(*meta).locals };
-    let map = cell.get();
-    if map.is_null() || map == ENDED {
-        cell.set(ENDED);
         return;
     }
     loop {
@@ -284,10 +292,12 @@ pub(crate) fn teardown(meta: *const Meta) {
             None => break,
         }
     }
-    cell.set(ENDED);
-    // SAFETY: made by `Box::into_raw` in `locals`; `ENDED` is set, so no
-    // one reaches it any more; it is empty (no user code in its drop).
+    cell.set(std::ptr::null_mut());
+    // SAFETY: made by `Box::into_raw` in `locals`; the cell no longer
+    // points at it, so no one reaches it any more; it is empty (no user
+    // code in its drop).
     drop(unsafe { Box::from_raw(map) });
+    core.count_fiber_locals(-1);
 }
 
 /// Declares fiber-local keys, in the shape of `std::thread_local!`: each

@@ -153,6 +153,7 @@ pub fn try_current() -> Option<Fiber> {
 ///     assert_eq!(h.join().unwrap(), 42);
 /// });
 /// ```
+#[inline]
 #[track_caller]
 pub fn spawn<F, T>(f: F) -> JoinHandle<T>
 where
@@ -162,8 +163,17 @@ where
     let core = context::expect("fibra::spawn");
     match spawn_on(core, f, None, core.default_stack, false) {
         Ok(handle) => handle,
-        Err(e) => panic!("fibra::spawn: cannot create a fiber: {e}"),
+        Err(e) => cannot_spawn(e),
     }
+}
+
+/// The panic of a failed [`spawn`], out of line: a spawn stays small enough
+/// to be inlined into its caller.
+#[cold]
+#[inline(never)]
+#[track_caller]
+fn cannot_spawn(e: std::io::Error) -> ! {
+    panic!("fibra::spawn: cannot create a fiber: {e}")
 }
 
 /// Lets every other ready fiber run, then continues: the caller goes behind
@@ -187,8 +197,7 @@ where
 pub fn yield_now() {
     match context::current() {
         Some(core) => {
-            park::check_unwind(core);
-            core.yield_now();
+            park::yield_current(core);
         }
         None => std::thread::yield_now(),
     }

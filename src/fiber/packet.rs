@@ -309,6 +309,7 @@ impl<T> HandleEnd<T> {
     /// on the stack and copied with loads wider than the stores that had
     /// just written it, which the CPU cannot forward (a stall of a dozen
     /// cycles on every join).
+    #[inline]
     pub(crate) fn register(&self, put: impl FnOnce(&mut Option<Unparker>) -> bool) -> Registered {
         let packet = self.packet();
         let mut state = packet.state.load(Ordering::Acquire);
@@ -379,6 +380,7 @@ impl<T> HandleEnd<T> {
     /// made while unwinding, which parks plainly — the next park needs a
     /// waiter of its own, registered again, or the completion would go to
     /// the spent one and never arrive.
+    #[inline]
     pub(crate) fn wait(
         &self,
         mut waiter: impl FnMut(&mut Option<Unparker>) -> bool,

@@ -10,7 +10,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use crate::fiber::entry::start_fiber;
+use crate::fiber::entry::{start_fiber, write_meta};
 use crate::fiber::join::{FiberEnd, FiberRef, JoinError, JoinHandle, cancel_fiber, packet};
 use crate::runtime::core::{Core, FiberId, Key};
 use crate::runtime::registry::RuntimeId;
@@ -73,9 +73,9 @@ impl Job {
             let (Some(f), Some(end)) = (unstarted.f.take(), unstarted.end.take()) else {
                 unreachable!("a job starts once");
             };
+            write_meta(&stack, location);
             // SAFETY: forwarded from `new_unchecked`'s caller.
-            let key =
-                unsafe { start_fiber(core, stack, f, end, (id, None, location, false), None) };
+            let key = unsafe { start_fiber(core, stack, f, end, id, None, None) };
             if placed.place(core.id, key) {
                 core.cancel(key, id);
             }

@@ -114,7 +114,7 @@ fn wait_for_all(core: &Core, data: &ScopeData) -> Option<Box<dyn Any + Send>> {
                 // SAFETY: on the runtime's thread; short borrow.
                 let l = unsafe { core.local() };
                 let rec = l.running();
-                (rec.cancelled, rec.timeout)
+                (rec.flags.cancelled(), rec.timeout)
             };
             if cancelled {
                 unwind = Some(Box::new(CancelUnwind));

@@ -55,7 +55,7 @@ pub(super) fn park(core: &Core, deadline: Option<u64>, on: WaitOn) -> Waited {
         // SAFETY: on the runtime's thread; short borrow.
         let l = unsafe { core.local() };
         let rec = l.running();
-        (rec.cancelled, rec.timeout)
+        (rec.flags.cancelled(), rec.timeout)
     };
     if cancelled {
         return Waited::Cancelled;

@@ -5,7 +5,7 @@ use std::marker::PhantomData;
 use std::time::Duration;
 
 use crate::runtime::core::{Core, Tuning};
-use crate::runtime::watchdog::DEFAULT_STALL;
+use crate::runtime::watchdog::{self, DEFAULT_STALL};
 use crate::runtime::workers::Workers;
 use crate::runtime::{CurrentThread, Runtime};
 use crate::stack;
@@ -62,11 +62,13 @@ impl Builder {
     pub fn build(self) -> io::Result<Runtime> {
         crate::arch::check_supported()?;
         let stack_size = stack::validate_size(self.stack_size)?;
-        Ok(Runtime::from_flavor(CurrentThread::new(Core::new(
+        let rt = Runtime::from_flavor(CurrentThread::new(Core::new(
             stack_size,
             self.tuning,
             None,
-        )?)))
+        )?));
+        watchdog::runtime_built(self.tuning.stall);
+        Ok(rt)
     }
 }
 
@@ -90,7 +92,8 @@ impl<Flavor> Builder<Flavor> {
     /// fiber of its thread waiting.
     ///
     /// The cost to the runtime is one store per context switch; the
-    /// watchdog looks every `after / 2`.
+    /// watchdog looks every `after / 2` while a runtime runs fibers, and
+    /// sleeps while every runtime waits for I/O or timers.
     ///
     /// ```
     /// use std::time::Duration;
@@ -192,11 +195,9 @@ impl Builder<Workers> {
                 "a fibra runtime needs at least one worker (workers(0) was given)",
             ));
         }
-        Ok(Runtime::from_flavor(Workers::start(
-            self.workers,
-            stack_size,
-            self.tuning,
-        )?))
+        let rt = Runtime::from_flavor(Workers::start(self.workers, stack_size, self.tuning)?);
+        watchdog::runtime_built(self.tuning.stall);
+        Ok(rt)
     }
 }
 

@@ -161,6 +161,8 @@ impl Drop for Enter<'_> {
         l.fibers[ROOT].state = crate::runtime::core::State::Running;
         l.current = ROOT;
         self.core.shared.watch.publish_idle();
+        // The root leaves: a stall the watchdog warned about has ended.
+        self.core.stall_ended();
         CONTEXT.with(|c| c.set(self.previous));
     }
 }

@@ -101,11 +101,13 @@ const IDLE_RELEASE_NS: u64 = 5_000_000;
 
 mod callback;
 mod current;
+mod flags;
 mod id;
 mod root;
 mod switch;
 
 pub(crate) use callback::parked_in_callback;
+pub(crate) use flags::Flags;
 pub use id::FiberId;
 
 /// The settings of a runtime's schedulers that its `Builder` chose.
@@ -170,10 +172,8 @@ pub(crate) struct Record {
     wake: Wake,
     /// Woken with the current token before it parked.
     notified: bool,
-    pub(crate) cancelled: bool,
-    /// An idle fiber: queued in `Local::idle_queue`, run only when no other
-    /// fiber is ready.
-    pub(crate) idle: bool,
+    /// Cancelled, idle: what the fast paths of park and yield test at once.
+    pub(crate) flags: Flags,
     /// We started unwinding this context (cancellation or a timeout) and
     /// it has not been seen outside a panic since; see `current_is_unwinding`.
     unwinding: bool,
@@ -203,8 +203,7 @@ impl Record {
             state: State::Vacant,
             wake: Wake::Unparked,
             notified: false,
-            cancelled: false,
-            idle: false,
+            flags: Flags::NONE,
             unwinding: false,
             id: FiberId::VACANT,
             name: None,
@@ -234,6 +233,8 @@ pub(crate) struct Local {
     run_queue: RunQueue,
     /// Idle fibers that are ready (see `Builder::idle`).
     pub(crate) idle_queue: RunQueue,
+    /// Maps of fiber-locals alive (see `fiber::local`).
+    pub(crate) fiber_locals: usize,
     /// The context running now.
     pub(crate) current: Key,
     /// Fibers that may still run before control returns to the root.
@@ -249,8 +250,6 @@ pub(crate) struct Local {
     pub(crate) closing: bool,
     /// Switches into fibers, for `turn`'s count.
     pub(crate) resumed: u64,
-    /// Every switch and every wait, for the watchdog's word.
-    epoch: u64,
     /// Socket calls since `resumed` was `io_since` (see [`IO_BUDGET`]).
     io_calls: u32,
     io_since: u64,
@@ -295,7 +294,6 @@ impl Core {
         let root_id = FiberId::next();
         let shared = Arc::new(Shared::new(reactor.registry(), root_id)?);
         let root_meta: *const Meta = &shared.watch.root;
-        assert!(crate::runtime::watch::packable(root_meta));
         let stall_ns = u64::try_from(stall.as_nanos()).unwrap_or(u64::MAX);
         shared
             .watch
@@ -314,6 +312,7 @@ impl Core {
                 fibers,
                 run_queue: RunQueue::with_capacity(64),
                 idle_queue: RunQueue::with_capacity(0),
+                fiber_locals: 0,
                 current: ROOT,
                 budget: 0,
                 live: 0,
@@ -323,7 +322,6 @@ impl Core {
                 entered: false,
                 closing: false,
                 resumed: 0,
-                epoch: 0,
                 io_calls: 0,
                 io_since: 0,
                 unwinding_suspended: 0,
@@ -404,14 +402,7 @@ impl Core {
         sp: *mut u8,
         id: FiberId,
         name: Option<Arc<str>>,
-        meta: *const Meta,
-        idle: bool,
     ) -> Key {
-        // The watchdog's word packs the address (see `runtime::watch`).
-        assert!(
-            crate::runtime::watch::packable(meta),
-            "fibra: a stack mapped too high"
-        );
         // Checked here, the span made out of line: a disabled `Span` is
         // still a 40-byte value that the macro builds and moves around. It
         // is made before the borrow below: `new_span` is the subscriber's
@@ -429,15 +420,14 @@ impl Core {
         let cancelled = l.closing;
         let key = l.fibers.insert_with(|| Record {
             sp,
-            meta,
-            idle,
+            meta: crate::runtime::watch::meta_below(stack.header()),
+            flags: Flags::new(cancelled),
             running_header: stack.header(),
             stack: Some(stack),
             park,
             state: State::Ready,
             wake: Wake::Unparked,
             notified: false,
-            cancelled,
             unwinding: false,
             id,
             name,
@@ -447,11 +437,23 @@ impl Core {
             span,
         });
         l.live += 1;
-        l.push_ready(key, idle, &self.shared);
+        l.push_ready(key, false, &self.shared);
         self.trace(move || tracing::trace!(fiber = id.as_u64(), "spawn"));
-        // After the borrow: a failure to start it is logged.
-        crate::runtime::watchdog::ensure_started();
         key
+    }
+
+    /// Makes the fiber just spawned at `key` an idle one (see
+    /// `Builder::idle`): out of the run queue, into the idle queue. Kept
+    /// off the spawn path, which every other fiber takes.
+    #[cold]
+    pub(crate) fn make_idle(&self, key: Key) {
+        // SAFETY: on the runtime's thread; short borrow, no user code.
+        let l = unsafe { self.local() };
+        let rec = &mut l.fibers[key];
+        rec.flags.set_idle();
+        if rec.state == State::Ready && l.run_queue.remove(key) {
+            l.idle_queue.push_back(key);
+        }
     }
 
     /// The span of a new fiber, when a subscriber wants one.
@@ -509,15 +511,17 @@ impl Local {
 
     /// Queues a fiber that became ready. When the runtime is not being
     /// driven, its fd must turn readable for an outer loop to notice.
+    /// (An idle fiber alone is not work for an outer loop: see
+    /// `Runtime::turn`.)
     fn push_ready(&mut self, key: Key, idle: bool, shared: &Shared) {
+        if idle {
+            self.idle_queue.push_back(key);
+            return;
+        }
         if !self.entered && self.run_queue.is_empty() {
             shared.wake_fd();
         }
-        if idle {
-            self.idle_queue.push_back(key);
-        } else {
-            self.run_queue.push_back(key);
-        }
+        self.run_queue.push_back(key);
     }
 
     /// Wakes the park named by `token` with `reason`; returns the id of the
@@ -536,7 +540,7 @@ impl Local {
                 rec.wake = reason;
                 rec.park = next_park;
                 let id = rec.id;
-                let idle = rec.idle;
+                let idle = rec.flags.idle();
                 self.park_seq = next_park;
                 self.push_ready(token.key, idle, shared);
                 Some(id)
@@ -558,7 +562,7 @@ impl Local {
         if rec.id != id || rec.state == State::Done {
             return None;
         }
-        rec.cancelled = true;
+        rec.flags.set_cancelled();
         if rec.state != State::Parked {
             return None;
         }

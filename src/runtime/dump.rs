@@ -244,13 +244,15 @@ pub(crate) fn collect(
 }
 
 /// The context that has held `shared`'s thread since the dump asked (its
-/// word is `word`, as then), if one has.
-fn stalled(shared: &Shared, word: u64, waited: Duration) -> Option<FiberInfo> {
+/// word names the same `Meta` as then; the watchdog's mark aside), if one
+/// has.
+fn stalled(shared: &Shared, word: usize, waited: Duration) -> Option<FiberInfo> {
     if word == 0 {
         return None; // waiting in epoll then: it will answer
     }
     let running = shared.watch.running_now(crate::time::clock::now_ns())?;
-    if shared.watch.word.load(std::sync::atomic::Ordering::Acquire) != word {
+    let unmarked = |w: usize| w & !crate::runtime::watch::SEEN;
+    if unmarked(shared.watch.word.load(std::sync::atomic::Ordering::Acquire)) != unmarked(word) {
         return None;
     }
     Some(FiberInfo {

@@ -261,12 +261,18 @@ impl Runtime {
     }
 
     /// One step for an outer loop: runs the fibers that are ready; if none
-    /// was, waits at most `timeout` (`None`: until something happens) for
-    /// I/O, a timer or a wake-up from another thread and runs the fibers it
-    /// readied. Returns how many times it resumed a fiber.
+    /// was, runs each [idle](crate::Builder::idle) fiber that is ready once
+    /// (its slice up to its next yield or park, polling for I/O and timers
+    /// before each, and stopping when a normal fiber becomes ready); if
+    /// there was none either, waits at most `timeout` (`None`: until
+    /// something happens) for I/O, a timer or a wake-up from another thread
+    /// and runs the fibers it readied. Returns how many times it resumed a
+    /// fiber.
     ///
     /// Between turns the runtime's fd ([`AsRawFd`]) is readable exactly when
-    /// the runtime has work, so an outer `poll`/`epoll` can wait on it.
+    /// the runtime has work, so an outer `poll`/`epoll` can wait on it. Idle
+    /// fibers alone are not work: they run in the turns the outer loop makes
+    /// anyway (a game loop's frames), not in a loop that would spin on them.
     ///
     /// # Panics
     ///
@@ -285,6 +291,32 @@ impl Runtime {
     /// assert_eq!(resumed, 2); // its start, and its wake-up
     /// # Ok::<(), std::io::Error>(())
     /// ```
+    ///
+    /// An [idle](crate::Builder::idle) fiber gets a slice in each turn that
+    /// finds nothing else to run:
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::sync::atomic::{AtomicU32, Ordering};
+    /// use std::time::Duration;
+    ///
+    /// let rt = fibra::Runtime::new()?;
+    /// let slices = Arc::new(AtomicU32::new(0));
+    /// let s = slices.clone();
+    /// rt.spawn(move || {
+    ///     let background = move || loop {
+    ///         s.fetch_add(1, Ordering::Relaxed); // a slice of background work
+    ///         fibra::yield_now();
+    ///     };
+    ///     fibra::Builder::new().idle(true).spawn(background).unwrap();
+    /// });
+    /// rt.turn(Some(Duration::ZERO)); // the spawner runs
+    /// assert_eq!(slices.load(Ordering::Relaxed), 0);
+    /// rt.turn(Some(Duration::ZERO)); // nothing else is ready: a slice
+    /// rt.turn(None); // the same, without waiting
+    /// assert_eq!(slices.load(Ordering::Relaxed), 2);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
     #[track_caller]
     pub fn turn(&self, timeout: Option<Duration>) -> usize {
         self.refuse_at_thread_exit("Runtime::turn");
@@ -296,7 +328,10 @@ impl Runtime {
         core.start_batch();
         core.run_root(Until::BatchDone);
         // SAFETY: as above.
-        if unsafe { core.local() }.resumed == before && !core.has_ready() {
+        if unsafe { core.local() }.resumed == before
+            && !core.has_ready()
+            && core.run_idle_once() == 0
+        {
             // Wait until a fiber is ready or the time is up. One poll may
             // not do: the timerfd also fires when the wheel cascades.
             let deadline = timeout.map(crate::time::clock::after_ns);

@@ -132,13 +132,32 @@ pub(crate) fn check_unwind(core: &Core) -> Option<TimeoutScope> {
     check_unwind_slow(core)
 }
 
+/// [`fibra::yield_now`](crate::yield_now) of the running context: a
+/// cancellation point (as [`check_unwind`]), then the yield. A plain fiber
+/// pays for both with the one test of [`Core::current_may_unwind`].
+#[inline(always)]
+pub(crate) fn yield_current(core: &Core) {
+    if !core.current_may_unwind() {
+        core.yield_plain(); // the common case: a plain fiber
+        return;
+    }
+    yield_current_slow(core);
+}
+
+#[cold]
+#[inline(never)]
+fn yield_current_slow(core: &Core) {
+    check_unwind_slow(core);
+    core.yield_now();
+}
+
 #[cold]
 fn check_unwind_slow(core: &Core) -> Option<TimeoutScope> {
     let (cancelled, scope) = {
         // SAFETY: on the runtime's thread; short borrow.
         let l = unsafe { core.local() };
         let rec = l.running();
-        (rec.cancelled, rec.timeout)
+        (rec.flags.cancelled(), rec.timeout)
     };
     if core.current_is_unwinding() {
         return None;

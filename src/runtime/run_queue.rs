@@ -92,6 +92,21 @@ impl RunQueue {
         Some(key)
     }
 
+    /// Removes the last `key` in the queue, the others keeping their order;
+    /// whether there was one. Walks from the back: for a key pushed a
+    /// moment ago (an idle fiber just spawned), off the hot paths.
+    pub(crate) fn remove(&mut self, key: Key) -> bool {
+        let Some(at) = (0..self.len).rev().find(|&i| self.get(i) == key) else {
+            return false;
+        };
+        for i in at..self.len - 1 {
+            let next = self.get(i + 1);
+            self.set(i, next);
+        }
+        self.len -= 1;
+        true
+    }
+
     /// Doubles the capacity, unwrapping the queue to start at slot 0.
     #[cold]
     fn grow(&mut self) {
@@ -134,5 +149,26 @@ mod tests {
             assert_eq!(q.pop_front(), Some(k));
         }
         assert_eq!(q.pop_front(), None);
+    }
+
+    #[test]
+    fn remove_takes_the_last_one_and_keeps_the_order() {
+        let mut q = RunQueue::with_capacity(4);
+        // Wrapped: the head is past the start of the ring.
+        for k in [9, 9, 1, 2, 3] {
+            q.push_back(k);
+        }
+        q.pop_front();
+        q.pop_front();
+        for k in [2, 4] {
+            q.push_back(k);
+        }
+        assert!(q.remove(2));
+        assert!(!q.remove(7));
+        let mut left = Vec::new();
+        while let Some(k) = q.pop_front() {
+            left.push(k);
+        }
+        assert_eq!(left, [1, 2, 3, 4]);
     }
 }

@@ -1,15 +1,22 @@
 //! What a runtime publishes for the stall watchdog and for dumps of a
-//! runtime that does not answer: which fiber runs now, since which switch.
+//! runtime that does not answer: which context runs now.
 //!
 //! ## The word
 //!
-//! Every switch stores one word in [`Watch::word`] (a Release store of a
-//! line the switch path owns; no read-modify-write, no lock): the address
-//! of the incoming context's [`Meta`] and the runtime's switch count,
-//! packed (see [`encode`]). Zero means that no fiber code runs: the root
-//! waits in `epoll_wait`, or nobody drives the runtime. A reader that sees
-//! the same non-zero word at two moments knows that one context ran all
-//! along, without a switch: a stall, when the moments are far apart.
+//! Every switch stores one word in [`Watch::word`]: the address of the
+//! incoming context's [`Meta`], which the switch has in a register (one
+//! plain store of a line the switch path owns; no read-modify-write, no
+//! counter, no lock). Zero means that no fiber code runs: the root waits
+//! in `epoll_wait`, or nobody drives the runtime.
+//!
+//! The watchdog marks what it saw by setting [`SEEN`] in the word (a
+//! compare-and-swap, a few times a second, on its side only): a `Meta`
+//! address is 16-byte aligned, so the bit is free. The next switch stores a
+//! word without it. A word that still has the mark at the next sample
+//! names a context that has run all along since the watchdog marked it,
+//! without a switch: a stall, when the samples are far apart. (Comparing
+//! addresses alone would not do: two fibers taking turns between samples
+//! leave the same address behind.)
 //!
 //! ## Reading the running fiber's [`Meta`]
 //!
@@ -30,8 +37,9 @@
 //! The fences are asymmetric where the kernel allows (`membarrier`, see
 //! [`init_fences`]): a compiler fence on the runtime's side, which every
 //! fiber's exit pays, and `membarrier` on the reader's, a few times a
-//! second. Elsewhere both sides use a full fence (on the runtime's side a
-//! SeqCst store of the word, one locked instruction on x86).
+//! second. Elsewhere both sides use a full fence; the runtime's side then
+//! finds `hazard` never clear ([`NO_HAZARD`] is 1 there), so that its one
+//! load and branch decide both whether to fence and whether to wait.
 //!
 //! Either the reader's reload sees the final switch's word (it gives up),
 //! or `reap` sees the hazard (it waits the few nanoseconds of the read).
@@ -41,7 +49,7 @@
 
 use std::cell::Cell;
 use std::panic::Location;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, Once};
 use std::time::Duration;
 
@@ -75,9 +83,14 @@ fn init_fences() {
     });
 }
 
+/// Whether the process uses `membarrier` (see [`init_fences`]).
+pub(crate) fn asymmetric() -> bool {
+    ASYMMETRIC.load(Ordering::Relaxed)
+}
+
 /// The heavy half: every thread of the process running now passes a full
 /// memory barrier before this returns (and this thread too).
-fn heavy_fence() {
+pub(crate) fn heavy_fence() {
     const MEMBARRIER_CMD_PRIVATE_EXPEDITED: libc::c_int = 1 << 3;
     // SAFETY: membarrier takes no pointers. It cannot fail once this
     // process registered (ASYMMETRIC is set only then); if it did, fall
@@ -88,13 +101,15 @@ fn heavy_fence() {
     }
 }
 
-/// Bits of the switch count kept in the word.
-const COUNT_BITS: u32 = 20;
-const COUNT_MASK: u64 = (1 << COUNT_BITS) - 1;
-/// Metas are 16-byte aligned and below 2^47 (Linux on x86_64 maps user
-/// memory there unless a mapping is asked for higher, which fibra never
-/// does; checked at spawn): 43 significant bits.
-const ADDR_LIMIT: usize = 1 << 47;
+/// The watchdog's mark in the word: see the module docs.
+pub(crate) const SEEN: usize = 1;
+
+/// `Watch::hazard` when no reader reads: 0 with asymmetric fences, else 1
+/// (see the module docs).
+#[inline(always)]
+fn no_hazard() -> usize {
+    usize::from(!ASYMMETRIC.load(Ordering::Relaxed))
+}
 
 /// A context's place of birth and fiber-locals, for the watchdog, dumps,
 /// panic reports and `fiber_local!`.
@@ -119,6 +134,13 @@ impl Meta {
             locals: Cell::new(std::ptr::null_mut()),
         }
     }
+}
+
+/// Where the `Meta` of a fiber whose stack's header is `header` lives:
+/// right below it (`Meta`'s invariant; 16-byte aligned, as the header is).
+#[inline(always)]
+pub(crate) fn meta_below(header: *mut StackHeader) -> *mut Meta {
+    header.cast::<u8>().wrapping_sub(size_of::<Meta>()).cast()
 }
 
 /// The header of the stack whose `Meta` is `meta` (a spawned fiber's).
@@ -146,20 +168,9 @@ unsafe fn identity(header: *const StackHeader) -> (FiberId, Option<String>) {
     }
 }
 
-/// Packs a `Meta`'s address and a switch count into a word.
-#[inline(always)]
-pub(crate) fn encode(meta: *const Meta, count: u64) -> u64 {
-    (((meta as usize as u64) >> 4) << COUNT_BITS) | (count & COUNT_MASK)
-}
-
 /// The `Meta` address of a word (null for 0).
-fn decode(word: u64) -> *const Meta {
-    ((word >> COUNT_BITS) << 4) as usize as *const Meta
-}
-
-/// Whether `meta` can be packed in a word without loss.
-pub(crate) fn packable(meta: *const Meta) -> bool {
-    (meta as usize) < ADDR_LIMIT && (meta as usize) % 16 == 0
+fn decode(word: usize) -> *const Meta {
+    (word & !SEEN) as *const Meta
 }
 
 /// A copy of what a `Meta` says, for a report.
@@ -173,22 +184,38 @@ pub(crate) struct Running {
     pub(crate) running_for: Option<Duration>,
 }
 
+/// A stall the watchdog warned about and whose end is not told yet.
+pub(crate) struct Report {
+    /// The word it was seen with (marked [`SEEN`]).
+    pub(crate) word: usize,
+    pub(crate) running: Running,
+    /// When the watchdog first saw it run (ns).
+    pub(crate) since: u64,
+    /// The watchdog is emitting the first warning: whoever sees the end
+    /// meanwhile leaves its time in `ended_at` for the watchdog to tell,
+    /// so that the two events come in order.
+    pub(crate) emitting: bool,
+    pub(crate) ended_at: Option<u64>,
+}
+
 /// The watchdog's view of one runtime; in its `Shared`.
 #[repr(align(64))]
 pub(crate) struct Watch {
-    /// See the module docs. Written by the runtime's thread only.
-    pub(crate) word: AtomicU64,
-    /// The `Meta` a reader is reading (0: none).
-    hazard: AtomicU64,
-    /// The word the watchdog warned about (0: none); the runtime clears it
-    /// and warns again when that context switches out.
-    pub(crate) reported: AtomicU64,
-    /// The word the watchdog last saw and when it first saw it (ns),
-    /// written by the watchdog only.
-    pub(crate) seen_word: AtomicU64,
+    /// See the module docs. Stored by the runtime's thread at every
+    /// switch; the watchdog only sets [`SEEN`] in it.
+    pub(crate) word: AtomicUsize,
+    /// The `Meta` a reader is reading ([`no_hazard`]: none).
+    hazard: AtomicUsize,
+    /// When the watchdog set [`SEEN`] in the word (ns); written by the
+    /// watchdog only, before it sets the mark.
     pub(crate) seen_since: AtomicU64,
     /// How long a context may run before a warning (ns); `u64::MAX`: never.
     pub(crate) threshold_ns: AtomicU64,
+    /// `report` holds a stall: the runtime tells its end when its root
+    /// waits or leaves (a relaxed load on those paths), the watchdog when
+    /// it sees the word change.
+    pub(crate) pending: AtomicBool,
+    pub(crate) report: Mutex<Option<Report>>,
     read_lock: Mutex<()>,
     /// The root context's `Meta`, and its id.
     pub(crate) root: Meta,
@@ -205,22 +232,38 @@ impl Watch {
     pub(crate) fn new(root_id: FiberId) -> Watch {
         init_fences();
         Watch {
-            word: AtomicU64::new(0),
-            hazard: AtomicU64::new(0),
-            reported: AtomicU64::new(0),
-            seen_word: AtomicU64::new(0),
+            word: AtomicUsize::new(0),
+            hazard: AtomicUsize::new(no_hazard()),
             seen_since: AtomicU64::new(0),
             threshold_ns: AtomicU64::new(u64::MAX),
+            pending: AtomicBool::new(false),
+            report: Mutex::new(None),
             read_lock: Mutex::new(()),
             root: Meta::new(None),
             root_id,
         }
     }
 
-    /// Publishes that `meta` runs, after switch number `count`.
+    /// Publishes that `meta` runs: the switch's one store.
     #[inline(always)]
-    pub(crate) fn publish(&self, meta: *const Meta, count: u64) {
-        self.word.store(encode(meta, count), Ordering::Release);
+    pub(crate) fn publish(&self, meta: *const Meta) {
+        self.word.store(meta as usize, Ordering::Release);
+    }
+
+    /// Publishes that the root runs again after a wait, or on entry; wakes
+    /// the watchdog if it sleeps because every runtime was idle (see
+    /// `watchdog`): a relaxed load more than [`Watch::publish`].
+    #[inline]
+    pub(crate) fn publish_busy(&self) {
+        self.publish(&self.root);
+        // The store above, then the load below, as a Dekker pair with the
+        // watchdog's `ASLEEP` store and `membarrier` (see
+        // `watchdog::try_sleep`): the compiler must not swap them; the CPU
+        // is made to by the watchdog's `membarrier`.
+        std::sync::atomic::compiler_fence(Ordering::SeqCst);
+        if crate::runtime::watchdog::asleep() {
+            crate::runtime::watchdog::wake(self);
+        }
     }
 
     /// Publishes that no context of the runtime runs.
@@ -231,49 +274,58 @@ impl Watch {
 
     /// Called by the runtime before the stack that holds `meta` is given
     /// back or the record that owns its name is vacated, after the
-    /// context's final switch: waits while a reader reads it.
-    #[inline]
+    /// context's final switch, in the context that runs next: waits while
+    /// a reader reads it. One load and a branch while no reader reads.
+    #[inline(always)]
     pub(crate) fn wait_unread(&self, meta: *const Meta) {
-        if ASYMMETRIC.load(Ordering::Relaxed) {
-            // The light half of the asymmetric fence: the reader's
-            // `membarrier` makes this thread's earlier store of the word
-            // visible before the reader reloads it, or makes the reader's
-            // hazard visible to the load below (see `init_fences`).
-            std::sync::atomic::compiler_fence(Ordering::SeqCst);
-        } else {
-            // Only this thread writes the word: a reload gives what it
-            // stored; storing it again SeqCst is the full fence.
-            let now = self.word.load(Ordering::Relaxed);
-            self.word.store(now, Ordering::SeqCst);
+        // The light half of the asymmetric fence (the final switch, which
+        // stored the word, already keeps the compiler from moving the load
+        // before it): the reader's `membarrier` makes this thread's store
+        // of the word visible before the reader reloads it, or makes the
+        // reader's hazard visible to the load below (see `init_fences`).
+        std::sync::atomic::compiler_fence(Ordering::SeqCst);
+        if self.hazard.load(Ordering::Relaxed) != 0 {
+            self.wait_unread_slow(meta);
         }
-        while self.hazard.load(Ordering::SeqCst) == meta as usize as u64 {
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn wait_unread_slow(&self, meta: *const Meta) {
+        if !ASYMMETRIC.load(Ordering::Relaxed) {
+            // No `membarrier`: the full fence of the Dekker pair is ours.
+            std::sync::atomic::fence(Ordering::SeqCst);
+        }
+        while self.hazard.load(Ordering::SeqCst) == meta as usize {
             std::hint::spin_loop();
         }
     }
 
-    /// What the context named by `word` is, if it still runs with that word.
-    pub(crate) fn read(&self, word: u64) -> Option<Running> {
+    /// What the context named by `word` is, if it still runs (the word,
+    /// marked or not, still names its `Meta`).
+    pub(crate) fn read(&self, word: usize) -> Option<Running> {
         let meta = decode(word);
         if meta.is_null() {
             return None;
         }
         let _one_reader = self.read_lock.lock().unwrap_or_else(|e| e.into_inner());
-        self.hazard.store(meta as usize as u64, Ordering::SeqCst);
+        self.hazard.store(meta as usize, Ordering::SeqCst);
         if ASYMMETRIC.load(Ordering::Relaxed) {
             heavy_fence();
         }
-        let result = if self.word.load(Ordering::SeqCst) == word {
-            // Still running with that word: its stack (or, for the root,
-            // this `Watch`) cannot be given back before the hazard is
-            // cleared, by the protocol of the module docs; `Meta`'s
-            // immutable fields were written before the switch that stored
-            // the word (Release; our load is SeqCst, so Acquire too).
+        let result = if decode(self.word.load(Ordering::SeqCst)) == meta {
+            // It still runs (or runs again: either way it has not made its
+            // final switch): its stack (or, for the root, this `Watch`)
+            // cannot be given back before the hazard is cleared, by the
+            // protocol of the module docs; `Meta`'s immutable fields were
+            // written before the switch that stored the word (Release; our
+            // load is SeqCst, so Acquire too).
             // SAFETY: as argued above.
             Some(unsafe { self.describe(meta) })
         } else {
             None
         };
-        self.hazard.store(0, Ordering::Release);
+        self.hazard.store(no_hazard(), Ordering::Release);
         result
     }
 
@@ -328,7 +380,9 @@ impl Watch {
     pub(crate) fn running_now(&self, now_ns: u64) -> Option<Running> {
         let word = self.word.load(Ordering::Acquire);
         let mut running = self.read(word)?;
-        if self.seen_word.load(Ordering::Acquire) == word {
+        if word & SEEN != 0 {
+            // `seen_since` was stored before the mark (Release, by the
+            // compare-and-swap; our load was Acquire).
             let since = self.seen_since.load(Ordering::Relaxed);
             running.running_for = Some(Duration::from_nanos(now_ns.saturating_sub(since)));
         }

@@ -2,12 +2,19 @@
 //! that samples each runtime's [`Watch`] word every half of the shortest
 //! `stall_warning` and warns (`tracing` WARN, target `fibra::stall`) about
 //! a context that has run that long without a switch, while it still runs.
-//! The runtime warns again, with the total, when that context switches out
-//! ([`Core::stall_ended`]).
+//! It warns again, with the total, when that context stops: the runtime
+//! does when its root waits or leaves, the watchdog when it sees the word
+//! change (it samples every millisecond while a stall goes on, so the
+//! total is right to about that). Nothing of this is on the switch path,
+//! which only stores the word (see `runtime::watch`).
 //!
-//! It starts with the first fiber spawned in the process (a process that
-//! only makes runtimes, or fails to, gets no extra thread) and sleeps on a
-//! condvar: with no watched runtime it waits until one is made. It holds
+//! It starts when the first runtime with a warning has been built (a
+//! process that only makes unwatched runtimes, or fails to make one, gets
+//! no extra thread). With no watched
+//! runtime it waits on a condvar until one is made; when every watched
+//! runtime is idle (its word is 0: waiting in `epoll_wait`, or not driven)
+//! it sleeps on the same condvar, and a runtime that starts running again
+//! wakes it ([`asleep`], [`wake`]: a relaxed load on that path). It holds
 //! no lock while it emits an event (a subscriber may make a runtime, which
 //! registers here).
 
@@ -15,17 +22,21 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
-use crate::runtime::core::{Core, Key};
+use crate::runtime::core::Core;
 use crate::runtime::registry;
-use crate::runtime::watch::{Running, Watch};
+use crate::runtime::watch::{self, Report, Running, SEEN, Watch};
 use crate::time::clock;
 
 /// The default of `runtime::Builder::stall_warning`.
 pub(crate) const DEFAULT_STALL: Duration = Duration::from_millis(100);
 
+/// How often the watchdog samples while a stall it warned about goes on:
+/// the precision of the total it reports when it sees the stall end.
+const WHILE_STALLED: Duration = Duration::from_millis(1);
+
 struct State {
     started: bool,
-    /// Bumped by every registration, so a sleeping watchdog re-reads the
+    /// Bumped by every registration, so a waiting watchdog re-reads the
     /// thresholds.
     generation: u64,
 }
@@ -36,26 +47,33 @@ static STATE: Mutex<State> = Mutex::new(State {
 });
 static WAKE: Condvar = Condvar::new();
 
+/// The watchdog sleeps because every watched runtime was idle; a runtime
+/// that runs again clears it (under `STATE`'s lock) and wakes it.
+static ASLEEP: AtomicBool = AtomicBool::new(false);
+
 fn lock() -> std::sync::MutexGuard<'static, State> {
     STATE.lock().unwrap_or_else(|e| e.into_inner())
 }
-
-/// Whether the watchdog thread runs (or could not be started).
-static STARTED: AtomicBool = AtomicBool::new(false);
 
 /// Tells the watchdog that a runtime with a threshold was made.
 pub(crate) fn register() {
     let mut state = lock();
     state.generation += 1;
+    ASLEEP.store(false, Ordering::Relaxed);
     drop(state);
     WAKE.notify_all();
 }
 
-/// Starts the watchdog if it has not started: called at every spawn, a
-/// relaxed load when it has.
-#[inline]
-pub(crate) fn ensure_started() {
-    if !STARTED.load(Ordering::Relaxed) {
+/// Whether the watchdog thread runs (or could not be started).
+static STARTED: AtomicBool = AtomicBool::new(false);
+
+/// A runtime was built with the warning after `stall` (`Duration::MAX`:
+/// none): starts the watchdog if it has not started, a relaxed load when
+/// it has. Once a build has succeeded, not while it runs: a build that
+/// fails part-way (workers that started, then a worker that could not)
+/// leaves no thread behind.
+pub(crate) fn runtime_built(stall: Duration) {
+    if stall != Duration::MAX && !STARTED.load(Ordering::Relaxed) {
         start();
     }
 }
@@ -66,7 +84,6 @@ pub(crate) fn ensure_started() {
 #[inline(never)]
 fn start() {
     let mut state = lock();
-    state.generation += 1;
     STARTED.store(true, Ordering::Relaxed);
     if !state.started {
         let spawned = std::thread::Builder::new()
@@ -85,11 +102,31 @@ fn start() {
     WAKE.notify_all();
 }
 
+/// Whether the watchdog sleeps until a runtime runs: see [`Watch::publish_busy`].
+#[inline(always)]
+pub(crate) fn asleep() -> bool {
+    ASLEEP.load(Ordering::Relaxed)
+}
+
+/// Wakes the sleeping watchdog: `watch`'s runtime runs again.
+#[cold]
+#[inline(never)]
+pub(crate) fn wake(watch: &Watch) {
+    if watch.threshold_ns.load(Ordering::Relaxed) == u64::MAX {
+        return; // not watched: the watchdog need not look
+    }
+    let state = lock();
+    ASLEEP.store(false, Ordering::Relaxed);
+    drop(state);
+    WAKE.notify_all();
+}
+
 fn watch_loop() {
     loop {
         let runtimes = registry::all();
         let now = clock::now_ns();
         let mut shortest = u64::MAX;
+        let (mut busy, mut stalled) = (false, false);
         for (thread, shared) in &runtimes {
             let watch = &shared.watch;
             let threshold = watch.threshold_ns.load(Ordering::Relaxed);
@@ -97,45 +134,172 @@ fn watch_loop() {
                 continue;
             }
             shortest = shortest.min(threshold);
-            if let Some(running) = sample(watch, threshold, now) {
-                warn_running(thread, &running);
-            }
+            busy |= sample(watch, thread, threshold, now);
+            stalled |= watch.pending.load(Ordering::Relaxed);
         }
-        drop(runtimes);
         let state = lock();
         let generation = state.generation;
-        let _state = if shortest == u64::MAX {
-            WAKE.wait_while(state, |s| s.generation == generation)
-                .unwrap_or_else(|e| e.into_inner())
+        if shortest == u64::MAX {
+            drop(runtimes);
+            let _state = WAKE
+                .wait_while(state, |s| s.generation == generation)
+                .unwrap_or_else(|e| e.into_inner());
+            continue;
+        }
+        if !busy && !stalled && watch::asymmetric() {
+            drop(state);
+            try_sleep(runtimes, generation);
+            continue;
+        }
+        drop(runtimes);
+        let period = if stalled {
+            WHILE_STALLED
         } else {
-            let period = Duration::from_nanos((shortest / 2).max(1_000_000));
-            WAKE.wait_timeout_while(state, period, |s| s.generation == generation)
-                .unwrap_or_else(|e| e.into_inner())
-                .0
+            Duration::from_nanos((shortest / 2).max(1_000_000))
         };
+        let _state = WAKE
+            .wait_timeout_while(state, period, |s| s.generation == generation)
+            .unwrap_or_else(|e| e.into_inner());
     }
 }
 
-/// One look at a runtime: returns the context to warn about, if one has
-/// run `threshold` ns without a switch and was not warned about yet.
-fn sample(watch: &Watch, threshold: u64, now: u64) -> Option<Running> {
+/// Sleeps until a watched runtime runs or a runtime is made, unless one
+/// of `runtimes` runs already. The Dekker pair with
+/// [`Watch::publish_busy`]: we store `ASLEEP`, then (`membarrier`) load
+/// every word; a runtime stores its word, then loads `ASLEEP`. One of us
+/// sees the other's store.
+fn try_sleep(
+    runtimes: Vec<(String, std::sync::Arc<crate::runtime::shared::Shared>)>,
+    generation: u64,
+) {
+    {
+        let _state = lock();
+        ASLEEP.store(true, Ordering::SeqCst);
+    }
+    watch::heavy_fence();
+    let busy = runtimes.iter().any(|(_, shared)| {
+        let watch = &shared.watch;
+        watch.threshold_ns.load(Ordering::Relaxed) != u64::MAX
+            && watch.word.load(Ordering::SeqCst) != 0
+    });
+    drop(runtimes); // not held while asleep: they may be dropped meanwhile
+    let state = lock();
+    let _state = if busy {
+        state
+    } else {
+        WAKE.wait_while(state, |s| {
+            ASLEEP.load(Ordering::Relaxed) && s.generation == generation
+        })
+        .unwrap_or_else(|e| e.into_inner())
+    };
+    ASLEEP.store(false, Ordering::Relaxed);
+}
+
+/// One look at a runtime: marks the word, tells the end of a stall it
+/// warned about that has ended, and warns about a context that has run
+/// `threshold` ns without a switch. Returns whether a context runs.
+fn sample(watch: &Watch, thread: &str, threshold: u64, now: u64) -> bool {
     let word = watch.word.load(Ordering::Acquire);
-    if word != watch.seen_word.load(Ordering::Relaxed) {
+    if watch.pending.load(Ordering::Relaxed) {
+        let reported = lock_report(watch).as_ref().map(|r| r.word);
+        if reported != Some(word) {
+            end_report(watch, thread, now, None);
+        } else {
+            return true; // still stalled, warned already
+        }
+    }
+    if word == 0 {
+        return false;
+    }
+    if word & SEEN == 0 {
+        // A switch since the last look (or the first look): mark it. A
+        // failed mark is a switch meanwhile: the next look marks that.
         watch.seen_since.store(now, Ordering::Relaxed);
-        watch.seen_word.store(word, Ordering::Release);
-        return None;
+        let _ =
+            watch
+                .word
+                .compare_exchange(word, word | SEEN, Ordering::Release, Ordering::Relaxed);
+        return true;
     }
     let since = watch.seen_since.load(Ordering::Relaxed);
-    if word == 0 || now.saturating_sub(since) < threshold {
-        return None;
+    if now.saturating_sub(since) < threshold {
+        return true;
     }
-    if watch.reported.load(Ordering::Relaxed) == word {
-        return None; // warned already
-    }
-    let mut running = watch.read(word)?;
+    let Some(mut running) = watch.read(word) else {
+        return true; // it switched out meanwhile
+    };
     running.running_for = Some(Duration::from_nanos(now - since));
-    watch.reported.store(word, Ordering::Relaxed);
-    Some(running)
+    *lock_report(watch) = Some(Report {
+        word,
+        running: running.clone(),
+        since,
+        emitting: true,
+        ended_at: None,
+    });
+    watch.pending.store(true, Ordering::Relaxed);
+    warn_running(thread, &running);
+    // Told after the warning, if the end came while it was emitted.
+    let ended_at = {
+        let mut report = lock_report(watch);
+        let ended_at = report.as_ref().and_then(|r| r.ended_at);
+        if let Some(r) = report.as_mut() {
+            r.emitting = false;
+        }
+        ended_at
+    };
+    if let Some(at) = ended_at {
+        end_report(watch, thread, at, None);
+    }
+    true
+}
+
+fn lock_report(watch: &Watch) -> std::sync::MutexGuard<'_, Option<Report>> {
+    watch.report.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The stall reported on `watch` has ended, at `at` (ns) or before: tells
+/// it with the total, unless the first warning is being emitted (then
+/// leaves `at` for its emitter) or someone told it already. `core`: called
+/// by the runtime itself, whose subscriber calls go through its guard.
+fn end_report(watch: &Watch, thread: &str, at: u64, core: Option<&Core>) {
+    let report = {
+        let mut slot = lock_report(watch);
+        match slot.as_mut() {
+            Some(r) if r.emitting => {
+                r.ended_at.get_or_insert(at);
+                return;
+            }
+            _ => {}
+        }
+        watch.pending.store(false, Ordering::Relaxed);
+        slot.take()
+    };
+    let Some(report) = report else { return };
+    let total = Duration::from_nanos(at.saturating_sub(report.since));
+    let warn = || warn_ended(thread, &report.running, total);
+    match core {
+        Some(core) => core.callback("event", warn),
+        None => warn(),
+    }
+}
+
+impl Core {
+    /// The root waits or leaves: a stall the watchdog warned about (the
+    /// root's own, or that of a fiber that has parked since) has ended.
+    /// A relaxed load when there is none.
+    #[inline]
+    pub(crate) fn stall_ended(&self) {
+        if self.shared.watch.pending.load(Ordering::Relaxed) {
+            self.stall_ended_slow();
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn stall_ended_slow(&self) {
+        let thread = self.shared.thread_name.as_str();
+        end_report(&self.shared.watch, thread, clock::now_ns(), Some(self));
+    }
 }
 
 fn warn_running(thread: &str, r: &Running) {
@@ -155,49 +319,24 @@ fn warn_running(thread: &str, r: &Running) {
     );
 }
 
+fn warn_ended(thread: &str, r: &Running, total: Duration) {
+    tracing::warn!(
+        target: "fibra::stall",
+        fiber = r.id.as_u64(),
+        name = r.name.as_deref(),
+        running_for = ?total,
+        thread,
+        "{} blocked thread {thread:?} for {total:.0?} in all before it parked",
+        describe(r.id, r.name.as_deref(), r.root),
+    );
+}
+
 /// `fiber 'name' (#id)`, `fiber #id`, or the root's description.
 pub(crate) fn describe(id: crate::FiberId, name: Option<&str>, root: bool) -> String {
     match (root, name) {
         (true, _) => format!("the block_on closure (fiber #{id})"),
         (false, Some(name)) => format!("fiber '{name}' (#{id})"),
         (false, None) => format!("fiber #{id}"),
-    }
-}
-
-impl Core {
-    /// The context `key`, warned about by the watchdog, switches out (or
-    /// the root goes to wait): warn again with the total. Call with no
-    /// borrow of the runtime's state live (a subscriber's code runs).
-    #[cold]
-    #[inline(never)]
-    pub(crate) fn stall_ended(&self, key: Key) {
-        let watch = &self.shared.watch;
-        let word = watch.word.load(Ordering::Relaxed);
-        let reported = watch.reported.swap(0, Ordering::Relaxed);
-        if reported != word || word == 0 {
-            return; // stale: the report raced with a switch
-        }
-        let since = watch.seen_since.load(Ordering::Relaxed);
-        let total = Duration::from_nanos(clock::now_ns().saturating_sub(since));
-        let (id, name) = {
-            // SAFETY: on the runtime's thread; short borrow, ended before
-            // the event.
-            let l = unsafe { self.local() };
-            let Some(rec) = l.fibers.get(key) else { return };
-            (rec.id, rec.name.clone())
-        };
-        let thread = &self.shared.thread_name;
-        self.callback("event", || {
-            tracing::warn!(
-                target: "fibra::stall",
-                fiber = id.as_u64(),
-                name = name.as_deref(),
-                running_for = ?total,
-                thread = thread.as_str(),
-                "{} blocked thread {thread:?} for {total:.0?} in all before it parked",
-                describe(id, name.as_deref(), key == crate::runtime::core::ROOT),
-            );
-        });
     }
 }
 

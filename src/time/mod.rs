@@ -83,8 +83,7 @@ fn sleep_ns(core: &crate::runtime::core::Core, deadline: u64) {
         // budget after which the runtime polls), a cancel among them. And,
         // on both sides of the switch, a point where cancellation and
         // timeouts take effect.
-        check_unwind(core);
-        core.yield_now();
+        crate::runtime::park::yield_current(core);
         check_unwind(core);
         return;
     }

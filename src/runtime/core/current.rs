@@ -12,13 +12,13 @@ impl Core {
         let me = l.current;
         let rec = l.running();
         if rec.span.is_none() {
-            return (rec.id, rec.cancelled);
+            return (rec.id, rec.flags.cancelled());
         }
         self.enter_span_slow(me);
         // SAFETY: re-borrowed after the subscriber's `enter` (which may
         // even have cancelled this fiber: that counts).
         let rec = unsafe { self.local() }.running();
-        (rec.id, rec.cancelled)
+        (rec.id, rec.flags.cancelled())
     }
 
     /// The running context's id and name, for `fibra::current`.
@@ -29,10 +29,38 @@ impl Core {
         (rec.id, rec.name.clone())
     }
 
+    /// The running context's key.
+    #[inline]
+    pub(crate) fn current_key(&self) -> Key {
+        // SAFETY: on the runtime's thread; short borrow.
+        unsafe { self.local() }.current
+    }
+
     /// The running context's id.
     pub(crate) fn current_id(&self) -> FiberId {
         // SAFETY: on the runtime's thread; short borrow.
         unsafe { self.local() }.running().id
+    }
+
+    /// Whether a fiber of this runtime has fiber-locals (see
+    /// `fiber::local`): only then does a fiber's end look for its own.
+    #[inline(always)]
+    pub(crate) fn has_fiber_locals(&self) -> bool {
+        // SAFETY: on the runtime's thread; short borrow.
+        unsafe { self.local() }.fiber_locals != 0
+    }
+
+    /// Counts a map of fiber-locals made (1) or freed (-1).
+    pub(crate) fn count_fiber_locals(&self, delta: isize) {
+        // SAFETY: on the runtime's thread; short borrow.
+        let l = unsafe { self.local() };
+        l.fiber_locals = l.fiber_locals.wrapping_add_signed(delta);
+    }
+
+    /// Whether the running fiber has ended (its trace events at the end).
+    pub(crate) fn current_has_ended(&self) -> bool {
+        // SAFETY: on the runtime's thread; short borrow.
+        unsafe { self.local() }.running().state == State::Done
     }
 
     /// The running spawned fiber's `Meta` (`None` for the root), for its

@@ -76,10 +76,36 @@ impl Core {
     /// Publishes that the root runs, after a wait or on entry (see
     /// `runtime::watch`).
     pub(crate) fn publish_root_running(&self) {
+        self.shared.watch.publish_busy();
+    }
+
+    /// For a `turn` that found no normal fiber ready: runs each idle fiber
+    /// ready now once (up to its next yield or park), polling for I/O and
+    /// timers without waiting before each, and stops when a normal fiber is
+    /// ready. Returns how many it ran.
+    pub(crate) fn run_idle_once(&self) -> usize {
         // SAFETY: on the runtime's thread; short borrow.
-        let l = unsafe { self.local() };
-        l.epoch = l.epoch.wrapping_add(1);
-        self.shared.watch.publish(l.fibers[ROOT].meta, l.epoch);
+        let ready = unsafe { self.local() }.idle_queue.len();
+        let mut ran = 0;
+        for _ in 0..ready {
+            self.poll(Some(std::time::Duration::ZERO));
+            // SAFETY: on the runtime's thread; short borrow, ended before
+            // the fiber runs.
+            let l = unsafe { self.local() };
+            if !l.run_queue.is_empty() {
+                break; // a normal fiber first, in the next turn
+            }
+            let Some(key) = l.idle_queue.pop_front() else {
+                break;
+            };
+            // Through the run queue, as a batch of one: it runs to its next
+            // yield (which queues it behind the other idle fibers) or park.
+            l.run_queue.push_back(key);
+            l.budget = 1;
+            self.run_root(Until::BatchDone);
+            ran += 1;
+        }
+        ran
     }
 
     /// Sets the budget of a `turn` batch: the fibers ready now.
@@ -180,8 +206,8 @@ impl Core {
         let mut remote = self.shared.take_woken();
         if !zero {
             // The root may wait: a context the watchdog warned about (the
-            // root itself) stops running.
-            self.check_stall_ended(ROOT);
+            // root itself, or a fiber that parked since) has stopped.
+            self.stall_ended();
         }
         if !skip_epoll {
             let (polled, mut ready) = {

@@ -31,7 +31,6 @@ impl Core {
     /// both as they are.
     #[inline(never)]
     pub(super) fn switch_to(&self, from: Key, to: Key) {
-        self.check_stall_ended(from);
         self.exit_span(from);
         let (save, load) = self.hand_over(from, to);
         // `load` was saved by `to`'s own last switch out (or built by
@@ -73,9 +72,8 @@ impl Core {
         };
         l.current = to;
         l.resumed += u64::from(to != ROOT);
-        l.epoch = l.epoch.wrapping_add(1);
         // The watchdog's one store per switch (see `runtime::watch`).
-        self.shared.watch.publish(meta, l.epoch);
+        self.shared.watch.publish(meta);
         // The stack `from` runs on (its own, or a generator's it is inside)
         // is kept for when it runs again.
         let from_header = overflow::set_running(header);
@@ -99,11 +97,12 @@ impl Core {
         // The borrow ends before the span is dropped (the subscriber's
         // `try_close`, which may spawn into the slot just freed).
         let l = unsafe { self.local() };
-        debug_assert_eq!(l.fibers[key].state, State::Done);
-        let span = l.fibers[key].span.take();
+        let rec = &mut l.fibers[key];
+        debug_assert_eq!(rec.state, State::Done);
+        let span = rec.span.take();
         // The stack holds the fiber's `Meta`, and the record its name: a
         // watchdog may be reading them (see `runtime::watch`).
-        self.shared.watch.wait_unread(l.fibers[key].meta);
+        self.shared.watch.wait_unread(rec.meta);
         if let Some(stack) = l.fibers.vacate(key) {
             l.spare.give_back(stack);
         }
@@ -160,7 +159,6 @@ impl Core {
         let next = Core::next_from_fiber(l).unwrap_or(ROOT);
         // Done, and the next context chosen: the callbacks may spawn or
         // wake, which queues behind `next`.
-        self.check_stall_ended(me);
         self.trace(move || tracing::trace!(fiber = id.as_u64(), "exit"));
         if has_span {
             self.exit_span_slow(me);
@@ -267,14 +265,16 @@ impl Core {
         wake
     }
 
-    /// Whether the current context has been cancelled or runs under a
-    /// `fibra::timeout`: only then may a blocking call have to unwind it.
+    /// Whether the current context has been cancelled, runs under a
+    /// `fibra::timeout`, or is an idle fiber: only then may a blocking call
+    /// have to unwind it, or a yield take the idle fibers' path (one
+    /// compare of its flags and one of its timeout).
     #[inline]
     pub(crate) fn current_may_unwind(&self) -> bool {
         // SAFETY: on the runtime's thread; short borrow.
         let l = unsafe { self.local() };
         let rec = l.running();
-        rec.cancelled || rec.timeout.is_some()
+        rec.flags != Flags::NONE || rec.timeout.is_some()
     }
 
     /// Whether the current context is itself unwinding.
@@ -342,11 +342,30 @@ impl Core {
         true
     }
 
-    /// Puts the current context behind every ready fiber and runs them.
+    /// Puts the current context behind every ready fiber and runs them
+    /// (an idle fiber: behind the ready idle ones).
+    #[inline]
+    pub(crate) fn yield_now(&self) {
+        if self.current_may_unwind() && self.current_is_idle() {
+            self.yield_idle();
+        } else {
+            self.yield_plain();
+        }
+    }
+
+    /// Whether the current context is an idle fiber.
+    pub(crate) fn current_is_idle(&self) -> bool {
+        // SAFETY: on the runtime's thread; short borrow.
+        unsafe { self.local() }.running().flags.idle()
+    }
+
+    /// [`Core::yield_now`] of a context that is not an idle fiber (the
+    /// caller has seen [`Core::current_may_unwind`] or
+    /// [`Core::current_is_idle`] false).
     ///
     /// Inlined: see [`Core::switch_to`] on frames above a switch.
     #[inline(always)]
-    pub(crate) fn yield_now(&self) {
+    pub(crate) fn yield_plain(&self) {
         // SAFETY: on the runtime's thread; the borrow ends before the switch.
         let l = unsafe { self.local() };
         if let Some(what) = l.in_callback {
@@ -357,15 +376,6 @@ impl Core {
             l.root().state = State::Ready;
             l.run_queue.push_back(ROOT);
             self.run_root(Until::RootWoken);
-            return;
-        }
-        if l.running().idle {
-            // An idle fiber goes behind the other idle ones, by way of the
-            // root, which polls before it runs one again.
-            let next = Core::next_from_fiber(l).unwrap_or(ROOT);
-            l.running().state = State::Ready;
-            l.idle_queue.push_back(me);
-            self.switch_to(me, next);
             return;
         }
         // Take the next fiber first, then queue ourselves behind everything
@@ -379,6 +389,24 @@ impl Core {
         self.switch_to(me, next);
     }
 
+    /// [`Core::yield_now`] of an idle fiber: it goes behind the other idle
+    /// ones, by way of the root (which polls before it runs one again)
+    /// when no normal fiber is ready.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn yield_idle(&self) {
+        // SAFETY: on the runtime's thread; the borrow ends before the switch.
+        let l = unsafe { self.local() };
+        if let Some(what) = l.in_callback {
+            parked_in_callback(what);
+        }
+        let me = l.current;
+        let next = Core::next_from_fiber(l).unwrap_or(ROOT);
+        l.running().state = State::Ready;
+        l.idle_queue.push_back(me);
+        self.switch_to(me, next);
+    }
+
     /// Requests cancellation of a fiber of this runtime; a parked fiber is
     /// woken so it can unwind.
     pub(crate) fn cancel(&self, key: Key, id: FiberId) {
@@ -387,21 +415,6 @@ impl Core {
         let woken = unsafe { self.local() }.cancel(key, id, &self.shared);
         if let Some(id) = woken {
             self.trace_unpark(id, Wake::Cancelled);
-        }
-    }
-
-    /// Warns that a context the watchdog warned about stops running (a
-    /// load of the line the switch writes anyway, and a branch).
-    #[inline(always)]
-    pub(crate) fn check_stall_ended(&self, key: Key) {
-        if self
-            .shared
-            .watch
-            .reported
-            .load(std::sync::atomic::Ordering::Relaxed)
-            != 0
-        {
-            self.stall_ended(key);
         }
     }
 
