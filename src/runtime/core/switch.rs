@@ -64,11 +64,10 @@ impl Core {
         // context that runs after it — neither of these: both keys are in
         // bounds, which is all `get_unchecked` asks.
         // SAFETY: as argued above.
-        let (save, load, header, meta) = unsafe {
-            let from_rec = l.fibers.get_unchecked_mut(from);
-            let save: *mut *mut u8 = &mut from_rec.sp;
+        let (from_rec, load, header, meta) = unsafe {
+            let from_rec: *mut Record = l.fibers.get_unchecked_mut(from);
             let to_rec = l.fibers.get_unchecked(to);
-            (save, to_rec.sp, to_rec.running_header, to_rec.meta)
+            (from_rec, to_rec.sp, to_rec.running_header, to_rec.meta)
         };
         l.current = to;
         l.resumed += u64::from(to != ROOT);
@@ -77,8 +76,12 @@ impl Core {
         // The stack `from` runs on (its own, or a generator's it is inside)
         // is kept for when it runs again.
         let from_header = overflow::set_running(header);
-        // SAFETY: `from` is in bounds, as argued above.
-        unsafe { l.fibers.get_unchecked_mut(from) }.running_header = from_header;
+        // `from_rec` points into the slab as it is now: nothing above can
+        // grow it (no user code runs in here).
+        // SAFETY: as argued just above; `from` is in bounds (see there).
+        unsafe { (*from_rec).running_header = from_header };
+        // SAFETY: as above.
+        let save: *mut *mut u8 = unsafe { &raw mut (*from_rec).sp };
         (save, load)
     }
 
