@@ -71,7 +71,7 @@ done
 
 # The load generator: std only, a thread per connection, each sending
 # SIZE bytes and reading them back until the time is up; prints the round
-# trips. With `wait`, only waits until the port accepts.
+# trips. With `probe`, only says (exit status) whether the port accepts.
 cat > "$tmp/echo_client.rs" <<'EOF'
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -79,13 +79,8 @@ use std::time::{Duration, Instant};
 fn main() {
     let a: Vec<String> = std::env::args().collect();
     let port: u16 = a[1].parse().unwrap();
-    if a[2] == "wait" {
-        let start = Instant::now();
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(start.elapsed() < Duration::from_secs(10), "the server did not start");
-            std::thread::sleep(Duration::from_millis(10));
-        }
-        return;
+    if a[2] == "probe" {
+        std::process::exit(i32::from(TcpStream::connect(("127.0.0.1", port)).is_err()));
     }
     let (conns, size, secs): (usize, usize, u64) =
         (a[2].parse().unwrap(), a[3].parse().unwrap(), a[4].parse().unwrap());
@@ -132,12 +127,30 @@ bench_run() {
 # utime + stime of a process, in clock ticks.
 cpu_ticks() { awk '{ sub(/.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
 
+# Starts SIDE's echo server on a free port (another one if the port was
+# taken meanwhile); sets $server_pid and $port.
+start_server() {
+    local side=$1 attempt i
+    for attempt in 1 2 3 4 5; do
+        port=$(( (RANDOM % 20000) + 30000 ))
+        taskset -c "$server_core" "$tmp/bin/$side-echo_server" "127.0.0.1:$port" 2>/dev/null &
+        server_pid=$!
+        for i in $(seq 300); do
+            "$tmp/bin/echo_client" "$port" probe && return 0
+            kill -0 "$server_pid" 2>/dev/null || break # it exited: port taken
+            sleep 0.05
+        done
+        kill "$server_pid" 2>/dev/null || true
+        wait "$server_pid" 2>/dev/null || true
+        server_pid=
+    done
+    echo "the $side echo server did not start"
+    exit 1
+}
+
 echo_run() {
     local side=$1 port c0 c1 trips t0 t1
-    port=$(( (RANDOM % 20000) + 30000 ))
-    taskset -c "$server_core" "$tmp/bin/$side-echo_server" "127.0.0.1:$port" 2>/dev/null &
-    server_pid=$!
-    "$tmp/bin/echo_client" "$port" wait
+    start_server "$side"
     c0=$(cpu_ticks "$server_pid")
     t0=$(date +%s.%N)
     trips=$(taskset -c "$client_core" "$tmp/bin/echo_client" "$port" "$CONNS" "$SIZE" "$ECHO_SECS")
