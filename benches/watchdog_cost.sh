@@ -40,7 +40,9 @@ client_core=$((cores > 1 ? 1 : 0))
 tmp=$(mktemp -d)
 server_pid=
 cleanup() {
-    [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null
+    # (No `&&` list whose last command may fail: under `set -e` it would
+    # end the cleanup there and leave the worktrees behind.)
+    if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null || true; fi
     for side in before after; do
         git -C "$root" worktree remove --force "$tmp/$side" 2>/dev/null || true
     done
