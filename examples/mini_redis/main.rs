@@ -157,11 +157,13 @@ fn expire_keys(shared: Rc<Shared>) {
 /// requests come a few microseconds apart, and a server that sleeps in
 /// between is woken by the client's `send`, at the client's expense: with
 /// the benchmark's core the limit, that cost decides requests/s. Polling
-/// 5 us takes up most of them awake (0.25 sleeps per request fall to
-/// 0.05-0.08; redis-server's are 0.17) for at most 5 % more CPU per
-/// request, still below redis-server's: most of the spin replaces a
-/// sleep and a wake-up, which cost the server about as much.
-const BUSY_POLL: Duration = Duration::from_micros(5);
+/// a few microseconds takes up most of them awake (0.25 sleeps per request
+/// fell to 0.05-0.08 at 5 us; redis-server's are 0.17); most of the spin
+/// replaces a sleep and a wake-up, which cost the server about as much.
+/// 3 us, not 5: at 5 us the CPU per request of GET and SET came out 1-4 %
+/// above redis-server's in one idle run (`benches/peers`, `redis`), at
+/// 3 us 1-4 % below, with requests/s still ahead.
+const BUSY_POLL: Duration = Duration::from_micros(3);
 
 fn main() -> io::Result<()> {
     let addr = std::env::args()

@@ -29,7 +29,8 @@ fn rss_bytes() -> u64 {
 pub fn child(kind: &str, n: usize) {
     let (secs, bytes) = match kind {
         "fibra" => fibra_spawn(n),
-        "pages" => touch_pages(n),
+        "pages" => touch_pages(n, false),
+        "guarded" => touch_pages(n, true),
         _ => panic!("million-child: fibra or pages"),
     };
     println!("{secs} {bytes}");
@@ -58,8 +59,45 @@ fn fibra_spawn(n: usize) -> (f64, f64) {
     out
 }
 
-/// Writes one byte at the top of each of `n` fresh 256 KiB slots.
-fn touch_pages(n: usize) -> (f64, f64) {
+/// `MADV_GUARD_INSTALL` (Linux 6.13): a guard page with no mapping of its
+/// own, as fibra installs one below each stack.
+const MADV_GUARD_INSTALL: libc::c_int = 102;
+/// Slots guarded per `process_madvise` call: a chunk of fibra's stacks.
+const CHUNK: usize = 32;
+
+/// Installs a guard page at the base of each of the `CHUNK` slots from
+/// `first` on, in one `process_madvise` on our own pidfd, as fibra does
+/// for each chunk of stacks it maps.
+fn guard_chunk(pidfd: libc::c_int, base: *mut u8, first: usize) {
+    let iov: Vec<libc::iovec> = (first..first + CHUNK)
+        .map(|i| libc::iovec {
+            iov_base: base.wrapping_add(i * SLOT).cast(),
+            iov_len: 4096,
+        })
+        .collect();
+    // SAFETY: process_madvise reads `iov` (valid, CHUNK entries) and
+    // advises ranges inside our own mapping.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_process_madvise,
+            pidfd,
+            iov.as_ptr(),
+            iov.len(),
+            MADV_GUARD_INSTALL,
+            0,
+        )
+    };
+    assert!(
+        rc >= 0,
+        "process_madvise: {}",
+        std::io::Error::last_os_error()
+    );
+}
+
+/// Writes one byte at the top of each of `n` fresh 256 KiB slots (and,
+/// `guarded`, first installs a guard page at the base of each, a chunk of
+/// 32 at a time).
+fn touch_pages(n: usize, guarded: bool) -> (f64, f64) {
     let len = n * SLOT;
     // SAFETY: a fresh private anonymous mapping, reserved without swap
     // accounting, as fibra maps its stacks; nothing else uses it.
@@ -75,9 +113,15 @@ fn touch_pages(n: usize) -> (f64, f64) {
     };
     assert_ne!(base, libc::MAP_FAILED, "mmap of {len} bytes");
     let base = base.cast::<u8>();
+    // SAFETY: pidfd_open of our own pid; checked below.
+    let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, std::process::id(), 0) } as i32;
+    assert!(!guarded || pidfd >= 0, "pidfd_open");
     let before = rss_bytes();
     let t = Instant::now();
     for i in 0..n {
+        if guarded && i % CHUNK == 0 && i + CHUNK <= n {
+            guard_chunk(pidfd, base, i);
+        }
         // SAFETY: inside the mapping: the last 64 bytes of slot i.
         unsafe { base.add((i + 1) * SLOT - 64).write_volatile(1) };
     }
@@ -103,29 +147,37 @@ fn median_and_spread(mut v: Vec<f64>) -> (f64, f64, f64) {
 }
 
 pub fn run() {
-    let (mut fibra, mut pages) = (Vec::new(), Vec::new());
+    let (mut fibra, mut pages, mut guarded) = (Vec::new(), Vec::new(), Vec::new());
     for _ in 0..RUNS {
         fibra.push(run_child("fibra"));
         pages.push(run_child("pages"));
+        guarded.push(run_child("guarded"));
     }
-    let ratios: Vec<f64> = fibra.iter().zip(&pages).map(|(f, p)| f.0 / p.0).collect();
-    let (ft, ft0, ft1) = median_and_spread(fibra.iter().map(|x| x.0).collect());
-    let (pt, pt0, pt1) = median_and_spread(pages.iter().map(|x| x.0).collect());
-    let (r, r0, r1) = median_and_spread(ratios);
-    let (fb, _, _) = median_and_spread(fibra.iter().map(|x| x.1).collect());
-    let (pb, _, _) = median_and_spread(pages.iter().map(|x| x.1).collect());
     println!(
         "\n{FIBERS} fresh fibers, each parked in a 1 s sleep, against one fresh page touched \
-         per 256 KiB slot (fresh process each, alternated; medians of {RUNS}, min-max)"
-    );
-    println!("  {:<34} {:>18} {:>14}", "", "seconds", "bytes/fiber");
-    println!(
-        "  {:<34} {:>7.2} ({:.2}-{:.2}) {:>14.0}",
-        "fibra spawn + start + park", ft, ft0, ft1, fb
+         per 256 KiB slot, and the same with a guard page installed per slot as fibra does \
+         (fresh process each, alternated; medians of {RUNS}, min-max)"
     );
     println!(
-        "  {:<34} {:>7.2} ({:.2}-{:.2}) {:>14.0}",
-        "one fresh page per slot", pt, pt0, pt1, pb
+        "  {:<34} {:>18} {:>12} {:>22}",
+        "", "seconds", "bytes/fiber", "fibra / this, per pair"
     );
-    println!("  ratio fibra / pages, per pair: {r:.2}x ({r0:.2}-{r1:.2})");
+    for (name, runs) in [
+        ("fibra spawn + start + park", &fibra),
+        ("one fresh page per slot", &pages),
+        ("  same, plus a guard page per slot", &guarded),
+    ] {
+        let (t, t0, t1) = median_and_spread(runs.iter().map(|x| x.0).collect());
+        let (b, _, _) = median_and_spread(runs.iter().map(|x| x.1).collect());
+        let ratios: Vec<f64> = fibra
+            .iter()
+            .zip(runs.iter())
+            .map(|(f, p)| f.0 / p.0)
+            .collect();
+        let (r, r0, r1) = median_and_spread(ratios);
+        println!(
+            "  {:<34} {:>7.2} ({:.2}-{:.2}) {:>12.0} {:>9.2}x ({:.2}-{:.2})",
+            name, t, t0, t1, b, r, r0, r1
+        );
+    }
 }
