@@ -161,6 +161,21 @@ struct Source {
 }
 
 impl Source {
+    /// A source with no waiters yet, nothing drained or closed, no task.
+    fn new(fd: RawFd, interest: Interest, owner: Option<u64>, generation: u32) -> Source {
+        Source {
+            fd,
+            interest,
+            waiters: Vec::with_capacity(2),
+            owner,
+            drained: Interest::EMPTY,
+            closed: Interest::EMPTY,
+            generation,
+            reader: None,
+            writer: None,
+        }
+    }
+
     /// Moves this source's task wakers to `to` (they are not to be woken:
     /// the socket is gone).
     fn forget_tasks(&mut self, to: &mut Vec<Waker>) {
@@ -270,17 +285,7 @@ impl Reactor {
                     }
                     Err(e) => return Err(e),
                 }
-                entry.insert(Source {
-                    fd,
-                    interest,
-                    waiters: Vec::with_capacity(1),
-                    owner: None,
-                    drained: Interest::EMPTY,
-                    closed: Interest::EMPTY,
-                    generation,
-                    reader: None,
-                    writer: None,
-                });
+                entry.insert(Source::new(fd, interest, None, generation));
                 self.by_fd.insert(fd, key);
                 key
             }

@@ -67,17 +67,7 @@ impl Reactor {
             mio_token(key, generation),
             to_mio(both),
         )?;
-        entry.insert(Source {
-            fd,
-            interest: both,
-            waiters: Vec::with_capacity(2),
-            owner: Some(owner),
-            drained: Interest::EMPTY,
-            closed: Interest::EMPTY,
-            generation,
-            reader: None,
-            writer: None,
-        });
+        entry.insert(Source::new(fd, both, Some(owner), generation));
         self.by_fd.insert(fd, key);
         Ok(key)
     }

@@ -1,0 +1,136 @@
+//! The scheduler's state seen from a wake-up: the running and root
+//! records, park tokens, the run queue's door (`push_ready`), waking a
+//! park and cancelling a fiber.
+
+use super::*;
+
+impl Local {
+    /// The record of the running context.
+    ///
+    /// Without a bounds check: `current` always names a live record. It is
+    /// set to the root (never removed) or to a fiber taken from the run
+    /// queue, whose record was checked there, and a fiber's record is
+    /// removed only after its final switch (by `reap`, in the context that
+    /// runs next, so never the current one's).
+    #[inline(always)]
+    pub(crate) fn running(&mut self) -> &mut Record {
+        debug_assert!(self.fibers.get(self.current).is_some());
+        // SAFETY: `current` is in bounds, as argued above.
+        unsafe { self.fibers.get_unchecked_mut(self.current) }
+    }
+
+    /// The root's record, which is never removed.
+    #[inline(always)]
+    pub(crate) fn root(&mut self) -> &mut Record {
+        debug_assert!(self.fibers.get(ROOT).is_some());
+        // SAFETY: the root's slot is the first one made and never vacated.
+        unsafe { self.fibers.get_unchecked_mut(ROOT) }
+    }
+
+    pub(super) fn next_park(&mut self) -> u64 {
+        self.park_seq += 1;
+        self.park_seq
+    }
+
+    /// Starts loading the stack of `key`, which will run after the context
+    /// being switched to (see `arch::prefetch_frame`). Not for the context
+    /// switching out: a yield's own stack is in cache.
+    ///
+    /// Out of line: most pops find an empty queue or only the yielder behind
+    /// them, and the fast path of a switch stays as small as it was.
+    #[inline(never)]
+    pub(super) fn prefetch(&self, key: Key) {
+        if let Some(rec) = self.fibers.get(key) {
+            arch::prefetch_frame(rec.sp);
+        }
+    }
+
+    /// Queues a fiber that became ready. When the runtime is not being
+    /// driven, its fd must turn readable for an outer loop to notice.
+    /// (An idle fiber alone is not work for an outer loop: see
+    /// `Runtime::turn`.)
+    pub(super) fn push_ready(&mut self, key: Key, idle: bool, shared: &Shared) {
+        if idle {
+            self.idle_queue.push_back(key);
+            return;
+        }
+        if !self.entered && self.run_queue.is_empty() {
+            shared.wake_fd();
+        }
+        self.run_queue.push_back(key);
+    }
+
+    /// Wakes the park named by `token` with `reason`; returns the id of the
+    /// fiber it woke. Emits no trace event (that would be a subscriber's
+    /// code under the caller's borrow): [`Core::wake`] does, after it.
+    #[inline]
+    pub(super) fn wake_fiber(
+        &mut self,
+        token: WakeToken,
+        reason: Wake,
+        shared: &Shared,
+    ) -> Option<FiberId> {
+        let next_park = self.park_seq + 1;
+        let rec = self.fibers.get_mut(token.key)?;
+        if rec.park != token.park {
+            return None; // that park has ended
+        }
+        match rec.state {
+            State::Parked => {
+                rec.state = State::Ready;
+                rec.wake = reason;
+                rec.park = next_park;
+                let id = rec.id;
+                let idle = rec.flags.idle();
+                self.park_seq = next_park;
+                self.push_ready(token.key, idle, shared);
+                Some(id)
+            }
+            State::Ready | State::Running => {
+                if reason == Wake::Unparked {
+                    rec.notified = true;
+                }
+                None
+            }
+            State::Done | State::Vacant => None,
+        }
+    }
+
+    /// Marks fiber `id` in slot `key` cancelled and wakes it if it is
+    /// parked; returns its id if it woke it (for the caller's trace).
+    pub(super) fn cancel(&mut self, key: Key, id: FiberId, shared: &Shared) -> Option<FiberId> {
+        let rec = self.fibers.get_mut(key)?;
+        if rec.id != id || rec.state == State::Done {
+            return None;
+        }
+        rec.flags.set_cancelled();
+        if rec.state != State::Parked {
+            return None;
+        }
+        let token = WakeToken {
+            key,
+            park: rec.park,
+        };
+        self.wake_fiber(token, Wake::Cancelled, shared)
+    }
+}
+
+impl Core {
+    /// Wakes the park named by `token` with `reason`; returns whether it
+    /// did. Traces the wake-up after its borrow of the state has ended.
+    #[inline]
+    pub(crate) fn wake(&self, token: WakeToken, reason: Wake) -> bool {
+        // SAFETY: on the runtime's thread; short borrow, ended before the
+        // trace event.
+        let woken = unsafe { self.local() }.wake_fiber(token, reason, &self.shared);
+        if let Some(id) = woken {
+            self.trace_unpark(id, reason);
+        }
+        woken.is_some()
+    }
+
+    #[inline(always)]
+    pub(super) fn trace_unpark(&self, id: FiberId, reason: Wake) {
+        self.trace(move || tracing::trace!(fiber = id.as_u64(), ?reason, "unpark"));
+    }
+}
