@@ -333,13 +333,15 @@ impl Runtime {
             && core.run_idle_once() == 0
         {
             // Wait until a fiber is ready or the time is up. One poll may
-            // not do: the timerfd also fires when the wheel cascades.
+            // not do: the timerfd also fires when the wheel cascades. (The
+            // polls of `run_idle_once` may have readied a fiber already:
+            // then there is nothing to wait for.)
             let deadline = timeout.map(crate::time::clock::after_ns);
-            loop {
+            while !core.has_ready() {
                 let left = deadline
                     .map(|d| Duration::from_nanos(d.saturating_sub(crate::time::clock::now_ns())));
                 core.poll(left);
-                if core.has_ready() || left.is_some_and(|l| l.is_zero()) {
+                if left.is_some_and(|l| l.is_zero()) {
                     break;
                 }
             }
