@@ -9,6 +9,7 @@
 //! and latency we report the server's CPU time (utime + stime from
 //! /proc/PID/stat) per round trip, which does not depend on the generator.
 
+use crate::wait_for_listener;
 use std::io::{Read, Write};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
@@ -399,14 +400,7 @@ pub(crate) fn start_server(imp: &str, port: u16) -> Child {
         .args(["echo-server", imp, &port.to_string()])
         .spawn()
         .unwrap();
-    let start = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            start.elapsed() < Duration::from_secs(10),
-            "{imp} server did not start"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_listener(imp, port);
     child
 }
 

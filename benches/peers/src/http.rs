@@ -4,8 +4,8 @@
 //! Servers run pinned to core 0 (their CPU time measured), wrk on core 1.
 //! Needs `wrk` (Debian package `wrk`).
 
+use crate::wait_for_listener;
 use std::process::{Child, Command};
-use std::time::{Duration, Instant};
 
 use crate::echo::{cpu_seconds, free_port, pin_to};
 
@@ -108,14 +108,7 @@ pub fn start(imp: &str, port: u16) -> Child {
             .spawn()
             .unwrap()
     };
-    let t = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            t.elapsed() < Duration::from_secs(10),
-            "{imp} server did not start"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_listener(imp, port);
     child
 }
 

@@ -6,10 +6,11 @@
 //! Servers pinned to core 0 (their CPU time measured), wrk on core 1.
 //! Needs `wrk` (Debian package `wrk`).
 
+use crate::wait_for_listener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
@@ -99,14 +100,7 @@ fn start(imp: &str, port: u16, cert: &Path, key: &Path) -> Child {
             .spawn()
             .unwrap()
     };
-    let t = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            t.elapsed() < Duration::from_secs(10),
-            "{imp} server did not start"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_listener(imp, port);
     child
 }
 

@@ -6,9 +6,9 @@
 //! /proc), wrk to core 1; servers in turn, median of 3 (`HYPER_REPEATS`).
 //! The target: fibra's server CPU per request at most 1.05× tokio's.
 
+use crate::wait_for_listener;
 use std::convert::Infallible;
 use std::process::{Child, Command};
-use std::time::{Duration, Instant};
 
 use crate::echo::{cpu_seconds, free_port, pin_to};
 use crate::http::parse_wrk;
@@ -65,14 +65,7 @@ fn start(imp: &str, port: u16) -> Child {
             .spawn()
             .unwrap()
     };
-    let t = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(
-            t.elapsed() < Duration::from_secs(10),
-            "{imp} server did not start"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_listener(imp, port);
     child
 }
 

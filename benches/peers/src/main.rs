@@ -15,6 +15,19 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// Waits until a server (named `what` in the panic) accepts on
+/// 127.0.0.1:`port`; panics after 10 s.
+fn wait_for_listener(what: &str, port: u16) {
+    let t = Instant::now();
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(10),
+            "{what} server did not start"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 /// Runs `f` (which returns ns per operation) REPEATS times; the median.
 fn measure(f: impl Fn() -> f64) -> f64 {
     f(); // warm-up

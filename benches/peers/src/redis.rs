@@ -4,9 +4,9 @@
 //! core 1. Needs the Debian packages `redis-server` and `redis-tools`, and
 //! the example built: `cargo build --release --example mini_redis`.
 
+use crate::wait_for_listener;
 use std::collections::HashMap;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 use crate::echo::{cpu_seconds, free_port};
 
@@ -64,11 +64,7 @@ fn start(imp: &str, port: u16) -> Server {
         .spawn()
         .unwrap_or_else(|e| panic!("cannot start {imp}: {e} (apt-get install redis-server)"));
     let server = Server { child, dir };
-    let t = Instant::now();
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(t.elapsed() < Duration::from_secs(10), "{imp} did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for_listener(imp, port);
     server
 }
 
