@@ -60,7 +60,7 @@ fn serve(rx: mpsc::Receiver<Request>) {
                 interest,
                 waker,
             } => {
-                if crate::net::socket::register_task(core, fd, uid, interest, &waker).is_err() {
+                if crate::net::task::register_task(core, fd, uid, interest, &waker).is_err() {
                     // The fd is gone (closed before we got here) or cannot
                     // be watched: let the task poll again and see.
                     waker.wake();

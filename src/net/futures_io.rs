@@ -63,7 +63,7 @@ macro_rules! async_io {
                 if bufs.iter().all(|b| b.is_empty()) {
                     return ::std::task::Poll::Ready(Ok(0));
                 }
-                let len = $crate::net::socket::vectored_len(bufs.iter().map(|b| b.len()));
+                let len = $crate::net::macros::vectored_len(bufs.iter().map(|b| b.len()));
                 self.sock.poll_stream(cx, $crate::io::Interest::READABLE, len, |mut s| {
                     ::std::io::Read::read_vectored(&mut s, bufs)
                 })
@@ -87,7 +87,7 @@ macro_rules! async_io {
                 cx: &mut ::std::task::Context<'_>,
                 bufs: &[::std::io::IoSlice<'_>],
             ) -> ::std::task::Poll<::std::io::Result<usize>> {
-                let len = $crate::net::socket::vectored_len(bufs.iter().map(|b| b.len()));
+                let len = $crate::net::macros::vectored_len(bufs.iter().map(|b| b.len()));
                 if len == 0 {
                     return ::std::task::Poll::Ready(Ok(0));
                 }

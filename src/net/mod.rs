@@ -91,8 +91,12 @@ mod addr;
 pub(crate) mod fallback;
 #[cfg(feature = "futures-io")]
 mod futures_io;
+mod macros;
+mod registration;
 mod resolve;
 mod socket;
+#[cfg(feature = "futures-io")]
+mod task;
 mod tcp;
 mod udp;
 mod unix;

@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use crate::io::Interest;
 use crate::net::addr::{SockAddrBuf, to_sockaddr};
+use crate::net::macros::{fd_traits, stream_io, timeouts};
 use crate::net::resolve::{ToSocketAddrs, resolve};
-use crate::net::socket::{Socket, accept_nonblocking, fd_traits, stream_io, timeouts};
+use crate::net::socket::{Socket, accept_nonblocking};
 
 /// A TCP socket server, listening for connections; like
 /// [`std::net::TcpListener`], but `accept` parks the fiber.

@@ -4,8 +4,9 @@
 use std::io;
 use std::net::SocketAddr;
 
+use crate::net::macros::{fd_traits, timeouts};
 use crate::net::resolve::{ToSocketAddrs, resolve};
-use crate::net::socket::{Socket, fd_traits, timeouts};
+use crate::net::socket::Socket;
 
 /// A UDP socket; like [`std::net::UdpSocket`], but sends and receives park
 /// the fiber.

@@ -7,7 +7,8 @@ use std::os::fd::AsRawFd;
 use std::os::unix::net::SocketAddr;
 use std::path::Path;
 
-use crate::net::socket::{Socket, accept_nonblocking, fd_traits, stream_io, timeouts};
+use crate::net::macros::{fd_traits, stream_io, timeouts};
+use crate::net::socket::{Socket, accept_nonblocking};
 
 /// A Unix-domain socket server; like [`std::os::unix::net::UnixListener`],
 /// but `accept` parks the fiber.

@@ -1,0 +1,156 @@
+//! What every fibra socket type implements the same way, as macros over
+//! its field `sock` (a [`Socket`](crate::net::socket::Socket)): the fd
+//! traits, `Read` and `Write` through the loop, and the socket timeouts.
+
+/// `AsRawFd`, `AsFd` and `IntoRawFd` for a fibra socket type whose field
+/// `sock` is a [`Socket`].
+macro_rules! fd_traits {
+    ($($ty:ty),*) => {$(
+        impl std::os::fd::AsRawFd for $ty {
+            fn as_raw_fd(&self) -> std::os::fd::RawFd {
+                self.sock.inner.as_raw_fd()
+            }
+        }
+        impl std::os::fd::AsFd for $ty {
+            fn as_fd(&self) -> std::os::fd::BorrowedFd<'_> {
+                self.sock.inner.as_fd()
+            }
+        }
+        impl std::os::fd::IntoRawFd for $ty {
+            /// The fd, still in non-blocking mode.
+            fn into_raw_fd(self) -> std::os::fd::RawFd {
+                self.sock.into_inner().into_raw_fd()
+            }
+        }
+    )*};
+}
+pub(crate) use fd_traits;
+
+/// The bytes one `readv`/`writev` can move for buffers of these lengths:
+/// std passes at most `IOV_MAX` (1024 on Linux) of them. Counting more would
+/// make a full transfer look short, mark the socket drained, and park the
+/// next call for an edge that may never come.
+pub(crate) fn vectored_len(lens: impl Iterator<Item = usize>) -> usize {
+    lens.take(1024).fold(0usize, usize::saturating_add)
+}
+
+/// `Read` and `Write` for a stream type (field `sock`) and for `&` it, all
+/// through the loop. Empty buffers return 0 at once, as on a blocking std
+/// socket (a non-blocking `recv` of nothing reports `WouldBlock`). Writes go
+/// through std's, which use `send(MSG_NOSIGNAL)` for sockets: a closed peer
+/// is `BrokenPipe`, never a SIGPIPE.
+macro_rules! stream_io {
+    ($($ty:ty),*) => {$(
+        impl std::io::Read for &$ty {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                if buf.is_empty() {
+                    return Ok(0);
+                }
+                self.sock.read_stream(buf.len(), |mut s| std::io::Read::read(&mut s, buf))
+            }
+            fn read_vectored(
+                &mut self,
+                bufs: &mut [std::io::IoSliceMut<'_>],
+            ) -> std::io::Result<usize> {
+                if bufs.iter().all(|b| b.is_empty()) {
+                    return Ok(0);
+                }
+                let len = $crate::net::macros::vectored_len(bufs.iter().map(|b| b.len()));
+                self.sock
+                    .read_stream(len, |mut s| std::io::Read::read_vectored(&mut s, bufs))
+            }
+        }
+        impl std::io::Write for &$ty {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                if buf.is_empty() {
+                    return Ok(0);
+                }
+                self.sock.write_stream(buf.len(), |mut s| std::io::Write::write(&mut s, buf))
+            }
+            fn write_vectored(&mut self, bufs: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
+                let len = $crate::net::macros::vectored_len(bufs.iter().map(|b| b.len()));
+                self.sock
+                    .write_stream(len, |mut s| std::io::Write::write_vectored(&mut s, bufs))
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        impl std::io::Read for $ty {
+            fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+                std::io::Read::read(&mut &*self, buf)
+            }
+            fn read_vectored(
+                &mut self,
+                bufs: &mut [std::io::IoSliceMut<'_>],
+            ) -> std::io::Result<usize> {
+                std::io::Read::read_vectored(&mut &*self, bufs)
+            }
+        }
+        impl std::io::Write for $ty {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                std::io::Write::write(&mut &*self, buf)
+            }
+            fn write_vectored(&mut self, bufs: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
+                std::io::Write::write_vectored(&mut &*self, bufs)
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+    )*};
+}
+pub(crate) use stream_io;
+
+/// The read and write timeouts of a socket type (field `sock`), kept in its
+/// [`Registration`] (std keeps them in the kernel, where they do nothing for
+/// a non-blocking socket). An expired timeout is `WouldBlock`, as std
+/// reports it on Unix; `Some(Duration::ZERO)` is `InvalidInput`, as in std.
+macro_rules! timeouts {
+    ($($ty:ty),*) => {$(
+        impl $ty {
+            /// Sets the read timeout (`None`: wait forever). A read waiting
+            /// longer fails with `WouldBlock`, as std's does on Unix.
+            ///
+            /// ```
+            /// use std::io::Read;
+            /// use std::time::Duration;
+            ///
+            /// fibra::run(|| {
+            ///     let (mut a, _b) = fibra::net::UnixStream::pair().unwrap();
+            ///     a.set_read_timeout(Some(Duration::from_millis(10))).unwrap();
+            ///     assert_eq!(a.read_timeout().unwrap(), Some(Duration::from_millis(10)));
+            ///     let err = a.read(&mut [0; 8]).unwrap_err(); // nothing comes
+            ///     assert_eq!(err.kind(), std::io::ErrorKind::WouldBlock);
+            /// });
+            /// ```
+            ///
+            /// # Errors
+            ///
+            /// `InvalidInput` for `Some(Duration::ZERO)`, as std.
+            pub fn set_read_timeout(&self, timeout: Option<std::time::Duration>) -> std::io::Result<()> {
+                self.sock.reg.set_read_timeout(timeout)
+            }
+
+            /// Sets the write timeout (see `set_read_timeout`).
+            ///
+            /// # Errors
+            ///
+            /// `InvalidInput` for `Some(Duration::ZERO)`, as std.
+            pub fn set_write_timeout(&self, timeout: Option<std::time::Duration>) -> std::io::Result<()> {
+                self.sock.reg.set_write_timeout(timeout)
+            }
+
+            /// The read timeout.
+            pub fn read_timeout(&self) -> std::io::Result<Option<std::time::Duration>> {
+                Ok(self.sock.reg.read_timeout())
+            }
+
+            /// The write timeout.
+            pub fn write_timeout(&self) -> std::io::Result<Option<std::time::Duration>> {
+                Ok(self.sock.reg.write_timeout())
+            }
+        }
+    )*};
+}
+pub(crate) use timeouts;

@@ -1,0 +1,359 @@
+//! The one loop every socket goes through: try the syscall; on
+//! `WouldBlock`, wait for readiness (parking the fiber, or polling on a
+//! plain thread) and try again.
+//!
+//! A socket's [`Registration`] is what it keeps beside its fd: a
+//! process-unique id (so the reactor can tell this socket from a later
+//! one that reuses its fd number) and the read and write timeouts, which
+//! std keeps in the kernel (`SO_RCVTIMEO`) but which do nothing on a
+//! non-blocking socket.
+
+use std::io;
+use std::os::fd::RawFd;
+#[cfg(feature = "futures-io")]
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicU64, Ordering};
+#[cfg(feature = "futures-io")]
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use crate::io::Interest;
+#[cfg(feature = "futures-io")]
+use crate::net::task::register_task;
+use crate::reactor::Registration as Waiting;
+use crate::runtime::context;
+use crate::runtime::core::Core;
+use crate::runtime::park::{Parked, WaitOn, park};
+use crate::time::clock;
+
+/// Per-socket state beside the fd.
+#[derive(Debug)]
+pub(crate) struct Registration {
+    /// Unique in the process: the reactor's owner tag for this socket.
+    uid: u64,
+    /// Nanoseconds; 0 means no timeout.
+    read_timeout: AtomicU64,
+    write_timeout: AtomicU64,
+    /// A task polled the socket on a thread without a runtime: its waker
+    /// went to the fallback reactor (`net::fallback`), which must hear of
+    /// the socket's end.
+    #[cfg(feature = "futures-io")]
+    in_fallback: AtomicBool,
+}
+
+impl Registration {
+    pub(crate) fn new() -> Registration {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        Registration {
+            uid: NEXT.fetch_add(1, Ordering::Relaxed),
+            read_timeout: AtomicU64::new(0),
+            write_timeout: AtomicU64::new(0),
+            #[cfg(feature = "futures-io")]
+            in_fallback: AtomicBool::new(false),
+        }
+    }
+
+    /// The poll form of the loop, for async tasks (feature `futures-io`):
+    /// `op` until it does not fail with `WouldBlock`; then the task's
+    /// waker is registered for `interest` (one direction) with the reactor
+    /// of the thread's runtime — or, on a thread without one, with the
+    /// fallback reactor — and the result is `Pending`.
+    ///
+    /// `len`: for a stream read or write, the bytes `op` was given; a
+    /// short transfer marks the socket drained, as [`Registration::read_stream`]
+    /// does, so the next poll registers at once instead of trying a
+    /// syscall that would say `WouldBlock`. Socket timeouts do not apply:
+    /// an async caller times out with a timer of its own.
+    #[cfg(feature = "futures-io")]
+    pub(crate) fn poll_io<R>(
+        &self,
+        cx: &mut Context<'_>,
+        fd: RawFd,
+        interest: Interest,
+        len: Option<usize>,
+        mut op: impl FnMut() -> io::Result<R>,
+        transferred: impl Fn(&R) -> usize,
+    ) -> Poll<io::Result<R>> {
+        let core = context::current();
+        let drained = len.is_some()
+            && core.is_some_and(|core| {
+                // SAFETY: on the runtime's thread; short borrow, no user code.
+                let reactor = &unsafe { core.local() }.reactor;
+                reactor.is_drained(fd, self.uid, interest)
+            });
+        if !drained {
+            loop {
+                match op() {
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Ok(r) => {
+                        if let (Some(core), Some(len)) = (core, len) {
+                            let n = transferred(&r);
+                            if n > 0 && n < len {
+                                // SAFETY: on the runtime's thread; short
+                                // borrow, no user code.
+                                unsafe { core.local() }
+                                    .reactor
+                                    .mark_drained(fd, self.uid, interest);
+                            }
+                        }
+                        return Poll::Ready(Ok(r));
+                    }
+                    Err(e) => return Poll::Ready(Err(e)),
+                }
+            }
+        }
+        let registered = match core {
+            Some(core) => register_task(core, fd, self.uid, interest, cx.waker()),
+            None => {
+                self.in_fallback.store(true, Ordering::Relaxed);
+                crate::net::fallback::register(fd, self.uid, interest, cx.waker().clone());
+                Ok(())
+            }
+        };
+        match registered {
+            // A readiness edge that came after `op` said `WouldBlock` is
+            // not lost: events are read only by this thread's next poll,
+            // and the waker is in place before it (the fallback's
+            // registration is an `EPOLL_CTL_ADD`/`MOD`, which reports the
+            // readiness of the moment).
+            Ok(()) => Poll::Pending,
+            Err(e) => Poll::Ready(Err(e)),
+        }
+    }
+
+    /// Runs `op` until it does not fail with `WouldBlock`, waiting for
+    /// readability in between, at most the read timeout (then `WouldBlock`,
+    /// as std reports an expired socket timeout on Unix).
+    pub(crate) fn read<R>(&self, fd: RawFd, op: impl FnMut() -> io::Result<R>) -> io::Result<R> {
+        let timeout = nanos_to_timeout(self.read_timeout.load(Ordering::Relaxed));
+        self.io(fd, Interest::READABLE, timeout, op)
+    }
+
+    /// Like [`Registration::read`], for writability and the write timeout.
+    pub(crate) fn write<R>(&self, fd: RawFd, op: impl FnMut() -> io::Result<R>) -> io::Result<R> {
+        let timeout = nanos_to_timeout(self.write_timeout.load(Ordering::Relaxed));
+        self.io(fd, Interest::WRITABLE, timeout, op)
+    }
+
+    /// The loop: `op` until it does not fail with `WouldBlock`, waiting for
+    /// `interest` between tries, at most `timeout` in all.
+    pub(crate) fn io<R>(
+        &self,
+        fd: RawFd,
+        interest: Interest,
+        timeout: Option<Duration>,
+        op: impl FnMut() -> io::Result<R>,
+    ) -> io::Result<R> {
+        self.io_from(context::current(), fd, interest, timeout, op, false)
+    }
+
+    /// Like [`Registration::read`] for a stream socket, with `op` reading
+    /// into buffers of `len` bytes in all. A short read shows the receive
+    /// buffer empty: the next read waits for an event first (see the
+    /// reactor's `mark_drained`).
+    pub(crate) fn read_stream(
+        &self,
+        fd: RawFd,
+        len: usize,
+        op: impl FnMut() -> io::Result<usize>,
+    ) -> io::Result<usize> {
+        let timeout = nanos_to_timeout(self.read_timeout.load(Ordering::Relaxed));
+        self.stream_io(fd, Interest::READABLE, timeout, len, op)
+    }
+
+    /// Like [`Registration::read_stream`], for writes: a short write shows
+    /// the send buffer full.
+    pub(crate) fn write_stream(
+        &self,
+        fd: RawFd,
+        len: usize,
+        op: impl FnMut() -> io::Result<usize>,
+    ) -> io::Result<usize> {
+        let timeout = nanos_to_timeout(self.write_timeout.load(Ordering::Relaxed));
+        self.stream_io(fd, Interest::WRITABLE, timeout, len, op)
+    }
+
+    fn stream_io(
+        &self,
+        fd: RawFd,
+        interest: Interest,
+        timeout: Option<Duration>,
+        len: usize,
+        op: impl FnMut() -> io::Result<usize>,
+    ) -> io::Result<usize> {
+        let Some(core) = context::current() else {
+            return self.io_from(None, fd, interest, timeout, op, false);
+        };
+        // SAFETY: on the runtime's thread; short borrows, none across the
+        // parks inside `io_from`.
+        let drained = unsafe { core.local() }
+            .reactor
+            .is_drained(fd, self.uid, interest);
+        let result = self.io_from(Some(core), fd, interest, timeout, op, drained);
+        if let Ok(n) = result
+            && n > 0
+            && n < len
+        {
+            // SAFETY: as above.
+            unsafe { core.local() }
+                .reactor
+                .mark_drained(fd, self.uid, interest);
+        }
+        result
+    }
+
+    /// The loop, starting with a wait if the socket is known not ready.
+    /// `core`: the runtime entered on this thread (the caller looked).
+    fn io_from<R>(
+        &self,
+        core: Option<&Core>,
+        fd: RawFd,
+        interest: Interest,
+        timeout: Option<Duration>,
+        mut op: impl FnMut() -> io::Result<R>,
+        mut wait_first: bool,
+    ) -> io::Result<R> {
+        if let Some(core) = core
+            && core.io_budget_spent()
+        {
+            // Before the call, not after: a cancelled fiber unwinds here
+            // without losing what the call would have read or accepted.
+            crate::fiber::yield_now();
+        }
+        let deadline = timeout.map(clock::after_ns);
+        loop {
+            if !std::mem::take(&mut wait_first) {
+                match op() {
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    result => return result,
+                }
+            }
+            let waited = match core {
+                Some(core) => self.wait_in_fiber(core, fd, interest, deadline),
+                None => crate::io::wait_on_thread(fd, interest, deadline).map(drop),
+            };
+            match waited {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::TimedOut => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::WouldBlock,
+                        "the socket's timeout expired",
+                    ));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    fn wait_in_fiber(
+        &self,
+        core: &Core,
+        fd: RawFd,
+        interest: Interest,
+        deadline: Option<u64>,
+    ) -> io::Result<()> {
+        let token = core.current_token();
+        let mut stale = Vec::new();
+        let waiting = {
+            // SAFETY: on the runtime's thread; the borrow ends with this
+            // block and runs no user code (the reactor only makes syscalls).
+            let reactor = &mut unsafe { core.local() }.reactor;
+            reactor
+                .socket(fd, self.uid, &mut stale)
+                .map(|key| reactor.add_socket_waiter(key, interest, token))
+        };
+        // No borrow is live: a wake may run a tracing subscriber. The
+        // waiters of a stale source are woken even when registering failed.
+        for t in stale {
+            core.wake(t, crate::runtime::core::Wake::Unparked);
+        }
+        let waiting = waiting?;
+        /// Removes the waiter however the wait ends, unwinding included.
+        struct Guard<'a>(&'a Core, Waiting);
+        impl Drop for Guard<'_> {
+            fn drop(&mut self) {
+                // SAFETY: on the runtime's thread; short borrow.
+                unsafe { self.0.local() }.reactor.remove_waiter(self.1);
+            }
+        }
+        let _guard = Guard(core, waiting);
+        match park(core, deadline, WaitOn::Fd(fd, interest)) {
+            Parked::TimedOut => Err(io::ErrorKind::TimedOut.into()),
+            Parked::Woken => Ok(()),
+        }
+    }
+
+    /// Forgets this socket's registration in the current runtime, if any;
+    /// called before the fd is closed. Elsewhere, closing the fd removes it
+    /// from the kernel's epoll sets, and a runtime that still has a source
+    /// for the number retires it when a new socket uses the number.
+    pub(crate) fn deregister(&self, fd: RawFd) {
+        #[cfg(feature = "futures-io")]
+        if self.in_fallback.load(Ordering::Relaxed) {
+            crate::net::fallback::forget(fd, self.uid);
+        }
+        if let Some(core) = context::current() {
+            let mut waiters = Vec::new();
+            // SAFETY: on the runtime's thread; the borrow ends in this
+            // statement and runs no user code.
+            unsafe { core.local() }
+                .reactor
+                .deregister_socket(fd, self.uid, &mut waiters);
+            // No borrow is live: a wake may run a tracing subscriber.
+            for t in waiters {
+                core.wake(t, crate::runtime::core::Wake::Unparked);
+            }
+        }
+    }
+
+    pub(crate) fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        self.read_timeout
+            .store(timeout_to_nanos(timeout)?, Ordering::Relaxed);
+        Ok(())
+    }
+
+    pub(crate) fn set_write_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
+        self.write_timeout
+            .store(timeout_to_nanos(timeout)?, Ordering::Relaxed);
+        Ok(())
+    }
+
+    pub(crate) fn read_timeout(&self) -> Option<Duration> {
+        nanos_to_timeout(self.read_timeout.load(Ordering::Relaxed))
+    }
+
+    pub(crate) fn write_timeout(&self) -> Option<Duration> {
+        nanos_to_timeout(self.write_timeout.load(Ordering::Relaxed))
+    }
+
+    /// A registration for a duplicate of the fd (`try_clone`): its own id,
+    /// the same timeouts.
+    pub(crate) fn duplicate(&self) -> Registration {
+        let r = Registration::new();
+        r.read_timeout
+            .store(self.read_timeout.load(Ordering::Relaxed), Ordering::Relaxed);
+        r.write_timeout.store(
+            self.write_timeout.load(Ordering::Relaxed),
+            Ordering::Relaxed,
+        );
+        r
+    }
+}
+
+/// As std: a zero timeout is an error.
+fn timeout_to_nanos(timeout: Option<Duration>) -> io::Result<u64> {
+    match timeout {
+        None => Ok(0),
+        Some(d) if d.is_zero() => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "cannot set a 0 duration timeout",
+        )),
+        Some(d) => Ok(clock::duration_ns(d).max(1)),
+    }
+}
+
+fn nanos_to_timeout(ns: u64) -> Option<Duration> {
+    (ns != 0).then(|| Duration::from_nanos(ns))
+}
