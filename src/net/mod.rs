@@ -97,11 +97,13 @@ mod resolve;
 mod socket;
 #[cfg(feature = "futures-io")]
 mod task;
-mod tcp;
+mod tcp_listener;
+mod tcp_stream;
 mod udp;
 mod unix;
 
 pub use resolve::ToSocketAddrs;
-pub use tcp::{Incoming, TcpListener, TcpStream};
+pub use tcp_listener::{Incoming, TcpListener};
+pub use tcp_stream::TcpStream;
 pub use udp::UdpSocket;
 pub use unix::{UnixDatagram, UnixIncoming, UnixListener, UnixStream};

@@ -1,5 +1,5 @@
 //! UDP: [`UdpSocket`], std's type in non-blocking mode behind the loop of
-//! `socket.rs`.
+//! `registration.rs`.
 
 use std::io;
 use std::net::SocketAddr;

@@ -1,5 +1,5 @@
 //! Unix-domain sockets: [`UnixListener`], [`UnixStream`], [`UnixDatagram`],
-//! std's types in non-blocking mode behind the loop of `socket.rs`.
+//! std's types in non-blocking mode behind the loop of `registration.rs`.
 
 use std::io;
 use std::net::Shutdown;
