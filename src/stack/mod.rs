@@ -22,51 +22,28 @@
 //!
 //! ## Mapping in chunks
 //!
-//! Stacks are mapped [`CHUNK`] at a time: one `mmap` for the lot and one
-//! `process_madvise` installing all their guards, where the kernel allows it
-//! (per-stack `madvise`, then mprotect, otherwise). Each stack of a chunk is
-//! still its own range, unmapped on its own when it is dropped.
+//! Stacks are mapped [`CHUNK`](pool::CHUNK) at a time: one `mmap` for the
+//! lot and one `process_madvise` installing all their guards, where the
+//! kernel allows it (per-stack `madvise`, then mprotect, otherwise). Each
+//! stack of a chunk is still its own range, unmapped on its own when it is
+//! dropped.
 //!
 //! ## The pool
 //!
-//! Spawning must not cost a syscall, so stacks go back to a per-thread pool
-//! when their fiber ends, in three tiers, reused in this order:
-//!
-//! - up to [`WARM_CAPACITY`] *warm* stacks, reused last-in-first-out as they
-//!   are (the most recent is the one in cache);
-//! - up to [`PENDING_CAPACITY`] *pending* stacks: still holding their memory
-//!   (they were in use moments ago, so this never exceeds the recent peak),
-//!   until [`release_pending`] marks it free, [`RELEASE_BATCH`] stacks at a
-//!   time. That happens when the runtime is about to sleep with no timer due
-//!   for 5 ms, when an outer loop takes the thread back from `turn`, when
-//!   the list is full, and on a runtime that never goes idle
-//!   [`PENDING_MAX_AGE_NS`] after the previous release (then a batch every
-//!   [`RELEASE_GAP_NS`] until none is left); one
-//!   `process_madvise(MADV_FREE)` covers 512 stacks. A storm of fibers that
-//!   end and start again meanwhile costs no syscall (releasing after every
-//!   1 024 stacks made a storm of sleepers 40% slower, and a cap of 65 536
-//!   pending stacks 25% slower with 100 000 sleepers), and no release stalls
-//!   the runtime for more than one batch (a few milliseconds);
-//! - up to [`COLD_CAPACITY`] *cold* stacks, whose memory is marked free: the
-//!   kernel reclaims it when it needs memory, and a stack reused before that
-//!   does not even fault. Past that a stack is unmapped (which splits a VMA
-//!   and costs more).
-//!
-//! So, however many fibers came and went, a pool holds memory the kernel
-//! cannot take back for at most `WARM_CAPACITY` stacks, plus, for about a
-//! second at most, the stacks of fibers that just ended.
-//!
-//! In front of the pool, each runtime keeps up to 16 free stacks of its
-//! default size for itself, with their memory ([`Spare`]): spawning then
-//! needs no thread-local, `RefCell` or search by size.
+//! Free stacks go back to a per-thread pool (`pool.rs`), in tiers that
+//! bound the memory it keeps. In front of the pool, each runtime keeps up
+//! to 16 free stacks of its default size for itself, with their memory
+//! ([`Spare`]): spawning then needs no thread-local, `RefCell` or search by
+//! size.
 
 pub(crate) mod overflow;
 pub(crate) mod pin;
+mod pool;
 mod spare;
 
+pub(crate) use pool::{give_back, release_pending, release_stale_pending, take};
 pub(crate) use spare::Spare;
 
-use std::cell::RefCell;
 use std::io;
 use std::ptr::{self, NonNull};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -89,34 +66,6 @@ pub const MAX_STACK_SIZE: usize = 1 << 30;
 /// The smallest usable stack: the fiber's start data, the first switch frame
 /// and a few frames of its own.
 pub const MIN_STACK_SIZE: usize = 16 * 1024;
-
-/// How many free stacks a thread keeps with their memory, for reuse.
-pub(crate) const WARM_CAPACITY: usize = 64;
-
-/// How many free stacks wait, with their memory, for a batched release.
-/// Never more than the recent peak of live fibers, so the cap only bounds
-/// the list itself (16 bytes a stack).
-pub(crate) const PENDING_CAPACITY: usize = 1 << 20;
-
-/// The most pending stacks one release marks free: `MADV_FREE` costs about
-/// 0.7 µs a stack that was used, so a release stalls the runtime for a
-/// couple of milliseconds at most, however many fibers just ended.
-pub(crate) const RELEASE_BATCH: usize = 2048;
-
-/// On a runtime that never goes idle, the time between two batches of a
-/// stale release (at most 15% of the thread while a backlog drains).
-pub(crate) const RELEASE_GAP_NS: u64 = 10_000_000;
-
-/// The longest a pending stack keeps its memory on a runtime that never
-/// goes idle.
-pub(crate) const PENDING_MAX_AGE_NS: u64 = 1_000_000_000;
-
-/// How many more free stacks a thread keeps with their memory marked free:
-/// address space and about 512 bytes of page tables each.
-pub(crate) const COLD_CAPACITY: usize = 1 << 17;
-
-/// How many stacks one mapping holds (fewer for large stacks).
-pub(crate) const CHUNK: usize = 32;
 
 /// What a stack knows about its fiber, for the overflow report. It lives at
 /// the top of the stack's own mapping, so its address is stable for as long
@@ -142,14 +91,14 @@ pub(crate) struct StackHeader {
 /// `base..base + len` is a mapping owned by this value and unmapped on drop;
 /// the first `page_size()` bytes are the guard.
 pub(crate) struct Stack {
-    base: NonNull<u8>,
-    len: usize,
+    pub(super) base: NonNull<u8>,
+    pub(super) len: usize,
 }
 
 impl Stack {
     /// Maps `count` adjacent stacks with `usable` bytes each (validated and
     /// page-rounded), each above a guard page.
-    fn map_chunk(usable: usize, count: usize) -> io::Result<Vec<Stack>> {
+    pub(super) fn map_chunk(usable: usize, count: usize) -> io::Result<Vec<Stack>> {
         let guard = page_size();
         let len = usable + guard;
         // SAFETY: an anonymous private mapping at an address of the kernel's
@@ -263,206 +212,6 @@ pub(crate) fn validate_size(size: usize) -> io::Result<usize> {
     Ok(size.max(MIN_STACK_SIZE).next_multiple_of(page_size()))
 }
 
-/// The free stacks of one size.
-struct Pool {
-    usable: usize,
-    /// With their memory, most recently used last.
-    warm: Vec<Stack>,
-    /// With their memory, waiting for a batched release.
-    pending: Vec<Stack>,
-    /// Memory marked free (or never touched).
-    cold: Vec<Stack>,
-}
-
-impl Pool {
-    fn new(usable: usize) -> Pool {
-        Pool {
-            usable,
-            warm: Vec::new(),
-            pending: Vec::new(),
-            cold: Vec::new(),
-        }
-    }
-
-    /// Marks the memory of up to [`RELEASE_BATCH`] pending stacks free and
-    /// moves them to the cold tier; returns the stacks that did not fit
-    /// there, to [`unmap`].
-    fn release_pending(&mut self) -> Vec<Stack> {
-        if self.pending.is_empty() {
-            return Vec::new();
-        }
-        // The most recent ones: a split at the end moves nothing else.
-        let mut batch = self
-            .pending
-            .split_off(self.pending.len().saturating_sub(RELEASE_BATCH));
-        advice::free_memory(&batch);
-        let room = COLD_CAPACITY.saturating_sub(self.cold.len());
-        let excess = batch.len().saturating_sub(room);
-        let unmap = batch.split_off(batch.len() - excess);
-        self.cold.append(&mut batch);
-        unmap
-    }
-}
-
-impl Drop for Pool {
-    fn drop(&mut self) {
-        let mut all = std::mem::take(&mut self.warm);
-        all.append(&mut self.pending);
-        all.append(&mut self.cold);
-        unmap(all);
-    }
-}
-
-/// Unmaps stacks, one `munmap` per run of adjacent ones: the stacks of a
-/// chunk are adjacent, and unmapping them one by one would split a VMA
-/// each time (a million fibers ending took seconds that way).
-fn unmap(stacks: Vec<Stack>) {
-    if stacks.is_empty() {
-        return;
-    }
-    let ranges: Vec<(usize, usize)> = stacks
-        .into_iter()
-        .map(|stack| {
-            let range = (stack.base.as_ptr() as usize, stack.len);
-            std::mem::forget(stack); // unmapped below, as part of its run
-            range
-        })
-        .collect();
-    for (start, len) in runs(ranges) {
-        crate::arch::range_unmapped(start, start + len);
-        // SAFETY: each run is made of whole stacks we owned and have
-        // forgotten; no fiber runs on them.
-        unsafe { libc::munmap(start as *mut libc::c_void, len) };
-    }
-}
-
-/// Merges `(start, len)` ranges into runs of adjacent ones, sorted.
-fn runs(mut ranges: Vec<(usize, usize)>) -> Vec<(usize, usize)> {
-    ranges.sort_unstable();
-    let mut runs: Vec<(usize, usize)> = Vec::new();
-    for (base, len) in ranges {
-        match runs.last_mut() {
-            Some((start, run_len)) if *start + *run_len == base => *run_len += len,
-            _ => runs.push((base, len)),
-        }
-    }
-    runs
-}
-
-thread_local! {
-    /// This thread's free stacks, by size (there are rarely more than two).
-    static POOLS: RefCell<Vec<Pool>> = const { RefCell::new(Vec::new()) };
-}
-
-/// A stack with `usable` bytes (validated by [`validate_size`]), from this
-/// thread's pool when one of that size is free.
-pub(crate) fn take(usable: usize) -> io::Result<Stack> {
-    let pooled = POOLS
-        .try_with(|pools| {
-            let mut pools = pools.borrow_mut();
-            let pool = pools.iter_mut().find(|p| p.usable == usable)?;
-            pool.warm
-                .pop()
-                .or_else(|| pool.pending.pop())
-                .or_else(|| pool.cold.pop())
-        })
-        .ok()
-        .flatten();
-    if let Some(stack) = pooled {
-        return Ok(stack);
-    }
-    let count = CHUNK.min((16 << 20) / usable).max(1);
-    let mut fresh = Stack::map_chunk(usable, count)?;
-    let stack = fresh.pop().expect("a chunk has at least one stack");
-    let _ = POOLS.try_with(|pools| {
-        let mut pools = pools.borrow_mut();
-        match pools.iter_mut().find(|p| p.usable == usable) {
-            Some(pool) => pool.cold.append(&mut fresh),
-            None => {
-                let mut pool = Pool::new(usable);
-                pool.cold = std::mem::take(&mut fresh);
-                pools.push(pool);
-            }
-        }
-    });
-    Ok(stack)
-}
-
-/// Returns a stack whose fiber has ended to this thread's pool (see the
-/// module docs for the tiers).
-pub(crate) fn give_back(stack: Stack) {
-    let unmap = POOLS.try_with(|pools| {
-        let mut pools = pools.borrow_mut();
-        let usable = stack.usable();
-        let i = match pools.iter().position(|p| p.usable == usable) {
-            Some(i) => i,
-            None => {
-                pools.push(Pool::new(usable));
-                pools.len() - 1
-            }
-        };
-        let pool = &mut pools[i];
-        if pool.warm.len() < WARM_CAPACITY {
-            pool.warm.push(stack);
-            Vec::new()
-        } else {
-            pool.pending.push(stack);
-            if pool.pending.len() >= PENDING_CAPACITY {
-                pool.release_pending()
-            } else {
-                Vec::new()
-            }
-        }
-    });
-    // Outside the closure, so that munmap runs with the pool unborrowed.
-    if let Ok(stacks) = unmap
-        && !stacks.is_empty()
-    {
-        self::unmap(stacks);
-    }
-}
-
-thread_local! {
-    /// When this thread last released its pending stacks (ns).
-    static LAST_RELEASE: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
-}
-
-/// Releases a batch of pending stacks if the last release is older than
-/// [`PENDING_MAX_AGE_NS`], and another every [`RELEASE_GAP_NS`] while some
-/// are left; `now` in ns of the monotonic clock.
-pub(crate) fn release_stale_pending(now: u64) {
-    let last = LAST_RELEASE.try_with(std::cell::Cell::get).unwrap_or(0);
-    if now.saturating_sub(last) >= PENDING_MAX_AGE_NS {
-        let left = release_pending();
-        // With a backlog left, date this release so that the next one
-        // comes RELEASE_GAP_NS from now instead of a whole age later.
-        let dated = if left {
-            now.saturating_sub(PENDING_MAX_AGE_NS - RELEASE_GAP_NS)
-        } else {
-            now
-        };
-        let _ = LAST_RELEASE.try_with(|l| l.set(dated));
-    }
-}
-
-/// Releases the memory of up to [`RELEASE_BATCH`] of this thread's pending
-/// stacks of each size (see the module docs); returns whether any are left.
-/// Cheap when there are none.
-pub(crate) fn release_pending() -> bool {
-    let released = POOLS.try_with(|pools| {
-        let mut pools = pools.borrow_mut();
-        let unmap: Vec<Stack> = pools.iter_mut().flat_map(|p| p.release_pending()).collect();
-        (unmap, pools.iter().any(|p| !p.pending.is_empty()))
-    });
-    match released {
-        Ok((unmap, left)) => {
-            self::unmap(unmap);
-            left
-        }
-        Err(_) => false,
-    }
-}
-
 /// The system page size.
 #[inline]
 pub(crate) fn page_size() -> usize {
@@ -502,119 +251,6 @@ mod tests {
         assert!(validate_size(MAX_STACK_SIZE + 1).is_err());
         assert_eq!(validate_size(1).unwrap(), MIN_STACK_SIZE);
         assert_eq!(validate_size(MIN_STACK_SIZE + 1).unwrap() % page_size(), 0);
-    }
-
-    fn pooled(usable: usize) -> (usize, usize, usize) {
-        POOLS.with(|p| {
-            p.borrow()
-                .iter()
-                .find(|p| p.usable == usable)
-                .map_or((0, 0, 0), |p| (p.warm.len(), p.pending.len(), p.cold.len()))
-        })
-    }
-
-    /// Kilobytes of this process's memory marked free (reclaimable).
-    fn lazy_free_kb() -> u64 {
-        std::fs::read_to_string("/proc/self/smaps_rollup")
-            .unwrap()
-            .lines()
-            .find_map(|l| l.strip_prefix("LazyFree:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-            .unwrap_or(0)
-    }
-
-    #[test]
-    fn pool_reuses_and_keeps_a_bounded_amount_of_memory() {
-        let size = validate_size(DEFAULT_STACK_SIZE).unwrap();
-        let a = take(size).unwrap();
-        let top = a.top();
-        give_back(a);
-        let b = take(size).unwrap();
-        assert_eq!(b.top(), top, "the pool hands back the stack it was given");
-
-        // Touch 16 KiB of each of many stacks, then free them all.
-        let n = WARM_CAPACITY + 100;
-        let many: Vec<Stack> = (0..n).map(|_| take(size).unwrap()).collect();
-        for s in &many {
-            // SAFETY: the top 16 KiB of the usable stack are ours to write.
-            unsafe { ptr::write_bytes(s.top().sub(16 * 1024), 1, 16 * 1024) };
-        }
-        many.into_iter().for_each(give_back);
-        let (warm, pending, _) = pooled(size);
-        assert_eq!((warm, pending), (WARM_CAPACITY, 100));
-
-        // Releasing marks the pending stacks' memory free.
-        let before = lazy_free_kb();
-        release_pending();
-        let (warm, pending, cold) = pooled(size);
-        assert_eq!((warm, pending), (WARM_CAPACITY, 0));
-        assert!(cold >= 100);
-        let freed = lazy_free_kb().saturating_sub(before);
-        assert!(freed >= 100 * 16 * 3 / 4, "only {freed} KiB marked free");
-        drop(b);
-    }
-
-    #[test]
-    fn stale_pending_stacks_are_released() {
-        let size = validate_size(MIN_STACK_SIZE).unwrap();
-        let many: Vec<Stack> = (0..WARM_CAPACITY + 10)
-            .map(|_| take(size).unwrap())
-            .collect();
-        many.into_iter().for_each(give_back);
-        assert_eq!(pooled(size).1, 10);
-        let now = crate::time::clock::now_ns();
-        release_stale_pending(now); // the first call releases (no earlier release)
-        assert_eq!(pooled(size).1, 0);
-        let more: Vec<Stack> = (0..10).map(|_| take(size).unwrap()).collect();
-        // Take them from the cold tier and free them past the warm ones again.
-        let warm: Vec<Stack> = (0..WARM_CAPACITY).map(|_| take(size).unwrap()).collect();
-        warm.into_iter().for_each(give_back);
-        more.into_iter().for_each(give_back);
-        release_stale_pending(now + 1); // too soon
-        assert_eq!(pooled(size).1, 10);
-        release_stale_pending(now + PENDING_MAX_AGE_NS);
-        assert_eq!(pooled(size).1, 0);
-    }
-
-    #[test]
-    fn releases_go_in_bounded_batches() {
-        let size = validate_size(MIN_STACK_SIZE).unwrap();
-        let many: Vec<Stack> = (0..WARM_CAPACITY + RELEASE_BATCH + 10)
-            .map(|_| take(size).unwrap())
-            .collect();
-        many.into_iter().for_each(give_back);
-        assert_eq!(pooled(size).1, RELEASE_BATCH + 10);
-        // One release marks one batch free and says more are left.
-        assert!(release_pending());
-        assert_eq!(pooled(size).1, 10);
-        assert!(!release_pending());
-        assert_eq!(pooled(size).1, 0);
-
-        // On a busy runtime, a stale backlog drains a batch per gap.
-        let many: Vec<Stack> = (0..WARM_CAPACITY + RELEASE_BATCH + 10)
-            .map(|_| take(size).unwrap())
-            .collect();
-        many.into_iter().for_each(give_back);
-        let now = crate::time::clock::now_ns() + PENDING_MAX_AGE_NS;
-        release_stale_pending(now);
-        assert_eq!(pooled(size).1, 10);
-        release_stale_pending(now + RELEASE_GAP_NS - 1); // too soon
-        assert_eq!(pooled(size).1, 10);
-        release_stale_pending(now + RELEASE_GAP_NS);
-        assert_eq!(pooled(size).1, 0);
-    }
-
-    #[test]
-    fn unmapping_coalesces_adjacent_stacks_in_any_order() {
-        let ranges = vec![(500, 100), (100, 100), (200, 100), (700, 50), (400, 100)];
-        assert_eq!(runs(ranges), vec![(100, 200), (400, 200), (700, 50)]);
-        // And the real thing: a chunk with a hole, unmapped out of order.
-        let mut stacks = Stack::map_chunk(validate_size(MIN_STACK_SIZE).unwrap(), 6).unwrap();
-        let kept = stacks.remove(2);
-        stacks.reverse();
-        unmap(stacks);
-        // SAFETY: the kept stack's usable memory is still ours.
-        unsafe { kept.top().sub(1).write(7) };
     }
 
     #[test]
