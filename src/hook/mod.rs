@@ -85,7 +85,9 @@
 //! timeout) before it parks, and no `epoll_ctl` after the first wait on the
 //! socket.
 
+mod call;
 mod close;
+mod connection;
 mod fds;
 mod poll;
 mod sleep;

@@ -1,0 +1,176 @@
+//! One hooked call on a blocking socket ([`Call`]): make it non-blocking
+//! for this call only, and on `EAGAIN` park the fiber until the socket is
+//! ready, at most the socket's own timeout.
+
+use libc::{c_int, c_long, iovec};
+
+use super::fds;
+use super::sys::{self, EAGAIN};
+use super::wait::{self, Waited};
+use crate::io::Interest;
+use crate::runtime::core::Core;
+use crate::time::clock;
+
+/// `RWF_NOWAIT`: this `preadv2`/`pwritev2` must not block (Linux ≥ 4.14;
+/// for sockets the kernel turns it into `MSG_DONTWAIT`).
+const RWF_NOWAIT: usize = 0x8;
+const EOPNOTSUPP: isize = -(libc::EOPNOTSUPP as isize);
+
+/// What a hooked call ended with.
+pub(super) enum Step {
+    /// The kernel's answer (`-errno` on failure).
+    Done(isize),
+    /// The fd cannot be parked on after all: make the real call.
+    Real,
+}
+
+/// One hooked call on a blocking socket, across its waits.
+pub(super) struct Call<'a> {
+    core: &'a Core,
+    fd: c_int,
+    uid: u64,
+    interest: Interest,
+    /// Looked up the first time the call would block: `Some(deadline)`.
+    deadline: Option<Option<u64>>,
+}
+
+impl<'a> Call<'a> {
+    pub(super) fn new(core: &'a Core, fd: c_int, uid: u64, interest: Interest) -> Call<'a> {
+        if core.io_budget_spent() {
+            // Many socket calls without a park: let the others run (as
+            // fibra's own sockets do), so a socket whose data is always
+            // there cannot starve the thread.
+            core.yield_now();
+        }
+        Call {
+            core,
+            fd,
+            uid,
+            interest,
+            deadline: None,
+        }
+    }
+
+    /// Makes `attempt` (the call in its non-blocking form) until it does
+    /// not say `EAGAIN`, parking in between.
+    pub(super) fn run(&mut self, mut attempt: impl FnMut() -> isize) -> Step {
+        loop {
+            let r = attempt();
+            if r != EAGAIN {
+                return Step::Done(r);
+            }
+            let deadline = match self.deadline {
+                Some(deadline) => deadline,
+                None => match self.would_block() {
+                    Ok(deadline) => *self.deadline.insert(deadline),
+                    Err(step) => return step,
+                },
+            };
+            match wait::socket(self.core, self.fd, self.uid, self.interest, deadline) {
+                Waited::Woken => {}
+                Waited::Unwatchable => return Step::Real,
+                w => return Step::Done(-(w.errno(libc::EAGAIN) as isize)),
+            }
+        }
+    }
+
+    /// The call would block: `Err` if its caller wants no waiting (an
+    /// `O_NONBLOCK` socket: `EAGAIN`) or it is no socket after all (the
+    /// number was reused behind our back); else the socket timeout's
+    /// deadline.
+    pub(super) fn would_block(&self) -> Result<Option<u64>, Step> {
+        let flags = sys::get_fl(self.fd);
+        if flags < 0 {
+            return Err(Step::Done(flags));
+        }
+        if flags & libc::O_NONBLOCK as isize != 0 {
+            return Err(Step::Done(EAGAIN));
+        }
+        let opt = if self.interest.is_readable() {
+            libc::SO_RCVTIMEO
+        } else {
+            libc::SO_SNDTIMEO
+        };
+        let zero = libc::timeval {
+            tv_sec: 0,
+            tv_usec: 0,
+        };
+        match sys::sockopt(self.fd, opt, zero) {
+            Ok(tv) if tv.tv_sec == 0 && tv.tv_usec == 0 => Ok(None),
+            Ok(tv) => {
+                let ns = (tv.tv_sec as u64)
+                    .saturating_mul(1_000_000_000)
+                    .saturating_add(tv.tv_usec as u64 * 1000);
+                Ok(Some(clock::now_ns().saturating_add(ns)))
+            }
+            Err(e) if e == -(libc::ENOTSOCK as isize) => {
+                fds::mark_not_socket(self.fd);
+                Err(Step::Real)
+            }
+            Err(e) => Err(Step::Done(e)),
+        }
+    }
+
+    /// [`Call::run`] for a call that must move `len` bytes before it
+    /// returns (a blocking stream send; `recv` with `MSG_WAITALL`):
+    /// `attempt(done)` moves the rest after `done` bytes. Returns `None`
+    /// for the real call (when nothing moved yet). Stops early at an error
+    /// or end of stream, returning what moved, as the kernel does.
+    pub(super) fn run_all(
+        &mut self,
+        len: usize,
+        mut attempt: impl FnMut(usize) -> isize,
+    ) -> Option<isize> {
+        let mut done = 0usize;
+        loop {
+            match self.run(|| attempt(done)) {
+                Step::Real if done == 0 => return None,
+                Step::Done(EOPNOTSUPP) if done == 0 => return None,
+                Step::Real => return Some(done as isize),
+                Step::Done(r) if r < 0 => return Some(if done > 0 { done as isize } else { r }),
+                Step::Done(r) => {
+                    done += r as usize;
+                    if done >= len || r == 0 {
+                        return Some(done as isize);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The fiber's runtime and the fd's hook uid, if a call on `fd` may park.
+#[inline(always)]
+pub(super) fn hooked<'a>(fd: c_int) -> Option<(&'a Core, u64)> {
+    let core = super::parkable_fd(fd)?;
+    Some((core, fds::socket(fd)?))
+}
+
+/// `preadv2`/`pwritev2` (`n`) at the current position with `RWF_NOWAIT`.
+///
+/// # Safety
+///
+/// `iov` points to `cnt` iovecs valid for the transfer.
+pub(super) unsafe fn rw_nowait(n: c_long, fd: c_int, iov: *const iovec, cnt: c_int) -> isize {
+    // SAFETY: the caller's contract; offset -1 (low word all ones, high
+    // word 0): the current position, as read(2) and write(2) use.
+    unsafe {
+        sys::call6(
+            n,
+            fd as usize,
+            iov as usize,
+            cnt as usize,
+            usize::MAX,
+            0,
+            RWF_NOWAIT,
+        )
+    }
+}
+
+/// A step's result, or the real call's when it says so.
+pub(super) fn finish(step: Step, real: impl FnOnce() -> isize) -> isize {
+    match step {
+        Step::Done(EOPNOTSUPP) | Step::Real => sys::ret(real()),
+        Step::Done(r) => sys::ret(r),
+    }
+}
