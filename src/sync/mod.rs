@@ -44,6 +44,7 @@
 mod barrier;
 mod chan;
 mod condvar;
+mod lazy;
 pub mod mpsc;
 mod mutex;
 mod once;
@@ -56,8 +57,9 @@ pub(crate) mod waiters;
 
 pub use barrier::{Barrier, BarrierWaitResult};
 pub use condvar::{Condvar, WaitTimeoutResult};
+pub use lazy::LazyLock;
 pub use mutex::{Mutex, MutexGuard};
-pub use once::{LazyLock, OnceLock};
+pub use once::OnceLock;
 pub use rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 pub use semaphore::{Permit, Semaphore};
 pub use std::sync::{LockResult, PoisonError, TryLockError, TryLockResult};
