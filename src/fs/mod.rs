@@ -62,6 +62,7 @@
 mod dir;
 mod file;
 mod open_options;
+mod read_ahead;
 
 use std::cell::Cell;
 use std::io;
