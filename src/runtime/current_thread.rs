@@ -1,0 +1,385 @@
+//! The runtime on the thread that drives it: `Runtime<CurrentThread>`'s
+//! `block_on`, `run` and `turn`, spawning from outside, its figures, and
+//! its end (every fiber left is cancelled and finished).
+
+use std::io;
+use std::os::fd::{AsRawFd, RawFd};
+use std::panic::{self, AssertUnwindSafe};
+use std::time::Duration;
+
+use crate::fiber::{self, JoinHandle};
+use crate::runtime::context::Enter;
+use crate::runtime::core::{Core, Until};
+use crate::runtime::{Builder, Dump, Runtime, WorkerMetrics, registry, thread_exit};
+
+/// A runtime on the thread that drives it: the default flavor of [`Runtime`].
+pub struct CurrentThread {
+    core: Box<Core>,
+}
+
+impl CurrentThread {
+    pub(crate) fn new(core: Core) -> CurrentThread {
+        CurrentThread {
+            core: Box::new(core),
+        }
+    }
+}
+
+impl Runtime {
+    /// A runtime with the default configuration.
+    ///
+    /// # Errors
+    ///
+    /// When the kernel refuses the epoll fd, eventfd or timerfd (for example
+    /// at the open-file limit).
+    ///
+    /// ```
+    /// let rt = fibra::Runtime::new()?;
+    /// assert_eq!(rt.block_on(|| 1 + 1), 2);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn new() -> io::Result<Runtime> {
+        Builder::new().build()
+    }
+
+    /// A [`Builder`] to configure a runtime.
+    ///
+    /// ```
+    /// let rt = fibra::Runtime::builder().stack_size(64 * 1024).build()?;
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn builder() -> Builder {
+        Builder::new()
+    }
+
+    fn core(&self) -> &Core {
+        &self.flavor.core
+    }
+
+    /// Runs `f` on this thread as the runtime's root, running the runtime's
+    /// fibers whenever `f` blocks, and returns what `f` returns.
+    ///
+    /// `f` may borrow from the caller. Fibers still alive when `f` returns
+    /// stay in the runtime (they run in its next `block_on`, `run` or `turn`,
+    /// or are cancelled when it is dropped). If `f` panics, the panic is
+    /// re-raised here and the runtime stays usable.
+    ///
+    /// # Panics
+    ///
+    /// When called from a fiber or from inside another `block_on`: that
+    /// would stop the runtime already running on this thread.
+    ///
+    /// ```
+    /// let rt = fibra::Runtime::new()?;
+    /// let mut log = Vec::new();
+    /// rt.block_on(|| {
+    ///     let h = fibra::spawn(|| "from a fiber");
+    ///     log.push(h.join().unwrap());
+    /// });
+    /// assert_eq!(log, ["from a fiber"]);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn block_on<T>(&self, f: impl FnOnce() -> T) -> T {
+        self.refuse_at_thread_exit("Runtime::block_on");
+        let enter = Enter::new(self.core(), "Runtime::block_on");
+        let result = panic::catch_unwind(AssertUnwindSafe(f));
+        drop(enter);
+        self.left();
+        match result {
+            Ok(value) => value,
+            Err(payload) => panic::resume_unwind(payload),
+        }
+    }
+
+    /// Runs fibers until none is left (fibers parked forever keep it
+    /// running, like threads keep a process alive).
+    ///
+    /// # Panics
+    ///
+    /// When called from a fiber or from inside `block_on`.
+    ///
+    /// ```
+    /// let rt = fibra::Runtime::new()?;
+    /// for i in 0..3 {
+    ///     rt.spawn(move || fibra::sleep(std::time::Duration::from_millis(i)));
+    /// }
+    /// rt.run();
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn run(&self) {
+        self.refuse_at_thread_exit("Runtime::run");
+        let enter = Enter::new(self.core(), "Runtime::run");
+        self.core().run_root(Until::NoFibers);
+        drop(enter);
+        self.left();
+    }
+
+    /// One step for an outer loop: runs the fibers that are ready; if none
+    /// was, runs each [idle](crate::Builder::idle) fiber that is ready once
+    /// (its slice up to its next yield or park, polling for I/O and timers
+    /// before each, and stopping when a normal fiber becomes ready); if
+    /// there was none either, waits at most `timeout` (`None`: until
+    /// something happens) for I/O, a timer or a wake-up from another thread
+    /// and runs the fibers it readied. Returns how many times it resumed a
+    /// fiber.
+    ///
+    /// Between turns the runtime's fd ([`AsRawFd`]) is readable exactly when
+    /// the runtime has work, so an outer `poll`/`epoll` can wait on it. Idle
+    /// fibers alone are not work: they run in the turns the outer loop makes
+    /// anyway (a game loop's frames), not in a loop that would spin on them.
+    ///
+    /// # Panics
+    ///
+    /// When called from a fiber or from inside `block_on`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// let rt = fibra::Runtime::new()?;
+    /// rt.spawn(|| fibra::sleep(Duration::from_millis(2)));
+    /// let mut resumed = 0;
+    /// while rt.fibers() > 0 {
+    ///     // ... the rest of a frame of a game or GUI loop ...
+    ///     resumed += rt.turn(Some(Duration::from_millis(16)));
+    /// }
+    /// assert_eq!(resumed, 2); // its start, and its wake-up
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    ///
+    /// An [idle](crate::Builder::idle) fiber gets a slice in each turn that
+    /// finds nothing else to run:
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::sync::atomic::{AtomicU32, Ordering};
+    /// use std::time::Duration;
+    ///
+    /// let rt = fibra::Runtime::new()?;
+    /// let slices = Arc::new(AtomicU32::new(0));
+    /// let s = slices.clone();
+    /// rt.spawn(move || {
+    ///     let background = move || loop {
+    ///         s.fetch_add(1, Ordering::Relaxed); // a slice of background work
+    ///         fibra::yield_now();
+    ///     };
+    ///     fibra::Builder::new().idle(true).spawn(background).unwrap();
+    /// });
+    /// rt.turn(Some(Duration::ZERO)); // the spawner runs
+    /// assert_eq!(slices.load(Ordering::Relaxed), 0);
+    /// rt.turn(Some(Duration::ZERO)); // nothing else is ready: a slice
+    /// rt.turn(None); // the same, without waiting
+    /// assert_eq!(slices.load(Ordering::Relaxed), 2);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn turn(&self, timeout: Option<Duration>) -> usize {
+        self.refuse_at_thread_exit("Runtime::turn");
+        let enter = Enter::new(self.core(), "Runtime::turn");
+        let core = self.core();
+        // SAFETY: on the runtime's thread (Runtime is !Send); short borrow.
+        let before = unsafe { core.local() }.resumed;
+        core.poll(Some(Duration::ZERO));
+        core.start_batch();
+        core.run_root(Until::BatchDone);
+        // SAFETY: as above.
+        if unsafe { core.local() }.resumed == before
+            && !core.has_ready()
+            && core.run_idle_once() == 0
+        {
+            // Wait until a fiber is ready or the time is up. One poll may
+            // not do: the timerfd also fires when the wheel cascades. (The
+            // polls of `run_idle_once` may have readied a fiber already:
+            // then there is nothing to wait for.)
+            let deadline = timeout.map(crate::time::clock::after_ns);
+            while !core.has_ready() {
+                let left = deadline
+                    .map(|d| Duration::from_nanos(d.saturating_sub(crate::time::clock::now_ns())));
+                core.poll(left);
+                if left.is_some_and(|l| l.is_zero()) {
+                    break;
+                }
+            }
+            core.start_batch();
+            core.run_root(Until::BatchDone);
+        }
+        core.prepare_outer_wait();
+        // SAFETY: as above.
+        let resumed = (unsafe { core.local() }.resumed - before) as usize;
+        drop(enter);
+        self.left();
+        resumed
+    }
+
+    /// Called after the runtime was driven: if fibers are left, they may
+    /// hold borrows of thread-locals from now on (see `thread_exit`).
+    fn left(&self) {
+        if self.fibers() > 0 {
+            thread_exit::arm();
+        }
+    }
+
+    /// Panics if the thread is destroying its thread-locals and this
+    /// runtime has fibers: running them could resume one that borrows a
+    /// destroyed thread-local (see `thread_exit`).
+    #[track_caller]
+    fn refuse_at_thread_exit(&self, what: &str) {
+        if self.fibers() > 0 && thread_exit::destroying() {
+            panic!(
+                "`{what}` called while the thread destroys its thread-locals, on a \
+                 runtime with fibers: they may borrow thread-locals already gone, so \
+                 fibra will not resume them"
+            );
+        }
+    }
+
+    /// Spawns a fiber on this runtime from outside it (from the thread that
+    /// owns it, before or between `block_on`, `run` and `turn`, or from one
+    /// of its fibers). The fiber starts when the runtime next runs.
+    ///
+    /// `F: Send` keeps the door open for runtimes of several workers, where
+    /// the fiber may start on another thread than the caller's.
+    ///
+    /// # Panics
+    ///
+    /// When the fiber's stack cannot be mapped; use
+    /// [`fibra::Builder`](crate::Builder) to handle that error.
+    ///
+    /// ```
+    /// let rt = fibra::Runtime::new()?;
+    /// let h = rt.spawn(|| "hello");
+    /// assert_eq!(rt.block_on(|| h.join().unwrap()), "hello");
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn spawn<F, T>(&self, f: F) -> JoinHandle<T>
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        let stack = self.core().default_stack;
+        match fiber::spawn_on(self.core(), f, None, stack, false) {
+            Ok(handle) => handle,
+            Err(e) => panic!("fibra: cannot spawn a fiber: {e}"),
+        }
+    }
+
+    /// How many fibers this runtime has that have not finished.
+    ///
+    /// ```
+    /// let rt = fibra::Runtime::new()?;
+    /// rt.spawn(|| ());
+    /// assert_eq!(rt.fibers(), 1);
+    /// rt.run();
+    /// assert_eq!(rt.fibers(), 0);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn fibers(&self) -> usize {
+        // SAFETY: on the runtime's thread (Runtime is !Send); short borrow.
+        unsafe { self.core().local() }.live
+    }
+}
+
+impl Runtime {
+    /// This runtime's figures: one [`WorkerMetrics`] (its worker is 0).
+    ///
+    /// ```
+    /// let rt = fibra::Runtime::new()?;
+    /// rt.spawn(|| ());
+    /// let m = &rt.metrics()[0];
+    /// assert_eq!((m.alive, m.ready, m.parked), (1, 1, 0));
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn metrics(&self) -> Vec<WorkerMetrics> {
+        let (alive, ready) = self.core().figures();
+        vec![WorkerMetrics {
+            worker: 0,
+            alive,
+            ready,
+            parked: alive - ready,
+            queued: 0,
+            stolen: 0,
+        }]
+    }
+
+    /// Every fiber of this runtime with its id, name, state and what it
+    /// waits for: see [`Dump`]. Call it from the runtime's thread, or
+    /// from a fiber.
+    ///
+    /// ```
+    /// let rt = fibra::Runtime::new()?;
+    /// rt.block_on(|| {
+    ///     let (tx, rx) = fibra::sync::mpsc::channel::<()>();
+    ///     let h = fibra::Builder::new()
+    ///         .name("waiter".into())
+    ///         .spawn(move || rx.recv())
+    ///         .unwrap();
+    ///     fibra::yield_now(); // it parks on the channel
+    ///     let dump = rt.dump().to_string();
+    ///     assert!(dump.contains(r#""waiter" [parked: channel receive]"#), "{dump}");
+    ///     drop(tx);
+    ///     h.join().unwrap().unwrap_err();
+    /// });
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn dump(&self) -> Dump {
+        Dump {
+            sections: vec![self.core().dump_section()],
+        }
+    }
+
+    /// This runtime's id in the registry (for tests).
+    #[cfg(test)]
+    pub(crate) fn id(&self) -> registry::RuntimeId {
+        self.core().id
+    }
+}
+
+impl AsRawFd for Runtime {
+    /// The runtime's epoll fd: readable when the runtime has work (a ready
+    /// fiber, an I/O event, an expired timer, a wake-up from another thread).
+    /// Call [`Runtime::turn`] when it is.
+    fn as_raw_fd(&self) -> RawFd {
+        // SAFETY: on the runtime's thread (Runtime is !Send); short borrow.
+        unsafe { self.core().local() }.reactor.fd()
+    }
+}
+
+impl Drop for CurrentThread {
+    /// Cancels every fiber left, unwinding each from where it is parked so
+    /// its destructors run, and waits until all have finished.
+    ///
+    /// Except while the thread destroys its thread-locals (a runtime kept
+    /// in a `thread_local!`, dropped at thread exit): then the fibers left
+    /// are leaked, stacks and all, neither resumed nor dropped, because a
+    /// fiber parked inside `LocalKey::with` may borrow a thread-local that
+    /// is already gone. See [`Runtime`]'s docs.
+    fn drop(&mut self) {
+        close(&self.core);
+    }
+}
+
+/// Cancels the fibers left in `core`, runs them to their end, and takes the
+/// runtime out of the registry; during thread-local destruction, leaks
+/// them instead (see `thread_exit`).
+pub(crate) fn close(core: &Core) {
+    if thread_exit::destroying() {
+        core.abandon();
+    } else {
+        let enter = Enter::nested(core);
+        core.shutdown();
+        drop(enter);
+    }
+    registry::unregister(core.id);
+    core.shared.close();
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runtime")
+            .field("fd", &self.as_raw_fd())
+            .field("fibers", &self.fibers())
+            .finish()
+    }
+}
