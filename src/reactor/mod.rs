@@ -74,16 +74,17 @@ use mio::{Events, Poll, Token};
 use slab::Slab;
 
 mod fd_map;
+mod interest;
 mod sockets;
 mod tasks;
 mod timerfd;
 
 use fd_map::FdMap;
-use tasks::TaskWakes;
+pub use interest::Interest;
+pub(crate) use tasks::TaskWakes;
 use timerfd::{new_timerfd, set_timerfd};
 
-use crate::io::Interest;
-use crate::runtime::core::WakeToken;
+use crate::runtime::token::WakeToken;
 use crate::time::clock;
 use crate::time::wheel::{Fired, Wheel};
 

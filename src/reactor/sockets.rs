@@ -7,9 +7,9 @@ use std::os::fd::RawFd;
 
 use mio::unix::SourceFd;
 
+use super::Interest;
 use super::{Reactor, Registration, Source, Waiter, mio_token, to_mio};
-use crate::io::Interest;
-use crate::runtime::core::WakeToken;
+use crate::runtime::token::WakeToken;
 
 impl Reactor {
     /// The source of socket `owner` on `fd`, registering the fd (for reading

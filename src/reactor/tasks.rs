@@ -8,42 +8,21 @@ use std::task::Waker;
 
 use mio::unix::SourceFd;
 
+use super::Interest;
 use super::timerfd::{new_timerfd, set_timerfd};
 use super::{Reactor, TASK_TIMER};
-use crate::io::Interest;
 use crate::time::wheel::TimerKey;
 
 /// Wakers handed out of the reactor, to be woken (`wake`) or dropped
 /// (`drop`) where no borrow of fibra's state is live; see [`Polled`].
+///
+/// Dropping it wakes and drops them through the scheduler's door for user
+/// code: its `Drop` is the scheduler's (`runtime/core/callback.rs`), so the
+/// reactor needs nothing of the scheduler.
 #[derive(Default)]
-pub(super) struct TaskWakes {
-    pub(super) wake: Vec<Waker>,
-    pub(super) drop: Vec<Waker>,
-}
-
-impl Drop for TaskWakes {
-    fn drop(&mut self) {
-        if self.wake.is_empty() && self.drop.is_empty() {
-            return; // the common case: no task polls this runtime's sockets
-        }
-        let (wake, dropped) = (
-            std::mem::take(&mut self.wake),
-            std::mem::take(&mut self.drop),
-        );
-        let run = move || {
-            drop(dropped);
-            for waker in wake {
-                waker.wake();
-            }
-        };
-        // Through the scheduler's door for user code: a waker that parks
-        // or panics in there is reported rather than left to corrupt a
-        // poll half done.
-        match crate::runtime::context::current() {
-            Some(core) => core.callback("Waker::wake", run),
-            None => run(),
-        }
-    }
+pub(crate) struct TaskWakes {
+    pub(crate) wake: Vec<Waker>,
+    pub(crate) drop: Vec<Waker>,
 }
 
 impl Reactor {

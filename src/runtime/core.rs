@@ -76,9 +76,6 @@ use crate::time::wheel::{Fired, Wheel};
 /// `Record::waiting_until` of a park without a deadline.
 const NO_DEADLINE: u64 = u64::MAX;
 
-/// A fiber's slot in its runtime.
-pub(crate) type Key = u32;
-
 /// The slot of the root context (the thread's own stack).
 pub(crate) const ROOT: Key = 0;
 
@@ -107,6 +104,7 @@ mod root;
 mod switch;
 mod wake;
 
+pub(crate) use crate::runtime::token::{Key, WakeToken};
 pub(crate) use callback::parked_in_callback;
 pub(crate) use flags::Flags;
 pub use id::FiberId;
@@ -118,13 +116,6 @@ pub(crate) struct Tuning {
     pub(crate) stall: std::time::Duration,
     /// How long to poll without sleeping before a wait.
     pub(crate) busy_poll: std::time::Duration,
-}
-
-/// Names one park of one fiber; see the module docs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct WakeToken {
-    pub(crate) key: Key,
-    pub(crate) park: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -70,6 +70,7 @@ pub(crate) mod registry;
 mod run_queue;
 pub(crate) mod shared;
 mod thread_exit;
+pub(crate) mod token;
 pub(crate) mod watch;
 pub(crate) mod watchdog;
 mod workers;

@@ -19,7 +19,7 @@ use std::ptr;
 use std::sync::Arc;
 use std::thread::Thread;
 
-use crate::io::Interest;
+use crate::reactor::Interest;
 use crate::runtime::context;
 use crate::runtime::core::{Core, FiberId, TimeoutScope, Wake, WakeToken};
 use crate::runtime::shared::{Remote, Shared};

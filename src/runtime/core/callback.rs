@@ -29,6 +29,7 @@
 use std::io::Write;
 
 use super::*;
+use crate::reactor::TaskWakes;
 
 impl Core {
     /// Runs `f`, user code, with no borrow of this runtime's state live;
@@ -152,4 +153,30 @@ pub(crate) fn parked_in_callback(what: &'static str) -> ! {
          calls from inside its scheduler; there a subscriber may spawn fibers, wake them \
          and log, but not block"
     )
+}
+
+/// The reactor's task wakers leave through [`Core::callback`].
+impl Drop for TaskWakes {
+    fn drop(&mut self) {
+        if self.wake.is_empty() && self.drop.is_empty() {
+            return; // the common case: no task polls this runtime's sockets
+        }
+        let (wake, dropped) = (
+            std::mem::take(&mut self.wake),
+            std::mem::take(&mut self.drop),
+        );
+        let run = move || {
+            drop(dropped);
+            for waker in wake {
+                waker.wake();
+            }
+        };
+        // Through the scheduler's door for user code: a waker that parks
+        // or panics in there is reported rather than left to corrupt a
+        // poll half done.
+        match crate::runtime::context::current() {
+            Some(core) => core.callback("Waker::wake", run),
+            None => run(),
+        }
+    }
 }
