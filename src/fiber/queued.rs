@@ -13,15 +13,12 @@ use std::sync::{Arc, Mutex};
 use crate::fiber::entry::{start_fiber, write_meta};
 use crate::fiber::join::{FiberEnd, FiberRef, JoinError, JoinHandle, cancel_fiber, packet};
 use crate::runtime::core::{Core, FiberId, Key};
+use crate::runtime::job::Job;
 use crate::runtime::registry::RuntimeId;
 
-/// A fiber that has not started: where it goes, it is created and queued.
-pub(crate) struct Job {
-    /// Starts the fiber on the worker given. Dropped unrun (the runtime is
-    /// shutting down), it completes the join handle as cancelled.
-    start: Box<dyn FnOnce(&Core) + Send + 'static>,
-}
-
+/// What makes a [`Job`] (the worker pool's type) out of a closure: the
+/// pool moves jobs between threads and starts them, and knows nothing of
+/// fibers; this fills one with the start of a fiber and its join handle.
 impl Job {
     /// A job running `f`, and the handle to join it.
     #[track_caller]
@@ -84,12 +81,7 @@ impl Job {
         // SAFETY: only the lifetime changes; the caller keeps what the
         // closure borrows alive until the job has run or been dropped.
         let start: Box<dyn FnOnce(&Core) + Send + 'static> = unsafe { std::mem::transmute(start) };
-        (Job { start }, JoinHandle::new(handle_end))
-    }
-
-    /// Creates the fiber on `core` (the worker running this), queued to run.
-    pub(crate) fn start(self, core: &Core) {
-        (self.start)(core)
+        (Job::from_start(start), JoinHandle::new(handle_end))
     }
 }
 

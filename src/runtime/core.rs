@@ -460,5 +460,20 @@ impl Core {
     }
 }
 
+/// Cancels the fibers left in `core`, runs them to their end, and takes the
+/// runtime out of the registry; during thread-local destruction, leaks
+/// them instead (see `thread_exit`).
+pub(crate) fn close(core: &Core) {
+    if crate::runtime::thread_exit::destroying() {
+        core.abandon();
+    } else {
+        let enter = crate::runtime::context::Enter::nested(core);
+        core.shutdown();
+        drop(enter);
+    }
+    registry::unregister(core.id);
+    core.shared.close();
+}
+
 // A spawn writes the whole record: keep it within two cache lines.
 const _: () = assert!(size_of::<Record>() <= 128);

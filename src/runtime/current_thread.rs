@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use crate::fiber::{self, JoinHandle};
 use crate::runtime::context::Enter;
-use crate::runtime::core::{Core, Until};
-use crate::runtime::{Builder, Dump, Runtime, WorkerMetrics, registry, thread_exit};
+use crate::runtime::core::{Core, Until, close};
+use crate::runtime::{Builder, Dump, Runtime, WorkerMetrics, thread_exit};
 
 /// A runtime on the thread that drives it: the default flavor of [`Runtime`].
 pub struct CurrentThread {
@@ -331,7 +331,7 @@ impl Runtime {
 
     /// This runtime's id in the registry (for tests).
     #[cfg(test)]
-    pub(crate) fn id(&self) -> registry::RuntimeId {
+    pub(crate) fn id(&self) -> crate::runtime::registry::RuntimeId {
         self.core().id
     }
 }
@@ -358,21 +358,6 @@ impl Drop for CurrentThread {
     fn drop(&mut self) {
         close(&self.core);
     }
-}
-
-/// Cancels the fibers left in `core`, runs them to their end, and takes the
-/// runtime out of the registry; during thread-local destruction, leaks
-/// them instead (see `thread_exit`).
-pub(crate) fn close(core: &Core) {
-    if thread_exit::destroying() {
-        core.abandon();
-    } else {
-        let enter = Enter::nested(core);
-        core.shutdown();
-        drop(enter);
-    }
-    registry::unregister(core.id);
-    core.shared.close();
 }
 
 impl std::fmt::Debug for Runtime {

@@ -63,6 +63,8 @@ pub(crate) mod context;
 pub(crate) mod core;
 mod current_thread;
 mod dump;
+pub(crate) mod job;
+mod metrics;
 pub(crate) mod park;
 mod pool;
 mod records;
@@ -77,9 +79,9 @@ mod workers;
 
 pub use builder::Builder;
 pub use current_thread::CurrentThread;
-pub(crate) use current_thread::close;
 pub use dump::{Dump, FiberInfo, FiberState, dump_on_sigquit};
-pub use workers::{WorkerMetrics, Workers};
+pub use metrics::WorkerMetrics;
+pub use workers::Workers;
 
 /// A fiber runtime. See the [module docs](self).
 ///

@@ -43,9 +43,9 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::thread;
 use std::time::Duration;
 
-use crate::fiber::queued::Job;
 use crate::runtime::context::Enter;
 use crate::runtime::core::{Core, Tuning, Until};
+use crate::runtime::job::Job;
 use crate::runtime::shared::Shared;
 use crate::time::clock;
 
@@ -226,14 +226,14 @@ impl Pool {
             .unwrap_or(start)
     }
 
-    pub(crate) fn metrics(&self) -> Vec<crate::runtime::WorkerMetrics> {
+    pub(crate) fn metrics(&self) -> Vec<crate::runtime::metrics::WorkerMetrics> {
         self.slots
             .iter()
             .enumerate()
             .map(|(worker, slot)| {
                 let alive = slot.metrics.alive.load(Ordering::Relaxed);
                 let ready = slot.metrics.ready.load(Ordering::Relaxed).min(alive);
-                crate::runtime::WorkerMetrics {
+                crate::runtime::metrics::WorkerMetrics {
                     worker,
                     alive,
                     ready,
@@ -456,7 +456,7 @@ fn worker_main(
     slot.state.store(RUNNING, Ordering::Relaxed); // up: no longer WAKING
     core.run_root(Until::Stopped);
     drop(enter);
-    crate::runtime::close(&core);
+    crate::runtime::core::close(&core);
     // Jobs still queued here are dropped unrun: their handles report them
     // cancelled.
     let left = std::mem::take(&mut *slot.lock());

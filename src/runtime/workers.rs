@@ -5,42 +5,13 @@ use std::sync::Arc;
 use std::thread;
 
 use crate::fiber::JoinHandle;
-use crate::fiber::queued::Job;
 use crate::runtime::Runtime;
 use crate::runtime::context;
 use crate::runtime::core::Tuning;
 use crate::runtime::dump::{self, Dump};
+use crate::runtime::job::Job;
+use crate::runtime::metrics::WorkerMetrics;
 use crate::runtime::pool::Pool;
-
-/// What a worker's figures say; see [`Runtime::metrics`](crate::Runtime::metrics).
-///
-/// A worker publishes its figures every time it polls for I/O (at least
-/// every [`BUDGET`](crate::runtime) fibers it runs, and before it sleeps),
-/// so they may lag by that much.
-///
-/// ```
-/// let rt = fibra::Runtime::builder().workers(2).build()?;
-/// let metrics = rt.metrics();
-/// assert_eq!(metrics.len(), 2);
-/// assert_eq!(metrics[0].worker, 0);
-/// # Ok::<(), std::io::Error>(())
-/// ```
-#[derive(Clone, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct WorkerMetrics {
-    /// The worker's index (`fibra-worker-N`); 0 for a current-thread runtime.
-    pub worker: usize,
-    /// Fibers started on this worker that have not finished.
-    pub alive: usize,
-    /// Of those, the ones ready to run.
-    pub ready: usize,
-    /// Of those, the ones parked (waiting for I/O, a timer, a lock...).
-    pub parked: usize,
-    /// Fibers sent to this worker that have not started yet.
-    pub queued: usize,
-    /// Jobs this worker took from other workers' inboxes, in all.
-    pub stolen: u64,
-}
 
 /// The worker threads of a [`Runtime`] built with
 /// [`workers`](crate::runtime::Builder::workers): the runtime's flavor, as
