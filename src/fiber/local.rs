@@ -33,19 +33,13 @@
 //! Code not in a spawned fiber (`block_on`'s closure, a plain thread) uses a
 //! `thread_local!` made by the macro beside the key.
 
-use std::any::Any;
 use std::fmt;
 
 use crate::runtime::context;
 use crate::runtime::core::Core;
+use crate::runtime::locals::Locals;
 use crate::runtime::watch::Meta;
 use crate::stack::pin::StackPin;
-
-/// One fiber's values (boxed, from its `Meta`).
-pub(crate) struct Locals {
-    destroying: bool,
-    entries: Vec<(usize, Box<dyn Any>)>,
-}
 
 /// A key of fiber-local storage, made by [`fiber_local!`](crate::fiber_local):
 /// each fiber gets its own value, made on its first use and dropped when

@@ -61,7 +61,7 @@ use std::sync::Arc;
 use crate::arch;
 use crate::reactor::Reactor;
 use crate::runtime::blocks::Blocks;
-use crate::runtime::dump::{FiberInfo, FiberState, Section};
+use crate::runtime::fiber_info::{FiberInfo, FiberState, Section};
 use crate::runtime::park::{StoredWait, WaitOn};
 use crate::runtime::pool::WorkerLink;
 use crate::runtime::records::Records;

@@ -63,7 +63,9 @@ pub(crate) mod context;
 pub(crate) mod core;
 mod current_thread;
 mod dump;
+mod fiber_info;
 pub(crate) mod job;
+pub(crate) mod locals;
 mod metrics;
 pub(crate) mod park;
 mod pool;
@@ -79,7 +81,8 @@ mod workers;
 
 pub use builder::Builder;
 pub use current_thread::CurrentThread;
-pub use dump::{Dump, FiberInfo, FiberState, dump_on_sigquit};
+pub use dump::dump_on_sigquit;
+pub use fiber_info::{Dump, FiberInfo, FiberState};
 pub use metrics::WorkerMetrics;
 pub use workers::Workers;
 

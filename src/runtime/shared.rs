@@ -18,7 +18,7 @@ use std::thread::ThreadId;
 
 use crate::reactor::WAKER;
 use crate::runtime::core::{FiberId, Key, WakeToken};
-use crate::runtime::dump::Section;
+use crate::runtime::fiber_info::Section;
 use crate::runtime::watch::Watch;
 
 pub(crate) enum Remote {

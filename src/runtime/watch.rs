@@ -124,7 +124,7 @@ pub(crate) struct Meta {
     pub(crate) location: Option<&'static Location<'static>>,
     /// The fiber's `fiber_local!` values (see `fiber::local`): touched only
     /// by the fiber itself, on its thread, while it runs.
-    pub(crate) locals: Cell<*mut crate::fiber::local::Locals>,
+    pub(crate) locals: Cell<*mut crate::runtime::locals::Locals>,
 }
 
 impl Meta {

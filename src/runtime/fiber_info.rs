@@ -1,0 +1,162 @@
+//! What a fiber dump says: a [`FiberInfo`] per fiber, a `Section` per
+//! runtime, and the [`Dump`] of them, as it prints. How one is collected
+//! from runtimes on other threads is `dump.rs`.
+
+use std::fmt;
+use std::panic::Location;
+use std::time::Duration;
+
+use crate::runtime::core::FiberId;
+
+/// How long a dump waits for runtimes on other threads to answer.
+pub(crate) const ANSWER_WITHIN: Duration = Duration::from_secs(1);
+
+/// What a fiber is doing, in a [`Dump`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FiberState {
+    /// In the run queue.
+    Ready,
+    /// Running: the fiber that asked for the dump, or one busy on another
+    /// thread.
+    Running,
+    /// Blocked; [`FiberInfo::waiting_on`] says on what.
+    Parked,
+}
+
+/// One fiber of a [`Dump`].
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct FiberInfo {
+    /// The fiber's id.
+    pub id: FiberId,
+    /// Its name, if it was given one.
+    pub name: Option<String>,
+    /// Whether this is `block_on`'s closure on a current-thread runtime
+    /// (the thread's own stack) rather than a spawned fiber.
+    pub root: bool,
+    /// What it is doing.
+    pub state: FiberState,
+    /// For a parked fiber, what it waits for: `sleep`, `fd 7 READABLE`,
+    /// `join of fiber 12`, `Mutex::lock`, `channel receive`...
+    pub waiting_on: Option<String>,
+    /// For a parked fiber with a deadline, how long until it.
+    pub deadline_in: Option<Duration>,
+    /// For a running fiber that keeps its thread (one that made its
+    /// runtime miss the dump), how long it has run since it last parked, as
+    /// far as fibra saw (a lower bound).
+    pub running_for: Option<Duration>,
+    /// Where it was spawned (`None` for the root).
+    pub spawned_at: Option<&'static Location<'static>>,
+    /// For a parked or ready fiber, the bytes of its stack in use (from
+    /// its saved stack pointer; the deepest it went may be more).
+    pub stack_used: Option<usize>,
+}
+
+/// The fibers of one runtime thread.
+#[derive(Clone, Debug)]
+pub(crate) struct Section {
+    /// The thread's name (`fibra-worker-N`, `main`...).
+    pub(crate) thread: String,
+    /// `None`: the runtime did not answer in time.
+    pub(crate) fibers: Option<Vec<FiberInfo>>,
+    /// When it did not answer because a context kept its thread: that one.
+    pub(crate) stalled: Option<FiberInfo>,
+}
+
+/// Every fiber of a runtime, from [`Runtime::dump`](crate::Runtime::dump).
+/// Its `Display` prints one line per fiber, grouped by thread.
+///
+/// ```
+/// use std::time::Duration;
+///
+/// let rt = fibra::Runtime::new()?;
+/// rt.spawn(|| fibra::sleep(Duration::from_secs(60)));
+/// rt.turn(Some(Duration::ZERO)); // it starts and parks
+/// let dump = rt.dump();
+/// assert_eq!(dump.fibers().count(), 1);
+/// assert!(dump.to_string().contains("[parked: sleep"), "{dump}");
+/// # Ok::<(), std::io::Error>(())
+/// ```
+#[derive(Clone, Debug)]
+pub struct Dump {
+    pub(crate) sections: Vec<Section>,
+}
+
+impl Dump {
+    /// Every fiber listed, from all threads that answered.
+    pub fn fibers(&self) -> impl Iterator<Item = &FiberInfo> {
+        self.sections
+            .iter()
+            .flat_map(|s| s.fibers.iter().flatten().chain(&s.stalled))
+    }
+
+    /// Whether every runtime thread answered in time.
+    pub fn is_complete(&self) -> bool {
+        self.sections.iter().all(|s| s.fibers.is_some())
+    }
+}
+
+impl fmt::Display for FiberInfo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "fiber {}", self.id)?;
+        if self.root {
+            f.write_str(" (block_on)")?;
+        }
+        if let Some(name) = &self.name {
+            write!(f, " {name:?}")?;
+        }
+        match self.state {
+            FiberState::Ready => f.write_str(" [ready]")?,
+            FiberState::Running => match self.running_for {
+                Some(d) => write!(f, " [running for {d:.1?} without blocking]")?,
+                None => f.write_str(" [running]")?,
+            },
+            FiberState::Parked => {
+                f.write_str(" [parked")?;
+                if let Some(on) = &self.waiting_on {
+                    write!(f, ": {on}")?;
+                }
+                if let Some(left) = self.deadline_in {
+                    write!(f, ", {left:.1?} left")?;
+                }
+                f.write_str("]")?;
+            }
+        }
+        if let Some(used) = self.stack_used {
+            write!(f, " stack {used} B")?;
+        }
+        if let Some(at) = self.spawned_at {
+            write!(f, " spawned at {at}")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for Dump {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for section in &self.sections {
+            match &section.fibers {
+                Some(fibers) => {
+                    writeln!(f, "thread {:?}: {} fibers", section.thread, fibers.len())?;
+                    for fiber in fibers {
+                        writeln!(f, "  {fiber}")?;
+                    }
+                }
+                None => match &section.stalled {
+                    Some(fiber) => writeln!(
+                        f,
+                        "thread {:?}: did not answer, held by one fiber:\n  {fiber}",
+                        section.thread
+                    )?,
+                    None => writeln!(
+                        f,
+                        "thread {:?}: did not answer within {ANSWER_WITHIN:?} (a \
+                         runtime nobody drives?)",
+                        section.thread
+                    )?,
+                },
+            }
+        }
+        Ok(())
+    }
+}
