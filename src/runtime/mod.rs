@@ -9,7 +9,8 @@
 //!   one-line form.
 //! - [`Runtime::run`] runs fibers until none is left: the `async_run` loop.
 //! - [`Runtime::turn`] runs one step and returns, for an outer event loop; the
-//!   runtime's fd ([`AsRawFd`]) is readable whenever it has work.
+//!   runtime's fd ([`AsRawFd`](std::os::fd::AsRawFd)) is readable whenever
+//!   it has work.
 //!
 //! ```
 //! use std::time::Duration;
