@@ -380,9 +380,16 @@ pub fn load_only(port: u16, conns: usize, size: usize) -> u64 {
     load(port, conns, size).round_trips
 }
 
-/// The two-worker load generator alone (unpinned): round trips in RUN.
-pub fn load_two_only(port: u16, conns: usize, size: usize) -> u64 {
-    load_two_workers(port, conns, size).round_trips
+/// The two-worker load generator alone (unpinned): round trips in RUN,
+/// p50 and p99 in us.
+pub fn load_two_only(port: u16, conns: usize, size: usize) -> (u64, f64, f64) {
+    let mut l = load_two_workers(port, conns, size);
+    l.latencies.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    (
+        l.round_trips,
+        percentile(&l.latencies, 0.5),
+        percentile(&l.latencies, 0.99),
+    )
 }
 
 /// `conns` connections from fibra fibers on two workers until RUN is over.

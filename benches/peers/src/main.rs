@@ -351,11 +351,13 @@ fn main() {
             args[2].parse().unwrap(),
             args[3].parse().unwrap(),
         );
-        let trips = match cmd {
-            "echo-load" => echo::load_only(port, conns, size),
-            _ => echo::load_two_only(port, conns, size),
-        };
-        println!("{trips} round trips");
+        match cmd {
+            "echo-load" => println!("{} round trips", echo::load_only(port, conns, size)),
+            _ => {
+                let (trips, p50, p99) = echo::load_two_only(port, conns, size);
+                println!("{trips} round trips, p50 {p50:.1} us, p99 {p99:.1} us");
+            }
+        }
         return;
     }
     if args.first().map(String::as_str) == Some("hyper-server") {
