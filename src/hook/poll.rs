@@ -12,9 +12,9 @@ use libc::{c_int, nfds_t, pollfd};
 use super::sys;
 use super::wait::{self, Waited};
 use crate::io::Interest;
-use crate::reactor::Registration;
 use crate::runtime::core::Core;
 use crate::runtime::park::WaitOn;
+use crate::runtime::readiness::FdWaiter;
 use crate::time::clock;
 
 /// poll(2).
@@ -59,11 +59,10 @@ unsafe fn poll_parked(core: &Core, fds: *mut pollfd, nfds: nfds_t, timeout: c_in
     let deadline = u64::try_from(timeout)
         .ok()
         .map(|ms| clock::now_ns().saturating_add(ms * 1_000_000));
-    let mut regs: Vec<Registration> = Vec::new();
+    let mut waiters: Vec<FdWaiter<'_>> = Vec::new();
     loop {
         let mut on = WaitOn::Sleep;
         let mut watchable = true;
-        let token = core.current_token();
         for i in 0..nfds as usize {
             // SAFETY: the caller's contract; a copy of the two fields we
             // read, not a reference into memory the kernel writes.
@@ -76,12 +75,8 @@ unsafe fn poll_parked(core: &Core, fds: *mut pollfd, nfds: nfds_t, timeout: c_in
             }
             let interest = interest(events);
             on = WaitOn::Fd(fd, interest);
-            // SAFETY: on the runtime's thread; short borrow.
-            match unsafe { core.local() }
-                .reactor
-                .add_waiter(fd, interest, token)
-            {
-                Ok(Some(reg)) => regs.push(reg),
+            match FdWaiter::fd(core, fd, interest) {
+                Ok(Some(waiter)) => waiters.push(waiter),
                 _ => {
                     watchable = false;
                     break;
@@ -93,10 +88,7 @@ unsafe fn poll_parked(core: &Core, fds: *mut pollfd, nfds: nfds_t, timeout: c_in
         } else {
             Waited::Unwatchable
         };
-        for reg in regs.drain(..) {
-            // SAFETY: on the runtime's thread; short borrow.
-            unsafe { core.local() }.reactor.remove_waiter(reg);
-        }
+        waiters.clear(); // each waiter is removed as it drops
         if waited == Waited::Unwatchable {
             // An fd epoll cannot watch: let the kernel wait, for what is
             // left of the timeout.

@@ -9,7 +9,7 @@ use libc::{c_int, clockid_t, timespec};
 
 use super::sys;
 use crate::runtime::core::Core;
-use crate::runtime::park::WaitOn;
+use crate::runtime::park::{WaitOn, park_regardless};
 use crate::time::clock;
 
 /// nanosleep(2).
@@ -107,10 +107,6 @@ fn sleep_until(core: &Core, deadline: u64) {
         return;
     }
     while clock::now_ns() < deadline {
-        if core.current_is_unwinding() {
-            core.park_unwinding(Some(deadline), WaitOn::Sleep);
-        } else {
-            core.park_raw(Some(deadline), WaitOn::Sleep);
-        }
+        park_regardless(core, Some(deadline), WaitOn::Sleep);
     }
 }

@@ -10,9 +10,9 @@
 use libc::c_int;
 
 use crate::io::Interest;
-use crate::runtime::core::{Core, Wake};
-use crate::runtime::park::WaitOn;
-use crate::time::clock;
+use crate::runtime::core::Core;
+use crate::runtime::park::{Halted, WaitOn, park_without_unwind};
+use crate::runtime::readiness::{self, FdWaiter};
 
 /// How a wait in a hook ended.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -40,41 +40,24 @@ impl Waited {
     }
 }
 
+impl From<Halted> for Waited {
+    #[inline]
+    fn from(halted: Halted) -> Waited {
+        match halted {
+            Halted::Woken => Waited::Woken,
+            Halted::TimedOut => Waited::TimedOut,
+            Halted::Cancelled => Waited::Cancelled,
+            Halted::Expired => Waited::Expired,
+        }
+    }
+}
+
 /// Parks the current context until woken or `deadline`, as
 /// `runtime::park::park` does, but reporting cancellation and an expired
 /// `fibra::timeout` instead of unwinding.
+#[inline]
 pub(super) fn park(core: &Core, deadline: Option<u64>, on: WaitOn) -> Waited {
-    if core.current_is_unwinding() {
-        // A destructor's call during an unwind: wait plainly, as fibra does.
-        return match core.park_unwinding(deadline, on) {
-            Wake::TimedOut => Waited::TimedOut,
-            _ => Waited::Woken,
-        };
-    }
-    let (cancelled, scope) = {
-        // SAFETY: on the runtime's thread; short borrow.
-        let l = unsafe { core.local() };
-        let rec = l.running();
-        (rec.flags.cancelled(), rec.timeout)
-    };
-    if cancelled {
-        return Waited::Cancelled;
-    }
-    if scope.is_some_and(|s| s.deadline <= clock::now_ns()) {
-        return Waited::Expired;
-    }
-    let effective = match (deadline, scope) {
-        (Some(d), Some(s)) => Some(d.min(s.deadline)),
-        (d, s) => d.or(s.map(|s| s.deadline)),
-    };
-    match core.park_raw(effective, on) {
-        Wake::Unparked => Waited::Woken,
-        Wake::Cancelled => Waited::Cancelled,
-        Wake::TimedOut => match scope {
-            Some(s) if deadline.is_none_or(|d| s.deadline <= d) => Waited::Expired,
-            _ => Waited::TimedOut,
-        },
-    }
+    park_without_unwind(core, deadline, on).into()
 }
 
 /// Waits for socket `fd` (hook uid `uid`) to be ready for `interest`, with
@@ -86,28 +69,13 @@ pub(super) fn socket(
     interest: Interest,
     deadline: Option<u64>,
 ) -> Waited {
-    let token = core.current_token();
-    let mut stale = Vec::new();
-    let registered = {
-        // SAFETY: on the runtime's thread; the borrow ends with this block
-        // and runs no user code (the reactor only makes syscalls).
-        let reactor = &mut unsafe { core.local() }.reactor;
-        reactor
-            .socket(fd, uid, &mut stale)
-            .map(|key| reactor.add_socket_waiter(key, interest, token))
-    };
-    // No borrow is live: a wake may run a tracing subscriber. The waiters
-    // of a stale source are woken even when registering failed.
-    for t in stale {
-        core.wake(t, Wake::Unparked);
-    }
-    let Ok(waiting) = registered else {
+    // The waiters of a stale source are woken even when registering fails.
+    let Ok(waiter) = FdWaiter::socket(core, fd, uid, interest) else {
         return Waited::Unwatchable;
     };
     let waited = park(core, deadline, WaitOn::Fd(fd, interest));
-    // SAFETY: on the runtime's thread; short borrow. No unwind can skip
-    // this: `park` above does not unwind.
-    unsafe { core.local() }.reactor.remove_waiter(waiting);
+    // No unwind can skip this: `park` above does not unwind.
+    drop(waiter);
     waited
 }
 
@@ -115,14 +83,5 @@ pub(super) fn socket(
 /// this thread, before the fd is closed; its waiters (other fibers blocked
 /// on the fd) are woken and find the fd closed.
 pub(super) fn forget(core: &Core, fd: c_int, uid: u64) {
-    let mut waiters = Vec::new();
-    // SAFETY: on the runtime's thread; the borrow ends in this statement
-    // and runs no user code.
-    unsafe { core.local() }
-        .reactor
-        .deregister_socket(fd, uid, &mut waiters);
-    // No borrow is live: a wake may run a tracing subscriber.
-    for token in waiters {
-        core.wake(token, Wake::Unparked);
-    }
+    readiness::deregister_socket(core, fd, uid);
 }

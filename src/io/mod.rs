@@ -16,6 +16,7 @@ use std::time::Duration;
 use crate::runtime::context;
 use crate::runtime::core::Core;
 use crate::runtime::park::{Parked, WaitOn, park};
+use crate::runtime::readiness::FdWaiter;
 use crate::time::clock;
 
 /// Waits until `fd` is ready for `interest`, or `timeout` passes, and
@@ -76,33 +77,14 @@ fn wait_in_fiber(
     interest: Interest,
     deadline: Option<u64>,
 ) -> io::Result<Interest> {
-    let token = core.current_token();
-    // SAFETY: on the runtime's thread; short borrow.
-    let Some(reg) = unsafe { core.local() }
-        .reactor
-        .add_waiter(fd, interest, token)?
-    else {
+    let Some(mut waiter) = FdWaiter::fd(core, fd, interest)? else {
         return Ok(interest); // always ready
     };
-    /// Removes the waiter however the wait ends, unwinding included.
-    struct Registered<'a> {
-        core: &'a Core,
-        reg: crate::reactor::Registration,
-    }
-    impl Drop for Registered<'_> {
-        fn drop(&mut self) {
-            // SAFETY: on the runtime's thread; short borrow.
-            unsafe { self.core.local() }.reactor.remove_waiter(self.reg);
-        }
-    }
-    let mut guard = Registered { core, reg };
+    // The waiter is removed when it drops, however the wait ends,
+    // unwinding included.
     loop {
         let parked = park(core, deadline, WaitOn::Fd(fd, interest));
-        let token = core.current_token();
-        // SAFETY: on the runtime's thread; short borrow, taken after
-        // `current_token` (which borrows too) and running no user code.
-        let reactor = &mut unsafe { core.local() }.reactor;
-        let ready = reactor.ready(guard.reg);
+        let ready = waiter.ready();
         if !ready.is_empty() {
             return Ok(ready);
         }
@@ -110,9 +92,7 @@ fn wait_in_fiber(
             return Err(io::ErrorKind::TimedOut.into());
         }
         // Woken without readiness: park again, under the new park's token.
-        // (A token taken and not parked on is harmless: it is for the next
-        // park, which follows at once.)
-        reactor.retoken(&mut guard.reg, token);
+        waiter.rearm();
     }
 }
 

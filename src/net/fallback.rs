@@ -18,6 +18,7 @@ use std::task::Waker;
 
 use crate::io::Interest;
 use crate::runtime::context;
+use crate::runtime::readiness;
 use crate::sync::mpsc;
 
 enum Request {
@@ -60,39 +61,15 @@ fn serve(rx: mpsc::Receiver<Request>) {
                 interest,
                 waker,
             } => {
-                if crate::net::task::register_task(core, fd, uid, interest, &waker).is_err() {
+                if readiness::register_task(core, fd, uid, interest, &waker).is_err() {
                     // The fd is gone (closed before we got here) or cannot
                     // be watched: let the task poll again and see.
                     waker.wake();
                 }
             }
-            Request::Forget { fd, uid } => {
-                let mut woken = Vec::new();
-                // SAFETY: on the runtime's thread; the borrow ends in this
-                // statement and runs no user code (the socket's task wakers
-                // go to the reactor's list of unneeded ones).
-                unsafe { core.local() }
-                    .reactor
-                    .deregister_socket(fd, uid, &mut woken);
-                for t in woken {
-                    core.wake(t, crate::runtime::core::Wake::Unparked);
-                }
-            }
+            Request::Forget { fd, uid } => readiness::deregister_socket(core, fd, uid),
             Request::Timer { deadline, waker } => {
-                let unarmed = {
-                    // SAFETY: on the runtime's thread; the borrow ends with
-                    // this block and runs no user code (the waker is moved,
-                    // not cloned or dropped, in here).
-                    let reactor = &mut unsafe { core.local() }.reactor;
-                    match reactor.task_timers_ready() {
-                        Ok(()) => {
-                            reactor.add_task_timer(deadline, waker);
-                            None
-                        }
-                        Err(_) => Some(waker),
-                    }
-                };
-                if let Some(waker) = unarmed {
+                if let Err(waker) = readiness::add_task_timer(core, deadline, waker) {
                     waker.wake(); // no timer: a spurious wake, not a hang
                 }
             }

@@ -95,8 +95,6 @@ mod macros;
 mod registration;
 mod resolve;
 mod socket;
-#[cfg(feature = "futures-io")]
-mod task;
 mod tcp_listener;
 mod tcp_stream;
 mod udp;

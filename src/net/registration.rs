@@ -18,12 +18,10 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use crate::io::Interest;
-#[cfg(feature = "futures-io")]
-use crate::net::task::register_task;
-use crate::reactor::Registration as Waiting;
 use crate::runtime::context;
 use crate::runtime::core::Core;
 use crate::runtime::park::{Parked, WaitOn, park};
+use crate::runtime::readiness::{self, FdWaiter};
 use crate::time::clock;
 
 /// Per-socket state beside the fd.
@@ -76,11 +74,7 @@ impl Registration {
     ) -> Poll<io::Result<R>> {
         let core = context::current();
         let drained = len.is_some()
-            && core.is_some_and(|core| {
-                // SAFETY: on the runtime's thread; short borrow, no user code.
-                let reactor = &unsafe { core.local() }.reactor;
-                reactor.is_drained(fd, self.uid, interest)
-            });
+            && core.is_some_and(|core| readiness::is_drained(core, fd, self.uid, interest));
         if !drained {
             loop {
                 match op() {
@@ -90,11 +84,7 @@ impl Registration {
                         if let (Some(core), Some(len)) = (core, len) {
                             let n = transferred(&r);
                             if n > 0 && n < len {
-                                // SAFETY: on the runtime's thread; short
-                                // borrow, no user code.
-                                unsafe { core.local() }
-                                    .reactor
-                                    .mark_drained(fd, self.uid, interest);
+                                readiness::mark_drained(core, fd, self.uid, interest);
                             }
                         }
                         return Poll::Ready(Ok(r));
@@ -104,7 +94,7 @@ impl Registration {
             }
         }
         let registered = match core {
-            Some(core) => register_task(core, fd, self.uid, interest, cx.waker()),
+            Some(core) => readiness::register_task(core, fd, self.uid, interest, cx.waker()),
             None => {
                 self.in_fallback.store(true, Ordering::Relaxed);
                 crate::net::fallback::register(fd, self.uid, interest, cx.waker().clone());
@@ -185,20 +175,13 @@ impl Registration {
         let Some(core) = context::current() else {
             return self.io_from(None, fd, interest, timeout, op, false);
         };
-        // SAFETY: on the runtime's thread; short borrows, none across the
-        // parks inside `io_from`.
-        let drained = unsafe { core.local() }
-            .reactor
-            .is_drained(fd, self.uid, interest);
+        let drained = readiness::is_drained(core, fd, self.uid, interest);
         let result = self.io_from(Some(core), fd, interest, timeout, op, drained);
         if let Ok(n) = result
             && n > 0
             && n < len
         {
-            // SAFETY: as above.
-            unsafe { core.local() }
-                .reactor
-                .mark_drained(fd, self.uid, interest);
+            readiness::mark_drained(core, fd, self.uid, interest);
         }
         result
     }
@@ -254,31 +237,8 @@ impl Registration {
         interest: Interest,
         deadline: Option<u64>,
     ) -> io::Result<()> {
-        let token = core.current_token();
-        let mut stale = Vec::new();
-        let waiting = {
-            // SAFETY: on the runtime's thread; the borrow ends with this
-            // block and runs no user code (the reactor only makes syscalls).
-            let reactor = &mut unsafe { core.local() }.reactor;
-            reactor
-                .socket(fd, self.uid, &mut stale)
-                .map(|key| reactor.add_socket_waiter(key, interest, token))
-        };
-        // No borrow is live: a wake may run a tracing subscriber. The
-        // waiters of a stale source are woken even when registering failed.
-        for t in stale {
-            core.wake(t, crate::runtime::core::Wake::Unparked);
-        }
-        let waiting = waiting?;
-        /// Removes the waiter however the wait ends, unwinding included.
-        struct Guard<'a>(&'a Core, Waiting);
-        impl Drop for Guard<'_> {
-            fn drop(&mut self) {
-                // SAFETY: on the runtime's thread; short borrow.
-                unsafe { self.0.local() }.reactor.remove_waiter(self.1);
-            }
-        }
-        let _guard = Guard(core, waiting);
+        // Removed when it drops, however the wait ends, unwinding included.
+        let _waiter = FdWaiter::socket(core, fd, self.uid, interest)?;
         match park(core, deadline, WaitOn::Fd(fd, interest)) {
             Parked::TimedOut => Err(io::ErrorKind::TimedOut.into()),
             Parked::Woken => Ok(()),
@@ -295,16 +255,7 @@ impl Registration {
             crate::net::fallback::forget(fd, self.uid);
         }
         if let Some(core) = context::current() {
-            let mut waiters = Vec::new();
-            // SAFETY: on the runtime's thread; the borrow ends in this
-            // statement and runs no user code.
-            unsafe { core.local() }
-                .reactor
-                .deregister_socket(fd, self.uid, &mut waiters);
-            // No borrow is live: a wake may run a tracing subscriber.
-            for t in waiters {
-                core.wake(t, crate::runtime::core::Wake::Unparked);
-            }
+            readiness::deregister_socket(core, fd, self.uid);
         }
     }
 

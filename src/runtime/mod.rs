@@ -70,6 +70,7 @@ pub(crate) mod locals;
 mod metrics;
 pub(crate) mod park;
 mod pool;
+pub(crate) mod readiness;
 mod records;
 pub(crate) mod registry;
 mod run_queue;

@@ -213,6 +213,73 @@ pub(crate) fn park(core: &Core, deadline: Option<u64>, on: WaitOn) -> Parked {
     }
 }
 
+/// How a park that must not unwind ended (see [`park_without_unwind`]).
+#[cfg_attr(not(feature = "hook"), allow(dead_code))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Halted {
+    /// Woken (possibly spuriously): re-check and park again if needed.
+    Woken,
+    /// The park's own deadline passed.
+    TimedOut,
+    /// The fiber is cancelled: it would unwind at a [`park`].
+    Cancelled,
+    /// The fiber's innermost `fibra::timeout` expired: it would unwind at
+    /// a [`park`].
+    Expired,
+}
+
+/// Parks the current fiber as [`park`] does, but reports cancellation and
+/// an expired `fibra::timeout` instead of unwinding: for code that must
+/// not unwind, such as an `extern "C"` hook called by code that declared it
+/// cannot. The fiber unwinds at its next [`park`].
+#[cfg_attr(not(feature = "hook"), allow(dead_code))]
+pub(crate) fn park_without_unwind(core: &Core, deadline: Option<u64>, on: WaitOn) -> Halted {
+    if core.current_is_unwinding() {
+        // A destructor's call during an unwind: wait plainly, as `park` does.
+        return match core.park_unwinding(deadline, on) {
+            Wake::TimedOut => Halted::TimedOut,
+            _ => Halted::Woken,
+        };
+    }
+    let (cancelled, scope) = {
+        // SAFETY: on the runtime's thread (`core` is the runtime entered
+        // here); a short borrow, the only one live, running no user code.
+        let l = unsafe { core.local() };
+        let rec = l.running();
+        (rec.flags.cancelled(), rec.timeout)
+    };
+    if cancelled {
+        return Halted::Cancelled;
+    }
+    if scope.is_some_and(|s| s.deadline <= clock::now_ns()) {
+        return Halted::Expired;
+    }
+    let effective = match (deadline, scope) {
+        (Some(d), Some(s)) => Some(d.min(s.deadline)),
+        (d, s) => d.or(s.map(|s| s.deadline)),
+    };
+    match core.park_raw(effective, on) {
+        Wake::Unparked => Halted::Woken,
+        Wake::Cancelled => Halted::Cancelled,
+        Wake::TimedOut => match scope {
+            Some(s) if deadline.is_none_or(|d| s.deadline <= d) => Halted::Expired,
+            _ => Halted::TimedOut,
+        },
+    }
+}
+
+/// Parks the current fiber until it is woken or `deadline` passes, paying
+/// no heed to its cancellation or `fibra::timeout` (it neither unwinds nor
+/// returns early for them): a hooked `sleep`, which sleeps its time out.
+#[cfg_attr(not(feature = "hook"), allow(dead_code))]
+pub(crate) fn park_regardless(core: &Core, deadline: Option<u64>, on: WaitOn) {
+    if core.current_is_unwinding() {
+        core.park_unwinding(deadline, on);
+    } else {
+        core.park_raw(deadline, on);
+    }
+}
+
 /// Wakes one parked context: a fiber (of any runtime, from any thread) or a
 /// thread. `Send + Sync`; waking a park that has already ended does nothing.
 #[derive(Clone)]

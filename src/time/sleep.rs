@@ -7,6 +7,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use crate::runtime::context;
+use crate::runtime::readiness;
 use crate::runtime::registry::RuntimeId;
 use crate::time::clock;
 use crate::time::wheel::TimerKey;
@@ -111,9 +112,7 @@ impl Sleep {
             && let Some(core) = context::current()
             && core.id == id
         {
-            // SAFETY: on the runtime's thread; short borrow, no user code
-            // (the timer's waker goes to the reactor's unneeded list).
-            unsafe { core.local() }.reactor.cancel_task_timer(key);
+            readiness::cancel_task_timer(core, key);
         }
     }
 }
@@ -133,22 +132,11 @@ impl Future for Sleep {
                 // and cancelling are O(1)).
                 this.disarm();
                 let waker = cx.waker().clone(); // user code, no borrow live
-                let armed = {
-                    // SAFETY: on the runtime's thread; the borrow ends with
-                    // this block and runs no user code (the waker is moved,
-                    // not cloned or dropped, in here).
-                    let reactor = &mut unsafe { core.local() }.reactor;
-                    match reactor.task_timers_ready() {
-                        Ok(()) => Ok(reactor.add_task_timer(this.deadline_ns, waker)),
-                        Err(e) => Err((e, waker)),
-                    }
-                };
-                match armed {
+                match readiness::add_task_timer(core, this.deadline_ns, waker) {
                     Ok(key) => this.armed = Armed::In(core.id, key),
-                    Err((e, waker)) => {
+                    Err(waker) => {
                         // No timerfd (out of fds): the fallback's timer
                         // still works.
-                        drop(e);
                         crate::net::fallback::timer(this.deadline_ns, waker.clone());
                         this.armed = Armed::Fallback(waker);
                     }
