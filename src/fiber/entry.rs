@@ -48,7 +48,7 @@ pub(crate) unsafe fn spawn_unchecked<F, T>(
     f: F,
     name: Option<Arc<str>>,
     stack_size: usize,
-    scope: Option<(OnExit, *const crate::fiber::scope::ScopeData)>,
+    scope: Option<(OnExit, *const crate::fiber::scope_data::ScopeData)>,
     idle: bool,
 ) -> io::Result<JoinHandle<T>>
 where

@@ -12,10 +12,9 @@ use crate::runtime::core::FiberId;
 use crate::runtime::park::Unparker;
 use crate::runtime::registry::{self, RuntimeId};
 
+pub(crate) use crate::fiber::fiber_ref::FiberRef;
 pub use crate::fiber::join_error::JoinError;
-pub(crate) use crate::fiber::packet::{
-    FiberEnd, FiberRef, HandleEnd, Packet, cancel_fiber, packet,
-};
+pub(crate) use crate::fiber::packet::{FiberEnd, HandleEnd, Packet, packet};
 
 /// An owned permission to join a fiber (wait for its result), or to cancel
 /// it. Dropping the handle detaches the fiber: it runs on.

@@ -32,12 +32,14 @@
 
 mod builder;
 pub(crate) mod entry;
+pub(crate) mod fiber_ref;
 pub(crate) mod join;
 mod join_error;
 pub(crate) mod local;
 pub(crate) mod packet;
 pub(crate) mod queued;
 pub(crate) mod scope;
+pub(crate) mod scope_data;
 
 pub use builder::Builder;
 pub use join::{JoinError, JoinHandle};

@@ -10,14 +10,12 @@ use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::task::{Context, Poll};
 
 use crate::fiber::Fiber;
-use crate::fiber::queued::Placement;
-use crate::fiber::scope::ScopeData;
+use crate::fiber::fiber_ref::FiberRef;
+use crate::fiber::scope_data::ScopeData;
 use crate::runtime::blocks::{self, BLOCK};
 use crate::runtime::context;
-use crate::runtime::core::{Core, FiberId, Key};
+use crate::runtime::core::{Core, FiberId};
 use crate::runtime::park::{Unparker, WaitOn, park_current};
-use crate::runtime::registry::{self, RuntimeId};
-use crate::runtime::shared::Remote;
 
 use crate::fiber::JoinError;
 
@@ -427,39 +425,6 @@ impl<T> Drop for HandleEnd<T> {
         }
         // SAFETY: the fiber is gone: this end is the last owner.
         unsafe { free(self.0) };
-    }
-}
-
-/// Where a fiber lives, to cancel it.
-#[derive(Clone)]
-pub(crate) enum FiberRef {
-    /// In slot `key` of runtime `runtime`.
-    At { runtime: RuntimeId, key: Key },
-    /// Sent to a runtime of workers, where it may not have started yet.
-    Queued(Arc<Placement>),
-}
-
-impl FiberRef {
-    /// Cancels fiber `id`, wherever it is.
-    pub(crate) fn cancel(&self, id: FiberId) {
-        match self {
-            FiberRef::At { runtime, key } => cancel_fiber(*runtime, *key, id),
-            FiberRef::Queued(placement) => placement.cancel(id),
-        }
-    }
-}
-
-/// Cancels the fiber `id` in slot `key` of runtime `runtime`: directly on
-/// its own thread inside its runtime, by message otherwise; nothing if the
-/// runtime is gone (its fibers are all finished then).
-pub(crate) fn cancel_fiber(runtime: RuntimeId, key: Key, id: FiberId) {
-    match context::current() {
-        Some(core) if core.id == runtime => core.cancel(key, id),
-        _ => {
-            if let Some(shared) = registry::get(runtime) {
-                shared.send(Remote::Cancel(key, id));
-            }
-        }
     }
 }
 

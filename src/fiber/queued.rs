@@ -8,13 +8,13 @@
 //! it holds a [`Placement`] that the starting worker fills in, so `cancel`
 //! works at every stage.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use crate::fiber::entry::{start_fiber, write_meta};
-use crate::fiber::join::{FiberEnd, FiberRef, JoinError, JoinHandle, cancel_fiber, packet};
-use crate::runtime::core::{Core, FiberId, Key};
+use crate::fiber::fiber_ref::{FiberRef, Placement};
+use crate::fiber::join::{FiberEnd, JoinError, JoinHandle, packet};
+use crate::runtime::core::{Core, FiberId};
 use crate::runtime::job::Job;
-use crate::runtime::registry::RuntimeId;
 
 /// What makes a [`Job`] (the worker pool's type) out of a closure: the
 /// pool moves jobs between threads and starts them, and knows nothing of
@@ -45,9 +45,7 @@ impl Job {
         T: Send + 'a,
     {
         let id = FiberId::next();
-        let placement = Arc::new(Placement {
-            place: Mutex::new(Place::Queued),
-        });
+        let placement = Arc::new(Placement::queued());
         let at = FiberRef::Queued(placement.clone());
         let (fiber_end, handle_end) = packet(None, None, id, None, at);
         let mut unstarted = Unstarted {
@@ -112,46 +110,5 @@ impl<F, T> Drop for Unstarted<F, T> {
     fn drop(&mut self) {
         let id = self.id;
         self.fail(JoinError::cancelled(id, None));
-    }
-}
-
-/// Where a job's fiber went, for its handle's `cancel`.
-pub(crate) struct Placement {
-    place: Mutex<Place>,
-}
-
-enum Place {
-    Queued,
-    /// Cancelled while queued: it is cancelled as soon as it starts.
-    Cancelled,
-    At(RuntimeId, Key),
-}
-
-impl Placement {
-    /// Records where the fiber started; returns whether it was cancelled
-    /// before (the caller cancels it now).
-    fn place(&self, runtime: RuntimeId, key: Key) -> bool {
-        let mut place = self.place.lock().unwrap_or_else(|e| e.into_inner());
-        let cancelled = matches!(*place, Place::Cancelled);
-        *place = Place::At(runtime, key);
-        cancelled
-    }
-
-    /// Cancels fiber `id`: now if it has started, when it starts otherwise.
-    pub(crate) fn cancel(&self, id: FiberId) {
-        let at = {
-            let mut place = self.place.lock().unwrap_or_else(|e| e.into_inner());
-            match *place {
-                Place::Queued => {
-                    *place = Place::Cancelled;
-                    None
-                }
-                Place::Cancelled => None,
-                Place::At(runtime, key) => Some((runtime, key)),
-            }
-        };
-        if let Some((runtime, key)) = at {
-            cancel_fiber(runtime, key, id);
-        }
     }
 }

@@ -18,21 +18,12 @@ use std::ptr;
 
 use crate::fiber::JoinHandle;
 use crate::fiber::entry::{OnExit, spawn_unchecked};
+use crate::fiber::scope_data::ScopeData;
 use crate::runtime::context;
-use crate::runtime::core::{Core, WakeToken};
+use crate::runtime::core::Core;
 use crate::runtime::park::{CancelUnwind, TimeoutUnwind, WaitOn};
 use crate::stack::pin::StackPin;
 use crate::time::clock;
-
-/// What a scope's fibers share with it; lives on the scope owner's stack.
-pub(crate) struct ScopeData {
-    running: Cell<usize>,
-    pub(crate) a_fiber_panicked: Cell<bool>,
-    /// The owner's token while it waits for the last fiber.
-    owner: Cell<Option<WakeToken>>,
-    /// Every fiber spawned, to cancel them if the owner is cancelled.
-    handles: std::cell::RefCell<Vec<Box<dyn Fn()>>>,
-}
 
 /// A scope to spawn borrowing fibers in; see [`scope`].
 pub struct Scope<'scope, 'env: 'scope> {
