@@ -55,7 +55,10 @@ impl From<Halted> for Waited {
 /// Parks the current context until woken or `deadline`, as
 /// `runtime::park::park` does, but reporting cancellation and an expired
 /// `fibra::timeout` instead of unwinding.
-#[inline]
+///
+/// Inlined, so that the frames above the switch are the ones there were
+/// when this function was `park_without_unwind` (see `Core::switch_to`).
+#[inline(always)]
 pub(super) fn park(core: &Core, deadline: Option<u64>, on: WaitOn) -> Waited {
     park_without_unwind(core, deadline, on).into()
 }

@@ -271,7 +271,10 @@ pub(crate) fn park_without_unwind(core: &Core, deadline: Option<u64>, on: WaitOn
 /// Parks the current fiber until it is woken or `deadline` passes, paying
 /// no heed to its cancellation or `fibra::timeout` (it neither unwinds nor
 /// returns early for them): a hooked `sleep`, which sleeps its time out.
+///
+/// Inlined: see `Core::switch_to` on frames above a switch.
 #[cfg_attr(not(feature = "hook"), allow(dead_code))]
+#[inline(always)]
 pub(crate) fn park_regardless(core: &Core, deadline: Option<u64>, on: WaitOn) {
     if core.current_is_unwinding() {
         core.park_unwinding(deadline, on);
