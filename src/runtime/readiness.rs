@@ -13,8 +13,9 @@
 //! `runtime::core`):
 //!
 //! - It is taken on the runtime's thread: a `&Core` is only ever had from
-//!   `context::current` (or the runtime's own code), which gives the
-//!   runtime entered on the calling thread, and no `Core` is `Sync`.
+//!   `runtime::context` (`current`, `expect`) or the runtime's own code,
+//!   which give the runtime entered on the calling thread, and a `Core` is
+//!   not `Sync` (its `Local` is in an `UnsafeCell`).
 //! - It ends before anything that may run user code: waking a park (which
 //!   may emit a tracing event: a subscriber's code, which may re-enter the
 //!   runtime), and cloning or dropping a task's `Waker`. A token to wake is
