@@ -101,6 +101,7 @@ mod current;
 mod flags;
 mod id;
 mod root;
+mod share_cpu;
 mod switch;
 mod wake;
 
@@ -259,6 +260,8 @@ pub(crate) struct Local {
     /// The subscriber callback running now, if any (see
     /// [`Core::callback`]): a park or yield then is a misuse.
     pub(crate) in_callback: Option<&'static str>,
+    /// When the thread last gave up its CPU (see `core/share_cpu.rs`).
+    cpu_share: share_cpu::CpuShare,
 }
 
 /// One runtime's scheduler.
@@ -323,6 +326,7 @@ impl Core {
                 spare: Spare::new(default_stack),
                 blocks: Blocks::new(),
                 in_callback: None,
+                cpu_share: share_cpu::CpuShare::default(),
             }),
             id: registry::register(shared.clone()),
             shared,

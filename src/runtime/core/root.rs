@@ -203,6 +203,11 @@ impl Core {
     fn poll_events(&self, timeout: Option<std::time::Duration>, skip_epoll: bool) -> bool {
         let mut news = false;
         let zero = timeout == Some(std::time::Duration::ZERO);
+        // Held the CPU a while: let the threads waiting for it run (see
+        // `share_cpu`). Before a wait too: one that finds events at once
+        // does not give the CPU up.
+        // SAFETY: on the runtime's thread; short borrow.
+        unsafe { self.local() }.cpu_share.before_poll();
         let mut remote = self.shared.take_woken();
         if !zero {
             // The root may wait: a context the watchdog warned about (the

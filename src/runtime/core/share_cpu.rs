@@ -1,0 +1,205 @@
+//! Giving the CPU back: a runtime thread that has run a while without any
+//! context switch lets the other threads waiting for its CPU have a turn.
+//!
+//! A busy runtime thread may never sleep: when its peer (a client, another
+//! worker) runs on the other core and answers as fast as it is answered,
+//! every poll finds an event. The kernel then lets the threads queued
+//! behind it on its core wait until its time slice ends at a scheduler
+//! tick (4 ms at `HZ=250`), and the connections those threads serve see
+//! their latency jump by that much. The same pair of busy threads also
+//! keeps the *other* core from the threads waiting there, which is why
+//! fibra's two-worker echo p99 was two ticks (8 ms) where the runtime-free
+//! epoll floor's, whose threads happen to sleep more often, was one.
+//!
+//! So before it polls, a runtime looks at the clock: once it has run
+//! [`SHARE_AFTER_NS`] since it last gave up the CPU (slept, was preempted,
+//! or yielded), it calls `sched_yield`, which hands the CPU to a waiting
+//! thread if there is one, and costs a few hundred nanoseconds if not.
+//! Whether the thread gave up the CPU is read from its own context-switch
+//! counts (`getrusage(RUSAGE_THREAD)`), and only at those moments. When a
+//! yield finds nobody waiting, the next look comes twice as late, up to
+//! 16 times [`SHARE_AFTER_NS`], so a thread alone on its core pays next to
+//! nothing for it.
+
+use crate::time::clock;
+
+/// How long a runtime thread runs without a context switch before it
+/// offers its CPU to the threads waiting for it (ns).
+pub(crate) const SHARE_AFTER_NS: u64 = 200_000;
+
+/// Doublings of [`SHARE_AFTER_NS`] at most, while yields find nobody
+/// waiting.
+const MAX_BACKOFF: u32 = 4;
+
+/// A thread's record of when it last gave up its CPU.
+pub(crate) struct CpuShare {
+    /// When it was last seen to have given it up (ns, [`clock::now_ns`]).
+    since: u64,
+    /// Its context switches then.
+    switches: u64,
+    /// Doublings of the wait before the next look.
+    backoff: u32,
+}
+
+impl Default for CpuShare {
+    /// Not looked yet: the first look only takes the counts.
+    fn default() -> CpuShare {
+        CpuShare {
+            since: 0,
+            switches: u64::MAX,
+            backoff: 0,
+        }
+    }
+}
+
+impl CpuShare {
+    /// Called before each poll: yields the CPU if the thread has held it
+    /// for long enough. Returns whether it yielded.
+    #[inline]
+    pub(crate) fn before_poll(&mut self) -> bool {
+        let now = clock::now_ns();
+        if now.saturating_sub(self.since) < SHARE_AFTER_NS << self.backoff {
+            return false;
+        }
+        self.look(now)
+    }
+
+    #[cold]
+    fn look(&mut self, now: u64) -> bool {
+        let Some(switches) = thread_switches() else {
+            // No counts: never yield on a guess.
+            *self = CpuShare {
+                since: now,
+                ..CpuShare::default()
+            };
+            return false;
+        };
+        let mut yielded = false;
+        let mut seen = switches;
+        if switches == self.switches {
+            // SAFETY: sched_yield takes no arguments and touches no memory
+            // of ours.
+            unsafe { libc::sched_yield() };
+            yielded = true;
+            seen = thread_switches().unwrap_or(switches);
+            self.backoff = if seen == switches {
+                (self.backoff + 1).min(MAX_BACKOFF) // nobody was waiting
+            } else {
+                0
+            };
+        }
+        self.since = clock::now_ns();
+        self.switches = seen;
+        yielded
+    }
+}
+
+/// The calling thread's context switches so far, voluntary and not.
+fn thread_switches() -> Option<u64> {
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::uninit();
+    // SAFETY: getrusage writes a whole `rusage` into the pointer it is
+    // given, which points at one; we read it only if the call succeeded.
+    let usage = unsafe {
+        if libc::getrusage(libc::RUSAGE_THREAD, usage.as_mut_ptr()) != 0 {
+            return None;
+        }
+        usage.assume_init()
+    };
+    u64::try_from(usage.ru_nvcsw)
+        .ok()?
+        .checked_add(u64::try_from(usage.ru_nivcsw).ok()?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+    fn pin_to(cpu: usize) {
+        // SAFETY: a zeroed cpu_set_t is an empty set; CPU_SET writes in it;
+        // sched_setaffinity reads it.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu, &mut set);
+            assert_eq!(
+                libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set),
+                0
+            );
+        }
+    }
+
+    /// The CPU this thread may run on: the first one it is allowed.
+    fn some_cpu() -> usize {
+        // SAFETY: as in `pin_to`; sched_getaffinity writes the set.
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set);
+            (0..libc::CPU_SETSIZE as usize)
+                .find(|&c| libc::CPU_ISSET(c, &set))
+                .unwrap_or(0)
+        }
+    }
+
+    #[test]
+    fn a_thread_that_held_its_cpu_long_enough_lets_a_waiting_thread_run() {
+        let cpu = some_cpu();
+        let stop = Arc::new(AtomicBool::new(false));
+        let spins = Arc::new(AtomicU64::new(0));
+        let rival = {
+            let (stop, spins) = (stop.clone(), spins.clone());
+            std::thread::spawn(move || {
+                pin_to(cpu);
+                while !stop.load(Ordering::Relaxed) {
+                    spins.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+        };
+        pin_to(cpu);
+        while spins.load(Ordering::Relaxed) == 0 {
+            std::thread::yield_now(); // the rival is up
+        }
+        let mut share = CpuShare::default();
+        let mut got_a_turn = false;
+        let (mut tries, mut yields) = (0, 0);
+        for _ in 0..500 {
+            tries += 1;
+            // Hold the CPU for longer than SHARE_AFTER_NS, then look.
+            share.since = clock::now_ns();
+            share.switches = thread_switches().unwrap();
+            share.backoff = 0; // (a yield that found the rival ineligible backs off)
+            while clock::now_ns() - share.since < 2 * SHARE_AFTER_NS {
+                std::hint::spin_loop();
+            }
+            let before = spins.load(Ordering::Relaxed);
+            let yielded = share.before_poll();
+            yields += usize::from(yielded);
+            // Switches during the spin itself (the rival preempting us)
+            // skip the yield: that is a turn already given.
+            if yielded && spins.load(Ordering::Relaxed) != before {
+                assert_eq!(share.backoff, 0, "a yield that switched resets the wait");
+                got_a_turn = true;
+                break;
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        rival.join().unwrap();
+        assert!(
+            got_a_turn,
+            "the rival never ran during a yield ({tries} tries, {yields} yields)"
+        );
+    }
+
+    #[test]
+    fn a_thread_that_gave_up_its_cpu_does_not_yield() {
+        let mut share = CpuShare::default();
+        assert!(!share.before_poll(), "the first look only takes the counts");
+        // Just looked: not again before SHARE_AFTER_NS.
+        assert!(!share.before_poll());
+        // It sleeps (a context switch): the next look finds it and does not
+        // yield.
+        std::thread::sleep(std::time::Duration::from_micros(2 * SHARE_AFTER_NS / 1000));
+        assert!(!share.before_poll());
+        assert_eq!(share.backoff, 0);
+    }
+}
