@@ -432,7 +432,7 @@ pub fn run_two_workers() {
         "\nEcho round trips, servers of 2 worker threads; server and load generator (fibra, 2 workers, its own process) share both cores, unpinned; {RUN:?} per run, median of {repeats}"
     );
     table(
-        &[(100, 64), (1000, 64), (1000, 4096)],
+        &[(1, 64), (50, 64), (100, 64), (1000, 64), (1000, 4096)],
         &servers(&["fibra-2w", "tokio-2w", "may-2w", "epoll-floor-2w"]),
         repeats,
         load_two_workers,
@@ -446,7 +446,15 @@ pub fn run() {
         "\nEcho round trips: server pinned to core 0 (its CPU time measured), load generator (fibra) on core 1, {RUN:?} per run, median of {repeats}"
     );
     table(
-        &[(100, 64), (100, 4096), (1000, 64), (1000, 4096)],
+        &[
+            (1, 64),
+            (50, 64),
+            (50, 4096),
+            (100, 64),
+            (100, 4096),
+            (1000, 64),
+            (1000, 4096),
+        ],
         &servers(&[
             "fibra",
             "tokio",
