@@ -60,10 +60,9 @@ impl<'a> FdWaiter<'a> {
         interest: Interest,
     ) -> io::Result<Option<FdWaiter<'a>>> {
         let token = core.current_token();
-        // SAFETY: `core` is the runtime entered on this thread (see the
-        // ground rules); the borrow ends in this statement, is the only one
-        // live (the token was read before it) and runs no user code (the
-        // reactor only makes syscalls).
+        // SAFETY: `core` is this thread's entered runtime (ground rules);
+        // the borrow ends in this statement, is the only one live (token read
+        // before it), runs no user code (the reactor only makes syscalls).
         let reg = unsafe { core.local() }
             .reactor
             .add_waiter(fd, interest, token)?;
@@ -86,10 +85,9 @@ impl<'a> FdWaiter<'a> {
         let token = core.current_token();
         let mut stale = Vec::new();
         let reg = {
-            // SAFETY: on the runtime's thread (see the ground rules); the
-            // borrow ends with this block, is the only one live (the token
-            // was read before it) and runs no user code (the reactor only
-            // makes syscalls; the stale tokens are woken after it).
+            // SAFETY: on the runtime's thread (ground rules); the borrow ends
+            // with this block, is the only one live (token read before it),
+            // runs no user code (syscalls only; stale tokens woken after it).
             let reactor = &mut unsafe { core.local() }.reactor;
             reactor
                 .socket(fd, uid, &mut stale)
@@ -161,10 +159,9 @@ pub(crate) fn mark_drained(core: &Core, fd: RawFd, uid: u64, interest: Interest)
 /// and find it closed. Its task wakers go to the reactor's unneeded ones.
 pub(crate) fn deregister_socket(core: &Core, fd: RawFd, uid: u64) {
     let mut waiters = Vec::new();
-    // SAFETY: on the runtime's thread (see the ground rules); the borrow
-    // ends in this statement, is the only one live and runs no user code
-    // (the tokens are woken after it, the task wakers dropped after the
-    // next poll).
+    // SAFETY: on the runtime's thread (ground rules); the borrow ends in
+    // this statement, is the only one live, runs no user code (tokens are
+    // woken after it, task wakers dropped after the next poll).
     unsafe { core.local() }
         .reactor
         .deregister_socket(fd, uid, &mut waiters);
@@ -220,10 +217,9 @@ pub(crate) fn register_task(
 /// reactor has no timer for tasks and cannot make one (out of fds).
 #[cfg(feature = "futures-io")]
 pub(crate) fn add_task_timer(core: &Core, deadline: u64, waker: Waker) -> Result<TimerKey, Waker> {
-    // SAFETY: on the runtime's thread (see the ground rules); the borrow
-    // ends in this function's body, is the only one live and runs no user
-    // code: the waker is moved (into the reactor, or back out), not cloned
-    // or dropped, in here.
+    // SAFETY: on the runtime's thread (ground rules); the borrow ends in
+    // this body, is the only one live, runs no user code: the waker is
+    // moved (into the reactor or back out), never cloned or dropped here.
     let reactor = &mut unsafe { core.local() }.reactor;
     match reactor.task_timers_ready() {
         Ok(()) => Ok(reactor.add_task_timer(deadline, waker)),
