@@ -41,24 +41,38 @@
 # and last switch" below). Generators pair a call with a return instead: see
 # "Generators" below.
 #
-# ## Why the FP control words are compared before they are loaded
+# ## The FP control words: what they cost, and why MXCSR is loaded blind
 #
-# `ldmxcsr` and `fldcw` are slow, partly serialising instructions, and almost
-# every context runs with the default control words. So the switch stores
-# the outgoing words (it must, for when this context resumes), keeps them in
-# eax/ecx, and loads the incoming ones only if they differ. MXCSR bits 0-5 are
-# sticky exception flags, which the ABI makes caller-saved, so they are
-# masked out of the comparison. The words are stored before the six pushes,
-# so the stores have retired by the time they are read back into registers
-# (reading them right away stalls on store forwarding; measured: the switch
-# spent most of its time there).
+# The ABI makes the control bits of MXCSR and the x87 control word
+# callee-saved, and a fiber keeps its own: one that changes its rounding
+# mode does not change it for the others. So every switch stores the
+# outgoing words in the frame, and loads the incoming ones.
+#
+# Reading MXCSR (`stmxcsr`) is the dear half on some CPUs: microcoded on AMD
+# Zen 2, about 15 cycles, more than all of the rest of a round trip. Nothing
+# cheaper reads it (`vstmxcsr` is the same; `fxsave` is five times dearer),
+# so the switch issues it first and lets nothing wait for it: the stored
+# word is never read back, and the incoming MXCSR is loaded whether or not
+# it differs (`ldmxcsr` is cheap, measured at no cost next to the pushes).
+# An earlier version read the stored word back to load only on a
+# difference: that load waited for the microcoded store, about 1.3 ns per
+# round trip. `cd benches/peers && cargo run --release -- switch` prints
+# the routine beside one that stores MXCSR and never loads it, the floor
+# of any switch that keeps it.
+#
+# The x87 control word is the other way round: `fnstcw` is cheap, and
+# `fldcw` is slow and partly serialising. So the outgoing word is kept in
+# ecx and the incoming one loaded only if it differs; almost every context
+# runs with the default (MXCSR bits 0-5 are sticky exception flags, which
+# the ABI makes caller-saved; a fiber's own come back with its MXCSR).
 
     .text
 
 # The first half of every switch: push the outgoing context's frame, store
 # its stack pointer through rdi and load rsi's. With `fp` set, the outgoing
-# FP words are saved in the frame and left in eax and ecx for the second
-# half; without (a generator's switches), their slot is left as it was.
+# FP words are saved in the frame and the x87 one is left in ecx for the
+# second half; without (a generator's switches), their slot is left as it
+# was.
     .macro fibra_0_1_save_and_load fp
     # Save MXCSR and the x87 control word of the outgoing context first...
     subq $8, %rsp
@@ -86,9 +100,8 @@
     pushq %r15
     .cfi_adjust_cfa_offset 8
     .cfi_rel_offset %r15, 0
-    # The outgoing FP words, to compare with the incoming ones.
+    # The outgoing x87 control word, to compare with the incoming one.
     .if \fp
-    movl 48(%rsp), %eax
     movzwl 52(%rsp), %ecx
     .endif
     # The switch itself. The incoming stack holds a frame of the same layout,
@@ -98,16 +111,14 @@
     movq %rsi, %rsp
     .endm
 
-# The second half: with `fp` set, load the incoming context's FP words if
-# they differ from the outgoing ones; pop its registers and resume it.
+# The second half: with `fp` set, load the incoming context's MXCSR, and its
+# x87 control word if it differs from the outgoing one in ecx; pop its
+# registers and resume it.
     .macro fibra_0_1_restore_and_resume jump fp
     .if \fp
-    # Load MXCSR only if its control bits differ from the outgoing ones.
-    xorl 48(%rsp), %eax
-    testl $0xffc0, %eax
-    jnz 2f
-1:
-    # Same for the x87 control word.
+    # MXCSR is loaded every time (cheap); the x87 control word only if it
+    # differs from the outgoing one (`fldcw` is not).
+    ldmxcsr 48(%rsp)
     cmpw 52(%rsp), %cx
     jne 4f
 3:
@@ -158,9 +169,6 @@
     .cfi_restore_state
     .if \fp
     # Out-of-line, rarely taken: the incoming context runs with other FP modes.
-2:
-    ldmxcsr 48(%rsp)
-    jmp 1b
 4:
     fldcw 52(%rsp)
     jmp 3b
@@ -182,7 +190,7 @@ fibra_0_1_switch:
     fibra_0_1_save_and_load 1
 
     # A fiber's final switch (the trampoline) joins here by a jump, with the
-    # outgoing FP words in eax and ecx.
+    # outgoing x87 control word in ecx.
 fibra_0_1_switch_tail:
     fibra_0_1_restore_and_resume 0, 1
     .cfi_endproc
@@ -219,14 +227,12 @@ fibra_0_1_trampoline:
     callq *%r12
     # The entry has returned, in rax and rdx, the context to resume for good
     # and the `arg` it gets: the fiber's final switch. This context is never
-    # resumed, so nothing of it is saved but the FP words, which the second
-    # half of the switch compares with the incoming ones.
+    # resumed, so nothing of it is saved: only its x87 control word is read,
+    # for the second half of the switch to compare with the incoming one.
     subq $8, %rsp
     .cfi_adjust_cfa_offset 8
-    stmxcsr (%rsp)
     fnstcw 4(%rsp)
     movq %rax, %rsi
-    movl (%rsp), %eax
     movzwl 4(%rsp), %ecx
     movq %rsi, %rsp
     jmp fibra_0_1_switch_tail

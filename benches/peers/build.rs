@@ -1,7 +1,8 @@
-//! Builds two copies of fibra's switch routine for the `floor` table: the
+//! Builds three copies of fibra's switch routine for the `floor` table: the
 //! file as shipped (symbols renamed so they do not clash with the crate's),
-//! and the same routine with the MXCSR / x87 control-word save and compare
-//! taken out, to show what those words cost on this machine.
+//! the same routine with the MXCSR / x87 control-word save and load taken
+//! out, to show what those words cost on this machine, and one that stores
+//! MXCSR but never loads it, the floor of any switch that keeps it.
 
 use std::{env, fs, path::Path};
 
@@ -16,11 +17,9 @@ fn main() {
     for line in [
         "    stmxcsr (%rsp)\n",
         "    fnstcw 4(%rsp)\n",
-        "    movl 48(%rsp), %eax\n",
         "    movzwl 52(%rsp), %ecx\n",
-        "    xorl 48(%rsp), %eax\n",
-        "    testl $0xffc0, %eax\n",
-        "    jnz 2f\n",
+        "    movzwl 4(%rsp), %ecx\n",
+        "    ldmxcsr 48(%rsp)\n",
         "    cmpw 52(%rsp), %cx\n",
         "    jne 4f\n",
     ] {
@@ -30,7 +29,16 @@ fn main() {
         );
         no_fp = no_fp.replace(line, "");
     }
+    // The floor of any switch that keeps MXCSR: it is stored (the dear
+    // `stmxcsr`) and never loaded back, so nothing waits for it; the x87
+    // word is kept as shipped.
+    let ldmxcsr = "    ldmxcsr 48(%rsp)\n";
+    assert!(full.contains(ldmxcsr), "asm/x86_64.S changed: update build.rs");
+    let store_only = full
+        .replace("floor_full_", "floor_store_")
+        .replace(ldmxcsr, "");
     let out = env::var("OUT_DIR").unwrap();
     fs::write(Path::new(&out).join("full.S"), full).unwrap();
     fs::write(Path::new(&out).join("nofp.S"), no_fp).unwrap();
+    fs::write(Path::new(&out).join("store.S"), store_only).unwrap();
 }

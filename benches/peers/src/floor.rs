@@ -3,10 +3,11 @@
 //! `ret` is predicted, as in corosensei's resume + suspend), with no
 //! scheduler around it.
 //!
-//! Two copies of `asm/x86_64.S` are built by `build.rs`: as shipped, and
-//! without the MXCSR / x87 control-word save. The difference is what the
-//! System V rule "the FP control words are callee-saved" costs per round
-//! trip on this machine.
+//! Three copies of `asm/x86_64.S` are built by `build.rs`: as shipped,
+//! without the MXCSR / x87 control-word save, and storing MXCSR without
+//! ever loading it. The first two differ by what the System V rule "the FP
+//! control words are callee-saved" costs per round trip on this machine;
+//! the third is the floor of any routine that keeps them.
 
 use std::arch::global_asm;
 use std::time::Instant;
@@ -19,12 +20,18 @@ global_asm!(
     include_str!(concat!(env!("OUT_DIR"), "/nofp.S")),
     options(att_syntax)
 );
+global_asm!(
+    include_str!(concat!(env!("OUT_DIR"), "/store.S")),
+    options(att_syntax)
+);
 
 unsafe extern "C" {
     fn floor_full_switch(save: *mut *mut u8, load: *mut u8, arg: usize) -> usize;
     fn floor_full_trampoline();
     fn floor_nofp_switch(save: *mut *mut u8, load: *mut u8, arg: usize) -> usize;
     fn floor_nofp_trampoline();
+    fn floor_store_switch(save: *mut *mut u8, load: *mut u8, arg: usize) -> usize;
+    fn floor_store_trampoline();
 }
 
 type SwitchFn = unsafe extern "C" fn(*mut *mut u8, *mut u8, usize) -> usize;
@@ -90,6 +97,12 @@ pub fn with_fp_words() -> f64 {
 
 pub fn without_fp_words() -> f64 {
     run(floor_nofp_switch, floor_nofp_trampoline)
+}
+
+/// The floor of any switch that keeps each context's MXCSR: the routine
+/// that stores it (`stmxcsr`, which must be) and never loads it back.
+pub fn mxcsr_stored_only() -> f64 {
+    run(floor_store_switch, floor_store_trampoline)
 }
 
 /// What keeping a context's MXCSR costs a round trip at the least: the two

@@ -390,6 +390,7 @@ fn main() {
                 ("corosensei resume + suspend", measure(corosensei_resume_suspend)),
                 ("fibra switch routine alone", measure(floor::with_fp_words)),
                 ("  same, without FP control words", measure(floor::without_fp_words)),
+                ("  same, MXCSR stored, never loaded", measure(floor::mxcsr_stored_only)),
                 ("  two MXCSR reads (stmxcsr) alone", measure(floor::two_mxcsr_reads)),
                 ("may yield_now (1 worker)", measure(may_yield)),
                 ("tokio yield_now (current_thread)", measure(tokio_yield)),
