@@ -34,7 +34,8 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use crate::runtime::context;
-use crate::runtime::park::{Unparker, WaitOn};
+use crate::runtime::park::Unparker;
+use crate::runtime::wait_on::WaitOn;
 
 /// The cap on pool threads unless [`set_max_blocking_threads`] changes it:
 /// tokio's default too.

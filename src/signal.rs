@@ -20,7 +20,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use libc::c_int;
 
-use crate::runtime::park::{Unparker, WaitOn, park_current};
+use crate::runtime::park::{Unparker, park_current};
+use crate::runtime::wait_on::WaitOn;
 
 /// Signals a handler may not be installed for: they cannot be caught, or
 /// they report faults that the process must not survive silently.

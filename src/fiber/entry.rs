@@ -14,8 +14,10 @@ use std::sync::Arc;
 use crate::arch;
 use crate::fiber::join::{FiberEnd, FiberRef, JoinError, JoinHandle, packet};
 use crate::runtime::context;
-use crate::runtime::core::{Core, FiberId, Key};
+use crate::runtime::core::Core;
+use crate::runtime::core::id::FiberId;
 use crate::runtime::park::CancelUnwind;
+use crate::runtime::token::Key;
 use crate::runtime::watch::Meta;
 use crate::stack::{Stack, StackHeader};
 

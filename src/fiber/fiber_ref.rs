@@ -7,9 +7,10 @@
 use std::sync::{Arc, Mutex};
 
 use crate::runtime::context;
-use crate::runtime::core::{FiberId, Key};
+use crate::runtime::core::id::FiberId;
 use crate::runtime::registry::{self, RuntimeId};
 use crate::runtime::shared::Remote;
+use crate::runtime::token::Key;
 
 /// Where a fiber lives, to cancel it.
 #[derive(Clone)]

@@ -14,8 +14,10 @@ use crate::fiber::fiber_ref::FiberRef;
 use crate::fiber::scope_data::ScopeData;
 use crate::runtime::blocks::{self, BLOCK};
 use crate::runtime::context;
-use crate::runtime::core::{Core, FiberId};
-use crate::runtime::park::{Unparker, WaitOn, park_current};
+use crate::runtime::core::Core;
+use crate::runtime::core::id::FiberId;
+use crate::runtime::park::{Unparker, park_current};
+use crate::runtime::wait_on::WaitOn;
 
 use crate::fiber::JoinError;
 

@@ -13,7 +13,8 @@ use std::sync::Arc;
 use crate::fiber::entry::{start_fiber, write_meta};
 use crate::fiber::fiber_ref::{FiberRef, Placement};
 use crate::fiber::join::{FiberEnd, JoinError, JoinHandle, packet};
-use crate::runtime::core::{Core, FiberId};
+use crate::runtime::core::Core;
+use crate::runtime::core::id::FiberId;
 use crate::runtime::job::Job;
 
 /// What makes a [`Job`] (the worker pool's type) out of a closure: the

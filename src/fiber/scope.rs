@@ -21,7 +21,8 @@ use crate::fiber::entry::{OnExit, spawn_unchecked};
 use crate::fiber::scope_data::ScopeData;
 use crate::runtime::context;
 use crate::runtime::core::Core;
-use crate::runtime::park::{CancelUnwind, TimeoutUnwind, WaitOn};
+use crate::runtime::park::{CancelUnwind, TimeoutUnwind};
+use crate::runtime::wait_on::WaitOn;
 use crate::stack::pin::StackPin;
 use crate::time::clock;
 
@@ -138,7 +139,7 @@ unsafe fn fiber_exited(data: *const ()) {
         && let Some(owner) = data.owner.get()
         && let Some(core) = context::current()
     {
-        core.wake(owner, crate::runtime::core::Wake::Unparked);
+        core.wake(owner, crate::runtime::core::record::Wake::Unparked);
     }
 }
 

@@ -5,7 +5,7 @@
 
 use std::cell::{Cell, RefCell};
 
-use crate::runtime::core::WakeToken;
+use crate::runtime::token::WakeToken;
 
 /// What a scope's fibers share with it; lives on the scope owner's stack.
 pub(crate) struct ScopeData {

@@ -99,6 +99,7 @@ use libc::c_int;
 
 use crate::runtime::context;
 use crate::runtime::core::Core;
+use crate::runtime::core::callback;
 
 /// The runtime a hooked call may park in: a runtime is entered on this
 /// thread (the caller is one of its fibers or a `block_on` closure), and
@@ -107,7 +108,7 @@ use crate::runtime::core::Core;
 #[inline(always)]
 fn parkable<'a>() -> Option<&'a Core> {
     let core = context::current()?;
-    (!context::in_callout()).then_some(core)
+    (!callback::in_callout()).then_some(core)
 }
 
 /// [`parkable`], for a call on `fd`; never for stdin, stdout and stderr,

@@ -13,8 +13,8 @@ use super::sys;
 use super::wait::{self, Waited};
 use crate::io::Interest;
 use crate::runtime::core::Core;
-use crate::runtime::park::WaitOn;
 use crate::runtime::readiness::FdWaiter;
+use crate::runtime::wait_on::WaitOn;
 use crate::time::clock;
 
 /// poll(2).

@@ -9,7 +9,8 @@ use libc::{c_int, clockid_t, timespec};
 
 use super::sys;
 use crate::runtime::core::Core;
-use crate::runtime::park::{WaitOn, park_regardless};
+use crate::runtime::park::park_regardless;
+use crate::runtime::wait_on::WaitOn;
 use crate::time::clock;
 
 /// nanosleep(2).

@@ -11,8 +11,9 @@ use libc::c_int;
 
 use crate::io::Interest;
 use crate::runtime::core::Core;
-use crate::runtime::park::{Halted, WaitOn, park_without_unwind};
+use crate::runtime::park::{Halted, park_without_unwind};
 use crate::runtime::readiness::{self, FdWaiter};
+use crate::runtime::wait_on::WaitOn;
 
 /// How a wait in a hook ended.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

@@ -15,8 +15,9 @@ use std::time::Duration;
 
 use crate::runtime::context;
 use crate::runtime::core::Core;
-use crate::runtime::park::{Parked, WaitOn, park};
+use crate::runtime::park::{Parked, park};
 use crate::runtime::readiness::FdWaiter;
+use crate::runtime::wait_on::WaitOn;
 use crate::time::clock;
 
 /// Waits until `fd` is ready for `interest`, or `timeout` passes, and

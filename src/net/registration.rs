@@ -20,8 +20,9 @@ use std::time::Duration;
 use crate::io::Interest;
 use crate::runtime::context;
 use crate::runtime::core::Core;
-use crate::runtime::park::{Parked, WaitOn, park};
+use crate::runtime::park::{Parked, park};
 use crate::runtime::readiness::{self, FdWaiter};
+use crate::runtime::wait_on::WaitOn;
 use crate::time::clock;
 
 /// Per-socket state beside the fd.

@@ -62,11 +62,9 @@ impl Builder {
     pub fn build(self) -> io::Result<Runtime> {
         crate::arch::check_supported()?;
         let stack_size = stack::validate_size(self.stack_size)?;
-        let rt = Runtime::from_flavor(CurrentThread::new(Core::new(
-            stack_size,
-            self.tuning,
-            None,
-        )?));
+        let core = Core::new(stack_size, self.tuning, None)?;
+        watchdog::install_panic_hook();
+        let rt = Runtime::from_flavor(CurrentThread::new(core));
         watchdog::runtime_built(self.tuning.stall);
         Ok(rt)
     }

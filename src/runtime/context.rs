@@ -4,11 +4,18 @@
 //! (inside `block_on`, `run`, `turn` or its drop); null otherwise. Every
 //! fiber runs while its runtime is entered, so inside a fiber, and inside
 //! `block_on`'s closure, it names the fiber's own runtime.
+//!
+//! Also here: [`close`], the end of a runtime (entered one last time to
+//! finish its fibers), and the drop of the reactor's task wakers, which
+//! leave through the entered runtime's [`Core::callback`].
 
 use std::cell::Cell;
 use std::ptr;
 
+use crate::reactor::TaskWakes;
+use crate::runtime::core::record::State;
 use crate::runtime::core::{Core, ROOT};
+use crate::runtime::registry;
 use crate::stack::overflow;
 use crate::stack::pin::StackPin;
 
@@ -59,41 +66,6 @@ pub(crate) fn expect<'a>(what: &str) -> &'a Core {
 #[inline]
 pub(crate) fn in_runtime() -> bool {
     !CONTEXT.with(Cell::get).is_null()
-}
-
-#[cfg(feature = "hook")]
-thread_local! {
-    static CALLOUT: Cell<u32> = const { Cell::new(0) };
-}
-
-/// Runs `f`, other people's code that the scheduler calls while it holds
-/// its own state (a tracing subscriber's callback). With the `hook`
-/// feature, a blocking call made there blocks the thread instead of parking
-/// (see [`in_callout`]); without it this is just `f()`.
-#[inline(always)]
-pub(crate) fn callout<R>(f: impl FnOnce() -> R) -> R {
-    #[cfg(feature = "hook")]
-    {
-        struct Leave;
-        impl Drop for Leave {
-            fn drop(&mut self) {
-                CALLOUT.with(|c| c.set(c.get() - 1));
-            }
-        }
-        CALLOUT.with(|c| c.set(c.get() + 1));
-        let _leave = Leave;
-        f()
-    }
-    #[cfg(not(feature = "hook"))]
-    f()
-}
-
-/// Whether the scheduler is calling out (see [`callout`]): a hooked call
-/// must not park there, in the middle of a park or a switch.
-#[cfg(feature = "hook")]
-#[inline]
-pub(crate) fn in_callout() -> bool {
-    CALLOUT.with(Cell::get) != 0
 }
 
 /// Marks a runtime as entered on this thread until dropped.
@@ -158,11 +130,52 @@ impl Drop for Enter<'_> {
         if self.unwinding {
             l.unwinding_suspended -= 1;
         }
-        l.fibers[ROOT].state = crate::runtime::core::State::Running;
+        l.fibers[ROOT].state = State::Running;
         l.current = ROOT;
         self.core.shared.watch.publish_idle();
         // The root leaves: a stall the watchdog warned about has ended.
         self.core.stall_ended();
         CONTEXT.with(|c| c.set(self.previous));
+    }
+}
+
+/// Cancels the fibers left in `core`, runs them to their end, and takes the
+/// runtime out of the registry; during thread-local destruction, leaks
+/// them instead (see `thread_exit`).
+pub(crate) fn close(core: &Core) {
+    if crate::runtime::thread_exit::destroying() {
+        core.abandon();
+    } else {
+        let enter = Enter::nested(core);
+        core.shutdown();
+        drop(enter);
+    }
+    registry::unregister(core.id);
+    core.shared.close();
+}
+
+/// The reactor's task wakers leave through [`Core::callback`].
+impl Drop for TaskWakes {
+    fn drop(&mut self) {
+        if self.wake.is_empty() && self.drop.is_empty() {
+            return; // the common case: no task polls this runtime's sockets
+        }
+        let (wake, dropped) = (
+            std::mem::take(&mut self.wake),
+            std::mem::take(&mut self.drop),
+        );
+        let run = move || {
+            drop(dropped);
+            for waker in wake {
+                waker.wake();
+            }
+        };
+        // Through the scheduler's door for user code: a waker that parks
+        // or panics in there is reported rather than left to corrupt a
+        // poll half done.
+        match current() {
+            Some(core) => core.callback("Waker::wake", run),
+            None => run(),
+        }
     }
 }

@@ -55,26 +55,23 @@
 
 use std::cell::UnsafeCell;
 use std::num::NonZeroU64;
-use std::ptr;
 use std::sync::Arc;
 
 use crate::arch;
 use crate::reactor::Reactor;
 use crate::runtime::blocks::Blocks;
 use crate::runtime::fiber_info::{FiberInfo, FiberState, Section};
-use crate::runtime::park::{StoredWait, WaitOn};
 use crate::runtime::pool::WorkerLink;
 use crate::runtime::records::Records;
 use crate::runtime::registry::{self, RuntimeId};
 use crate::runtime::run_queue::RunQueue;
 use crate::runtime::shared::{Remote, Shared};
+use crate::runtime::token::{Key, WakeToken};
+use crate::runtime::wait_on::{StoredWait, WaitOn};
 use crate::runtime::watch::Meta;
-use crate::stack::{self, Spare, Stack, StackHeader, overflow};
+use crate::stack::{self, Spare, Stack, overflow};
 use crate::time::clock;
 use crate::time::wheel::{Fired, Wheel};
-
-/// `Record::waiting_until` of a park without a deadline.
-const NO_DEADLINE: u64 = u64::MAX;
 
 /// The slot of the root context (the thread's own stack).
 pub(crate) const ROOT: Key = 0;
@@ -96,19 +93,21 @@ const IO_BUDGET: u32 = 128;
 /// of pooled stacks (see `stack::release_pending`).
 const IDLE_RELEASE_NS: u64 = 5_000_000;
 
-mod callback;
+pub(crate) mod callback;
 mod current;
-mod flags;
-mod id;
+pub(crate) mod flags;
+pub(crate) mod id;
+pub(crate) mod record;
 mod root;
 mod share_cpu;
 mod switch;
 mod wake;
 
-pub(crate) use crate::runtime::token::{Key, WakeToken};
-pub(crate) use callback::parked_in_callback;
-pub(crate) use flags::Flags;
+use callback::parked_in_callback;
+use flags::Flags;
+// Also `fibra::FiberId` (through `fiber`); the runtime takes it from `id`.
 pub use id::FiberId;
+use record::{NO_DEADLINE, Record, State, TimeoutScope, Wake};
 
 /// The settings of a runtime's schedulers that its `Builder` chose.
 #[derive(Clone, Copy, Debug)]
@@ -117,95 +116,6 @@ pub(crate) struct Tuning {
     pub(crate) stall: std::time::Duration,
     /// How long to poll without sleeping before a wait.
     pub(crate) busy_poll: std::time::Duration,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum State {
-    /// In the run queue.
-    Ready,
-    Running,
-    Parked,
-    /// Finished; its record waits for `after_switch` to remove it.
-    Done,
-    /// Not a fiber: a free slot of [`Records`].
-    Vacant,
-}
-
-/// Why a park ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Wake {
-    Unparked,
-    TimedOut,
-    Cancelled,
-}
-
-/// The innermost `fibra::timeout` around the running code of a fiber.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct TimeoutScope {
-    pub(crate) deadline: u64,
-    /// Non-zero, so that an `Option<TimeoutScope>` takes no tag word.
-    pub(crate) id: NonZeroU64,
-}
-
-pub(crate) struct Record {
-    /// The saved stack pointer while the context is not running.
-    sp: *mut u8,
-    /// Its identity for the watchdog (see `runtime::watch`): at the top of
-    /// its stack, or in `Shared` for the root.
-    pub(crate) meta: *const Meta,
-    /// `None` for the root, which runs on the thread's stack.
-    pub(crate) stack: Option<Stack>,
-    /// The header of the stack the context runs on, for the overflow
-    /// report: its own stack's, or a generator's while it drives one
-    /// (null: a thread's stack).
-    pub(crate) running_header: *const StackHeader,
-    /// The sequence number of the current (or next) park.
-    park: u64,
-    pub(crate) state: State,
-    wake: Wake,
-    /// Woken with the current token before it parked.
-    notified: bool,
-    /// Cancelled, idle: what the fast paths of park and yield test at once.
-    pub(crate) flags: Flags,
-    /// We started unwinding this context (cancellation or a timeout) and
-    /// it has not been seen outside a panic since; see `current_is_unwinding`.
-    unwinding: bool,
-    pub(crate) id: FiberId,
-    pub(crate) name: Option<Arc<str>>,
-    pub(crate) timeout: Option<TimeoutScope>,
-    /// What its last park waited for, and until when (for dumps).
-    waiting_on: StoredWait,
-    /// Its deadline (ns), or `NO_DEADLINE` (a sentinel rather than an
-    /// `Option`, which would take 8 more bytes: see `span`).
-    waiting_until: u64,
-    /// The fiber's tracing span, boxed and only when a subscriber wants it:
-    /// a `Span` is 40 bytes, and the record stays within 128 (two cache
-    /// lines written at every spawn).
-    pub(crate) span: Option<Box<tracing::Span>>,
-}
-
-impl Record {
-    /// The record of a vacant slot (see [`Records`]): it owns nothing.
-    pub(crate) fn vacant() -> Record {
-        Record {
-            sp: ptr::null_mut(),
-            meta: ptr::null(),
-            stack: None,
-            running_header: ptr::null(),
-            park: 0,
-            state: State::Vacant,
-            wake: Wake::Unparked,
-            notified: false,
-            flags: Flags::NONE,
-            unwinding: false,
-            id: FiberId::VACANT,
-            name: None,
-            timeout: None,
-            waiting_on: StoredWait::NONE,
-            waiting_until: NO_DEADLINE,
-            span: None,
-        }
-    }
 }
 
 /// How long [`Core::run_root`] runs.
@@ -335,9 +245,8 @@ impl Core {
             worker,
         };
         if stall_ns != u64::MAX {
-            crate::runtime::watchdog::register();
+            crate::runtime::watchdog_sleep::register();
         }
-        crate::runtime::watchdog::install_panic_hook();
         Ok(core)
     }
 
@@ -463,21 +372,3 @@ impl Core {
         })
     }
 }
-
-/// Cancels the fibers left in `core`, runs them to their end, and takes the
-/// runtime out of the registry; during thread-local destruction, leaks
-/// them instead (see `thread_exit`).
-pub(crate) fn close(core: &Core) {
-    if crate::runtime::thread_exit::destroying() {
-        core.abandon();
-    } else {
-        let enter = crate::runtime::context::Enter::nested(core);
-        core.shutdown();
-        drop(enter);
-    }
-    registry::unregister(core.id);
-    core.shared.close();
-}
-
-// A spawn writes the whole record: keep it within two cache lines.
-const _: () = assert!(size_of::<Record>() <= 128);

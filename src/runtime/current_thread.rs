@@ -8,8 +8,8 @@ use std::panic::{self, AssertUnwindSafe};
 use std::time::Duration;
 
 use crate::fiber::{self, JoinHandle};
-use crate::runtime::context::Enter;
-use crate::runtime::core::{Core, Until, close};
+use crate::runtime::context::{Enter, close};
+use crate::runtime::core::{Core, Until};
 use crate::runtime::{Builder, Dump, Runtime, WorkerMetrics, thread_exit};
 
 /// A runtime on the thread that drives it: the default flavor of [`Runtime`].

@@ -77,8 +77,10 @@ mod run_queue;
 pub(crate) mod shared;
 mod thread_exit;
 pub(crate) mod token;
+pub(crate) mod wait_on;
 pub(crate) mod watch;
 pub(crate) mod watchdog;
+mod watchdog_sleep;
 mod workers;
 
 pub use builder::Builder;

@@ -13,16 +13,16 @@
 //! destructor that blocks does block instead of aborting the process with a
 //! panic inside a panic.
 
-use std::fmt;
-use std::os::fd::RawFd;
 use std::ptr;
 use std::sync::Arc;
 use std::thread::Thread;
 
-use crate::reactor::Interest;
 use crate::runtime::context;
-use crate::runtime::core::{Core, FiberId, TimeoutScope, Wake, WakeToken};
+use crate::runtime::core::Core;
+use crate::runtime::core::record::{TimeoutScope, Wake};
 use crate::runtime::shared::{Remote, Shared};
+use crate::runtime::token::WakeToken;
+use crate::runtime::wait_on::WaitOn;
 use crate::time::clock;
 
 /// The unwind payload of a cancelled fiber.
@@ -31,85 +31,6 @@ pub(crate) struct CancelUnwind;
 /// The unwind payload of an expired `fibra::timeout`.
 pub(crate) struct TimeoutUnwind {
     pub(crate) id: std::num::NonZeroU64,
-}
-
-/// What a park waits for, as [`Runtime::dump`](crate::Runtime::dump) shows it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum WaitOn {
-    Sleep,
-    Fd(RawFd, Interest),
-    Join(FiberId),
-    /// A primitive of `fibra::sync`, by the name of the call (behind a
-    /// reference, so that it fits [`StoredWait`]'s word).
-    Sync(&'static &'static str),
-    Signal,
-    Future,
-    Blocking,
-    Scope,
-}
-
-/// A [`WaitOn`] as a fiber's record keeps it: a tag and a word, written
-/// at every park with two plain stores. (An `Option<WaitOn>` was built on
-/// the stack and copied into the record with loads wider than the stores
-/// that had just written it, which the CPU cannot forward: a stall of a
-/// dozen cycles per park.)
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct StoredWait {
-    /// 0: nothing recorded; otherwise which `WaitOn`, from 1.
-    tag: u8,
-    word: u64,
-}
-
-impl StoredWait {
-    pub(crate) const NONE: StoredWait = StoredWait { tag: 0, word: 0 };
-
-    #[inline(always)]
-    pub(crate) fn new(on: WaitOn) -> StoredWait {
-        let (tag, word) = match on {
-            WaitOn::Sleep => (1, 0),
-            WaitOn::Fd(fd, interest) => (2, u64::from(fd as u32) | u64::from(interest.0) << 32),
-            WaitOn::Join(id) => (3, id.as_u64()),
-            WaitOn::Sync(name) => (4, ptr::from_ref(name) as u64),
-            WaitOn::Signal => (5, 0),
-            WaitOn::Future => (6, 0),
-            WaitOn::Blocking => (7, 0),
-            WaitOn::Scope => (8, 0),
-        };
-        StoredWait { tag, word }
-    }
-
-    /// The `WaitOn` this was made from, if any.
-    pub(crate) fn get(self) -> Option<WaitOn> {
-        let word = self.word;
-        Some(match self.tag {
-            0 => return None,
-            1 => WaitOn::Sleep,
-            2 => WaitOn::Fd(word as u32 as RawFd, Interest((word >> 32) as u8)),
-            3 => WaitOn::Join(FiberId::from_u64(word)?),
-            // SAFETY: the fields are private and only `new` sets them: tag
-            // 4 comes with the address of a `&'static &'static str`.
-            4 => WaitOn::Sync(unsafe { &*(word as *const &'static str) }),
-            5 => WaitOn::Signal,
-            6 => WaitOn::Future,
-            7 => WaitOn::Blocking,
-            _ => WaitOn::Scope,
-        })
-    }
-}
-
-impl fmt::Display for WaitOn {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            WaitOn::Sleep => f.write_str("sleep"),
-            WaitOn::Fd(fd, interest) => write!(f, "fd {fd} {interest:?}"),
-            WaitOn::Join(id) => write!(f, "join of fiber {id}"),
-            WaitOn::Sync(what) => f.write_str(what),
-            WaitOn::Signal => f.write_str("signal::wait"),
-            WaitOn::Future => f.write_str("block_on_future"),
-            WaitOn::Blocking => f.write_str("spawn_blocking"),
-            WaitOn::Scope => f.write_str("the fibers of its scope"),
-        }
-    }
 }
 
 /// How a park in a fiber ended, when it did not unwind.
@@ -420,34 +341,5 @@ pub(crate) fn unwinding() -> bool {
     match context::current() {
         Some(core) => core.current_is_unwinding(),
         None => std::thread::panicking(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_stored_wait_gives_back_what_it_was_made_from() {
-        let id = FiberId::from_u64(77).unwrap();
-        let all = [
-            WaitOn::Sleep,
-            WaitOn::Fd(0, Interest::READABLE),
-            WaitOn::Fd(i32::MAX, Interest::READABLE | Interest::WRITABLE),
-            WaitOn::Join(id),
-            WaitOn::Sync(&"Mutex::lock"),
-            WaitOn::Signal,
-            WaitOn::Future,
-            WaitOn::Blocking,
-            WaitOn::Scope,
-        ];
-        for on in all {
-            assert_eq!(StoredWait::new(on).get(), Some(on));
-            assert_eq!(
-                StoredWait::new(on).get().unwrap().to_string(),
-                on.to_string()
-            );
-        }
-        assert_eq!(StoredWait::NONE.get(), None);
     }
 }

@@ -445,6 +445,7 @@ fn worker_main(
             return;
         }
     };
+    crate::runtime::watchdog::install_panic_hook();
     let slot = &pool.slots[index];
     let _ = slot.shared.set(core.shared.clone());
     let _ = report.send(Ok(()));
@@ -456,7 +457,7 @@ fn worker_main(
     slot.state.store(RUNNING, Ordering::Relaxed); // up: no longer WAKING
     core.run_root(Until::Stopped);
     drop(enter);
-    crate::runtime::core::close(&core);
+    crate::runtime::context::close(&core);
     // Jobs still queued here are dropped unrun: their handles report them
     // cancelled.
     let left = std::mem::take(&mut *slot.lock());

@@ -36,7 +36,9 @@ use std::os::fd::RawFd;
 use std::task::Waker;
 
 use crate::reactor::{Interest, Registration};
-use crate::runtime::core::{Core, Wake, WakeToken};
+use crate::runtime::core::Core;
+use crate::runtime::core::record::Wake;
+use crate::runtime::token::WakeToken;
 #[cfg(feature = "futures-io")]
 use crate::time::wheel::TimerKey;
 

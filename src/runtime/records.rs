@@ -20,7 +20,8 @@
 
 use std::ops::{Index, IndexMut};
 
-use crate::runtime::core::{Key, Record, State};
+use crate::runtime::core::record::{Record, State};
+use crate::runtime::token::Key;
 use crate::stack::Stack;
 
 pub(crate) struct Records {

@@ -53,7 +53,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, Once};
 use std::time::Duration;
 
-use crate::runtime::core::FiberId;
+use crate::runtime::core::id::FiberId;
+use crate::runtime::watchdog_sleep;
 use crate::stack::StackHeader;
 
 /// Whether the hazard's Dekker pair uses an asymmetric fence: a compiler
@@ -252,7 +253,7 @@ impl Watch {
 
     /// Publishes that the root runs again after a wait, or on entry; wakes
     /// the watchdog if it sleeps because every runtime was idle (see
-    /// `watchdog`): a relaxed load more than [`Watch::publish`].
+    /// `watchdog_sleep`): a relaxed load more than [`Watch::publish`].
     #[inline]
     pub(crate) fn publish_busy(&self) {
         self.publish(&self.root);
@@ -261,8 +262,8 @@ impl Watch {
         // `watchdog::try_sleep`): the compiler must not swap them; the CPU
         // is made to by the watchdog's `membarrier`.
         std::sync::atomic::compiler_fence(Ordering::SeqCst);
-        if crate::runtime::watchdog::asleep() {
-            crate::runtime::watchdog::wake(self);
+        if watchdog_sleep::asleep() {
+            watchdog_sleep::wake(&self.threshold_ns);
         }
     }
 

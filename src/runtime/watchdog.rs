@@ -14,17 +14,17 @@
 //! runtime it waits on a condvar until one is made; when every watched
 //! runtime is idle (its word is 0: waiting in `epoll_wait`, or not driven)
 //! it sleeps on the same condvar, and a runtime that starts running again
-//! wakes it ([`asleep`], [`wake`]: a relaxed load on that path). It holds
+//! wakes it (see `watchdog_sleep`: a relaxed load on that path). It holds
 //! no lock while it emits an event (a subscriber may make a runtime, which
 //! registers here).
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
 use crate::runtime::core::Core;
 use crate::runtime::registry;
 use crate::runtime::watch::{self, Report, Running, SEEN, Watch};
+use crate::runtime::watchdog_sleep::{ASLEEP, WAKE, lock};
 use crate::time::clock;
 
 /// The default of `runtime::Builder::stall_warning`.
@@ -33,36 +33,6 @@ pub(crate) const DEFAULT_STALL: Duration = Duration::from_millis(100);
 /// How often the watchdog samples while a stall it warned about goes on:
 /// the precision of the total it reports when it sees the stall end.
 const WHILE_STALLED: Duration = Duration::from_millis(1);
-
-struct State {
-    started: bool,
-    /// Bumped by every registration, so a waiting watchdog re-reads the
-    /// thresholds.
-    generation: u64,
-}
-
-static STATE: Mutex<State> = Mutex::new(State {
-    started: false,
-    generation: 0,
-});
-static WAKE: Condvar = Condvar::new();
-
-/// The watchdog sleeps because every watched runtime was idle; a runtime
-/// that runs again clears it (under `STATE`'s lock) and wakes it.
-static ASLEEP: AtomicBool = AtomicBool::new(false);
-
-fn lock() -> std::sync::MutexGuard<'static, State> {
-    STATE.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Tells the watchdog that a runtime with a threshold was made.
-pub(crate) fn register() {
-    let mut state = lock();
-    state.generation += 1;
-    ASLEEP.store(false, Ordering::Relaxed);
-    drop(state);
-    WAKE.notify_all();
-}
 
 /// Whether the watchdog thread runs (or could not be started).
 static STARTED: AtomicBool = AtomicBool::new(false);
@@ -98,25 +68,6 @@ fn start() {
             }
         }
     }
-    drop(state);
-    WAKE.notify_all();
-}
-
-/// Whether the watchdog sleeps until a runtime runs: see [`Watch::publish_busy`].
-#[inline(always)]
-pub(crate) fn asleep() -> bool {
-    ASLEEP.load(Ordering::Relaxed)
-}
-
-/// Wakes the sleeping watchdog: `watch`'s runtime runs again.
-#[cold]
-#[inline(never)]
-pub(crate) fn wake(watch: &Watch) {
-    if watch.threshold_ns.load(Ordering::Relaxed) == u64::MAX {
-        return; // not watched: the watchdog need not look
-    }
-    let state = lock();
-    ASLEEP.store(false, Ordering::Relaxed);
     drop(state);
     WAKE.notify_all();
 }
@@ -342,7 +293,8 @@ pub(crate) fn describe(id: crate::FiberId, name: Option<&str>, root: bool) -> St
 
 /// Installs, once, a panic hook that says which fiber panicked before the
 /// previous hook (std's report, usually) runs: std's report names only the
-/// thread.
+/// thread. Called as each runtime's scheduler is made (by the builder, and
+/// by each worker), right after `Core::new`.
 pub(crate) fn install_panic_hook() {
     static INSTALLED: std::sync::Once = std::sync::Once::new();
     if std::thread::panicking() {

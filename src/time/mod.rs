@@ -19,7 +19,8 @@ use std::panic::{self, AssertUnwindSafe};
 use std::time::{Duration, Instant};
 
 use crate::runtime::context;
-use crate::runtime::park::{Parked, TimeoutUnwind, WaitOn, check_unwind, park};
+use crate::runtime::park::{Parked, TimeoutUnwind, check_unwind, park};
+use crate::runtime::wait_on::WaitOn;
 use crate::stack::pin::StackPin;
 
 /// Blocks the current fiber for at least `d` while other fibers run. Outside

@@ -22,6 +22,10 @@
 //! - It must not unwind into the scheduler: a panic in it aborts the
 //!   process, after a message that says which callback panicked.
 //!
+//! - With the `hook` feature, a hooked blocking call made in it blocks
+//!   the thread instead of parking: [`callout`] counts the calls out, and
+//!   the hooks ask [`in_callout`].
+//!
 //! All of it is out of line and only reached when tracing is on (a span
 //! exists only when a subscriber wanted one, events are behind
 //! `level_enabled!(TRACE)`), so the switch path pays one load and branch.
@@ -29,7 +33,6 @@
 use std::io::Write;
 
 use super::*;
-use crate::reactor::TaskWakes;
 
 impl Core {
     /// Runs `f`, user code, with no borrow of this runtime's state live;
@@ -57,7 +60,7 @@ impl Core {
         let abort = AbortOnUnwind(what);
         // With the `hook` feature, a hooked blocking call made in there
         // blocks the thread instead of parking (which would panic here).
-        let result = crate::runtime::context::callout(f);
+        let result = callout(f);
         std::mem::forget(abort);
         // SAFETY: re-borrowed after `f`, which may have borrowed it too.
         unsafe { self.local() }.in_callback = outer;
@@ -155,28 +158,37 @@ pub(crate) fn parked_in_callback(what: &'static str) -> ! {
     )
 }
 
-/// The reactor's task wakers leave through [`Core::callback`].
-impl Drop for TaskWakes {
-    fn drop(&mut self) {
-        if self.wake.is_empty() && self.drop.is_empty() {
-            return; // the common case: no task polls this runtime's sockets
-        }
-        let (wake, dropped) = (
-            std::mem::take(&mut self.wake),
-            std::mem::take(&mut self.drop),
-        );
-        let run = move || {
-            drop(dropped);
-            for waker in wake {
-                waker.wake();
+#[cfg(feature = "hook")]
+thread_local! {
+    static CALLOUT: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Runs `f`, other people's code that the scheduler calls while it holds
+/// its own state (a tracing subscriber's callback). With the `hook`
+/// feature, a blocking call made there blocks the thread instead of parking
+/// (see [`in_callout`]); without it this is just `f()`.
+#[inline(always)]
+pub(crate) fn callout<R>(f: impl FnOnce() -> R) -> R {
+    #[cfg(feature = "hook")]
+    {
+        struct Leave;
+        impl Drop for Leave {
+            fn drop(&mut self) {
+                CALLOUT.with(|c| c.set(c.get() - 1));
             }
-        };
-        // Through the scheduler's door for user code: a waker that parks
-        // or panics in there is reported rather than left to corrupt a
-        // poll half done.
-        match crate::runtime::context::current() {
-            Some(core) => core.callback("Waker::wake", run),
-            None => run(),
         }
+        CALLOUT.with(|c| c.set(c.get() + 1));
+        let _leave = Leave;
+        f()
     }
+    #[cfg(not(feature = "hook"))]
+    f()
+}
+
+/// Whether the scheduler is calling out (see [`callout`]): a hooked call
+/// must not park there, in the middle of a park or a switch.
+#[cfg(feature = "hook")]
+#[inline]
+pub(crate) fn in_callout() -> bool {
+    CALLOUT.with(std::cell::Cell::get) != 0
 }

@@ -1,7 +1,7 @@
 //! The flags of a fiber's record that the fast paths of park and yield
 //! test with one compare.
 
-/// The flags of a [`Record`](super::Record) that the fast paths of park and yield test
+/// The flags of a [`Record`](super::record::Record) that the fast paths of park and yield test
 /// with one compare: none is set on a plain fiber.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) struct Flags(u8);

@@ -1,0 +1,112 @@
+//! A fiber's record, as the scheduler keeps it in its slab
+//! ([`Records`](crate::runtime::records::Records)): its saved stack
+//! pointer, stack, park state and what it waits for, and the small types
+//! of its fields ([`State`], [`Wake`], [`TimeoutScope`]).
+//!
+//! The fields the rest of the runtime must not touch are `pub(super)`:
+//! only the scheduler (`runtime::core` and its files) reads and writes them.
+
+use std::num::NonZeroU64;
+use std::ptr;
+use std::sync::Arc;
+
+use super::flags::Flags;
+use super::id::FiberId;
+use crate::runtime::wait_on::StoredWait;
+use crate::runtime::watch::Meta;
+use crate::stack::{Stack, StackHeader};
+
+/// `Record::waiting_until` of a park without a deadline.
+pub(super) const NO_DEADLINE: u64 = u64::MAX;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum State {
+    /// In the run queue.
+    Ready,
+    Running,
+    Parked,
+    /// Finished; its record waits for `after_switch` to remove it.
+    Done,
+    /// Not a fiber: a free slot of [`Records`](crate::runtime::records::Records).
+    Vacant,
+}
+
+/// Why a park ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Wake {
+    Unparked,
+    TimedOut,
+    Cancelled,
+}
+
+/// The innermost `fibra::timeout` around the running code of a fiber.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct TimeoutScope {
+    pub(crate) deadline: u64,
+    /// Non-zero, so that an `Option<TimeoutScope>` takes no tag word.
+    pub(crate) id: NonZeroU64,
+}
+
+pub(crate) struct Record {
+    /// The saved stack pointer while the context is not running.
+    pub(super) sp: *mut u8,
+    /// Its identity for the watchdog (see `runtime::watch`): at the top of
+    /// its stack, or in `Shared` for the root.
+    pub(crate) meta: *const Meta,
+    /// `None` for the root, which runs on the thread's stack.
+    pub(crate) stack: Option<Stack>,
+    /// The header of the stack the context runs on, for the overflow
+    /// report: its own stack's, or a generator's while it drives one
+    /// (null: a thread's stack).
+    pub(crate) running_header: *const StackHeader,
+    /// The sequence number of the current (or next) park.
+    pub(super) park: u64,
+    pub(crate) state: State,
+    pub(super) wake: Wake,
+    /// Woken with the current token before it parked.
+    pub(super) notified: bool,
+    /// Cancelled, idle: what the fast paths of park and yield test at once.
+    pub(crate) flags: Flags,
+    /// We started unwinding this context (cancellation or a timeout) and
+    /// it has not been seen outside a panic since; see `current_is_unwinding`.
+    pub(super) unwinding: bool,
+    pub(crate) id: FiberId,
+    pub(crate) name: Option<Arc<str>>,
+    pub(crate) timeout: Option<TimeoutScope>,
+    /// What its last park waited for, and until when (for dumps).
+    pub(super) waiting_on: StoredWait,
+    /// Its deadline (ns), or `NO_DEADLINE` (a sentinel rather than an
+    /// `Option`, which would take 8 more bytes: see `span`).
+    pub(super) waiting_until: u64,
+    /// The fiber's tracing span, boxed and only when a subscriber wants it:
+    /// a `Span` is 40 bytes, and the record stays within 128 (two cache
+    /// lines written at every spawn).
+    pub(crate) span: Option<Box<tracing::Span>>,
+}
+
+impl Record {
+    /// The record of a vacant slot (see [`Records`](crate::runtime::records::Records)): it owns nothing.
+    pub(crate) fn vacant() -> Record {
+        Record {
+            sp: ptr::null_mut(),
+            meta: ptr::null(),
+            stack: None,
+            running_header: ptr::null(),
+            park: 0,
+            state: State::Vacant,
+            wake: Wake::Unparked,
+            notified: false,
+            flags: Flags::NONE,
+            unwinding: false,
+            id: FiberId::VACANT,
+            name: None,
+            timeout: None,
+            waiting_on: StoredWait::NONE,
+            waiting_until: NO_DEADLINE,
+            span: None,
+        }
+    }
+}
+
+// A spawn writes the whole record: keep it within two cache lines.
+const _: () = assert!(size_of::<Record>() <= 128);
