@@ -15,7 +15,7 @@ use crate::fiber::fiber_ref::{FiberRef, Placement};
 use crate::fiber::join::{FiberEnd, JoinError, JoinHandle, packet};
 use crate::runtime::core::Core;
 use crate::runtime::core::id::FiberId;
-use crate::runtime::job::Job;
+use crate::runtime::core::job::Job;
 
 /// What makes a [`Job`] (the worker pool's type) out of a closure: the
 /// pool moves jobs between threads and starts them, and knows nothing of

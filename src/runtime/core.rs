@@ -97,14 +97,17 @@ pub(crate) mod callback;
 mod current;
 pub(crate) mod flags;
 pub(crate) mod id;
+pub(crate) mod job;
 pub(crate) mod record;
 mod root;
 mod share_cpu;
 mod switch;
 mod wake;
+mod worker;
 
 use callback::parked_in_callback;
 use flags::Flags;
+use job::Job;
 // Also `fibra::FiberId` (through `fiber`); the runtime takes it from `id`.
 pub use id::FiberId;
 use record::{NO_DEADLINE, Record, State, TimeoutScope, Wake};
@@ -185,14 +188,14 @@ pub(crate) struct Core {
     /// [`Core::poll`] and `Builder::busy_poll`).
     busy_poll_ns: u64,
     /// For a worker of a runtime of several: its inbox and siblings.
-    worker: Option<WorkerLink>,
+    worker: Option<WorkerLink<Job>>,
 }
 
 impl Core {
     pub(crate) fn new(
         default_stack: usize,
         tuning: Tuning,
-        worker: Option<WorkerLink>,
+        worker: Option<WorkerLink<Job>>,
     ) -> std::io::Result<Core> {
         let Tuning { stall, busy_poll } = tuning;
         let reactor = Reactor::new()?;

@@ -65,7 +65,6 @@ pub(crate) mod core;
 mod current_thread;
 mod dump;
 mod fiber_info;
-pub(crate) mod job;
 pub(crate) mod locals;
 mod metrics;
 pub(crate) mod park;

@@ -1,12 +1,16 @@
-//! The machinery of a runtime of several workers: one scheduler per
-//! thread, and the inboxes through which fibers that have not started
-//! reach them.
+//! The inboxes of a runtime of several workers, through which fibers that
+//! have not started reach the workers, and the rules by which jobs are
+//! spread, stolen and waited for. A pool moves jobs (any `J`: in fibra,
+//! the `Job` of `core/job.rs`) between threads and knows nothing of
+//! fibers, nor of the scheduler that starts them.
 //!
-//! Each worker is a plain current-thread [`Core`] on a thread of its own
-//! (`fibra-worker-N`), driven by [`worker_main`] until the runtime is
-//! dropped. Nothing of a started fiber is ever shared between workers:
-//! what crosses threads is a [`Job`] (a `Send` closure plus the fiber's end
-//! of its join packet) in a worker's inbox.
+//! Each worker is a plain current-thread scheduler (`Core`) on a thread of
+//! its own (`fibra-worker-N`, started by `workers.rs`) that holds a
+//! [`WorkerLink`] to the pool; the scheduler's side of what follows
+//! (starting the jobs it takes, sleeping when it finds none) is
+//! `core/worker.rs`. Nothing of a started fiber is ever shared between
+//! workers: what crosses threads is a job (a `Send` closure plus the
+//! fiber's end of its join packet) in a worker's inbox.
 //!
 //! ## Spreading and stealing
 //!
@@ -37,15 +41,10 @@
 //! so submitting to them costs no syscall.
 
 use std::collections::VecDeque;
-use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering, fence};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
-use std::thread;
 use std::time::Duration;
 
-use crate::runtime::context::Enter;
-use crate::runtime::core::{Core, Tuning, Until};
-use crate::runtime::job::Job;
 use crate::runtime::shared::Shared;
 use crate::time::clock;
 
@@ -54,7 +53,7 @@ const JOB_BATCH: usize = 64;
 
 /// How long a worker may leave its inbox unlooked-at before idle workers
 /// take its jobs (see the module docs).
-const STEAL_AFTER: Duration = Duration::from_millis(1);
+pub(crate) const STEAL_AFTER: Duration = Duration::from_millis(1);
 
 /// A worker's state: running fibers or polling.
 const RUNNING: u8 = 0;
@@ -65,8 +64,8 @@ const IDLE: u8 = 1;
 const WAKING: u8 = 2;
 
 /// What the workers of one runtime share.
-pub(crate) struct Pool {
-    slots: Box<[Slot]>,
+pub(crate) struct Pool<J> {
+    slots: Box<[Slot<J>]>,
     /// The next worker in turn for [`Pool::submit`].
     next: AtomicUsize,
     /// The runtime is being dropped.
@@ -74,8 +73,8 @@ pub(crate) struct Pool {
 }
 
 /// One worker's part of the pool.
-struct Slot {
-    inbox: Mutex<Inbox>,
+struct Slot<J> {
+    inbox: Mutex<Inbox<J>>,
     /// `inbox`'s length, readable without the lock.
     queued: AtomicUsize,
     /// Of those, the jobs other workers may take.
@@ -89,15 +88,23 @@ struct Slot {
     metrics: Published,
 }
 
-#[derive(Default)]
-struct Inbox {
+struct Inbox<J> {
     /// Jobs any worker may take.
-    shared: VecDeque<Job>,
+    shared: VecDeque<J>,
     /// Jobs for this worker only.
-    pinned: VecDeque<Job>,
+    pinned: VecDeque<J>,
 }
 
-impl Inbox {
+impl<J> Default for Inbox<J> {
+    fn default() -> Self {
+        Inbox {
+            shared: VecDeque::new(),
+            pinned: VecDeque::new(),
+        }
+    }
+}
+
+impl<J> Inbox<J> {
     fn len(&self) -> usize {
         self.shared.len() + self.pinned.len()
     }
@@ -111,66 +118,8 @@ struct Published {
     stolen: AtomicU64,
 }
 
-impl Pool {
-    /// Starts `n` workers and waits until each has its scheduler.
-    ///
-    /// One at a time: a worker is started only once the one before has
-    /// reported, so the first that fails (no thread, or no fds for its
-    /// reactor) ends the start with its error, and the workers already up
-    /// are stopped and joined. (Starting them all before reading any
-    /// report ran on past the limits until std could not map a thread's
-    /// signal stack, and aborted the process.)
-    pub(crate) fn start(
-        n: usize,
-        stack_size: usize,
-        tuning: Tuning,
-    ) -> io::Result<(Arc<Pool>, Vec<thread::JoinHandle<()>>)> {
-        let pool = Arc::new(Pool::new(n));
-        let mut threads = Vec::with_capacity(n);
-        let mut failure = None;
-        for index in 0..n {
-            let link = WorkerLink {
-                pool: pool.clone(),
-                index,
-            };
-            let (report, started) = std::sync::mpsc::channel();
-            match thread::Builder::new()
-                .name(format!("fibra-worker-{index}"))
-                .spawn(move || worker_main(link, stack_size, tuning, report))
-            {
-                Ok(thread) => threads.push(thread),
-                Err(e) => {
-                    failure = Some(e);
-                    break;
-                }
-            }
-            // A worker that failed reports its error; one that panicked
-            // drops its sender, which ends the wait with RecvError.
-            match started.recv() {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => {
-                    failure = Some(e);
-                    break;
-                }
-                Err(_) => {
-                    failure = Some(io::Error::other(format!(
-                        "fibra worker {index} failed to start"
-                    )));
-                    break;
-                }
-            }
-        }
-        if let Some(e) = failure {
-            pool.stop();
-            for thread in threads {
-                let _ = thread.join();
-            }
-            return Err(e);
-        }
-        Ok((pool, threads))
-    }
-
-    fn new(workers: usize) -> Pool {
+impl<J> Pool<J> {
+    pub(crate) fn new(workers: usize) -> Pool<J> {
         Pool {
             slots: (0..workers)
                 .map(|_| Slot {
@@ -193,7 +142,7 @@ impl Pool {
     }
 
     /// Hands a job to a worker: `pinned_to`, or the one [`pick`](Self::pick) chooses.
-    pub(crate) fn submit(&self, job: Job, pinned_to: Option<usize>) {
+    pub(crate) fn submit(&self, job: J, pinned_to: Option<usize>) {
         let target = pinned_to.unwrap_or_else(|| self.pick());
         let slot = &self.slots[target];
         {
@@ -265,8 +214,8 @@ impl Pool {
     }
 }
 
-impl Slot {
-    fn lock(&self) -> MutexGuard<'_, Inbox> {
+impl<J> Slot<J> {
+    fn lock(&self) -> MutexGuard<'_, Inbox<J>> {
         self.inbox.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -286,13 +235,13 @@ impl Slot {
         false
     }
 
-    fn counts(&self, inbox: &Inbox) {
+    fn counts(&self, inbox: &Inbox<J>) {
         self.queued.store(inbox.len(), Ordering::Relaxed);
         self.stealable.store(inbox.shared.len(), Ordering::Relaxed);
     }
 
     /// Takes up to `max` of this worker's own jobs, the pinned ones first.
-    fn take_own(&self, max: usize, into: &mut Vec<Job>) {
+    fn take_own(&self, max: usize, into: &mut Vec<J>) {
         self.looked.store(clock::now_ns(), Ordering::Relaxed);
         if self.queued.load(Ordering::Relaxed) > 0 {
             self.take(max, true, into);
@@ -302,7 +251,7 @@ impl Slot {
     /// Takes up to half of the jobs other workers may take, if this worker
     /// is busy (see the module docs). `Err(())`: there are some, not yet
     /// takable.
-    fn take_stealable(&self, max: usize, into: &mut Vec<Job>) -> Result<(), ()> {
+    fn take_stealable(&self, max: usize, into: &mut Vec<J>) -> Result<(), ()> {
         if self.stealable.load(Ordering::Relaxed) == 0 {
             return Ok(());
         }
@@ -316,7 +265,7 @@ impl Slot {
         Ok(())
     }
 
-    fn take(&self, max: usize, own: bool, into: &mut Vec<Job>) {
+    fn take(&self, max: usize, own: bool, into: &mut Vec<J>) {
         let mut inbox = self.lock();
         if own {
             while into.len() < max
@@ -337,14 +286,28 @@ impl Slot {
     }
 }
 
-/// A worker's handle on its pool, kept in its [`Core`].
-pub(crate) struct WorkerLink {
-    pool: Arc<Pool>,
+/// A worker's handle on its pool, kept in its scheduler (`Core`).
+pub(crate) struct WorkerLink<J> {
+    pool: Arc<Pool<J>>,
     index: usize,
 }
 
-impl WorkerLink {
-    fn slot(&self) -> &Slot {
+impl<J> Clone for WorkerLink<J> {
+    fn clone(&self) -> Self {
+        WorkerLink {
+            pool: self.pool.clone(),
+            index: self.index,
+        }
+    }
+}
+
+impl<J> WorkerLink<J> {
+    /// Worker `index`'s link to `pool`.
+    pub(crate) fn new(pool: Arc<Pool<J>>, index: usize) -> WorkerLink<J> {
+        WorkerLink { pool, index }
+    }
+
+    fn slot(&self) -> &Slot<J> {
         &self.pool.slots[self.index]
     }
 
@@ -356,60 +319,44 @@ impl WorkerLink {
         self.pool.stop.load(Ordering::Relaxed)
     }
 
-    /// Starts a batch of jobs from this worker's own inbox; returns whether
-    /// there were any. Called at every poll.
-    pub(crate) fn start_own(&self, core: &Core) -> bool {
-        let mut jobs = Vec::new();
-        self.slot().take_own(JOB_BATCH, &mut jobs);
-        start_all(jobs, core)
+    /// Takes a batch of jobs from this worker's own inbox into `into`.
+    /// Called at every poll.
+    pub(crate) fn take_own(&self, into: &mut Vec<J>) {
+        self.slot().take_own(JOB_BATCH, into);
     }
 
-    /// Takes jobs another worker has not started yet. `Err(())`: none
-    /// taken, but some may be soon.
-    fn steal(&self, core: &Core) -> Result<bool, ()> {
+    /// Takes into `into` jobs another worker has not started yet.
+    /// `Err(())`: none taken, but some may be soon.
+    pub(crate) fn steal(&self, into: &mut Vec<J>) -> Result<(), ()> {
         let n = self.pool.slots.len();
-        let mut jobs = Vec::new();
         let mut later = false;
         for i in 1..n {
             let victim = &self.pool.slots[(self.index + i) % n];
-            later |= victim.take_stealable(JOB_BATCH, &mut jobs).is_err();
-            if !jobs.is_empty() {
-                let stolen = jobs.len() as u64;
+            later |= victim.take_stealable(JOB_BATCH, into).is_err();
+            if !into.is_empty() {
+                let stolen = into.len() as u64;
                 self.slot()
                     .metrics
                     .stolen
                     .fetch_add(stolen, Ordering::Relaxed);
                 tracing::debug!(worker = self.index, stolen, "took unstarted fibers");
-                return Ok(start_all(jobs, core));
+                return Ok(());
             }
         }
-        if later { Err(()) } else { Ok(false) }
+        if later { Err(()) } else { Ok(()) }
     }
 
-    /// Called when no fiber of this worker is ready: finds jobs, or sleeps
-    /// until something happens (see the module docs).
-    pub(crate) fn wait_for_work(&self, core: &Core, closing: bool) {
-        if closing {
-            core.poll(None); // shutting down: no new fibers
-            return;
-        }
-        if self.start_own(core) || self.steal(core) == Ok(true) {
-            return;
-        }
-        let slot = self.slot();
-        slot.state.store(IDLE, Ordering::SeqCst);
+    /// The worker is about to sleep: it says so, then (the caller) looks
+    /// at every inbox once more (see the module docs).
+    pub(crate) fn go_idle(&self) {
+        self.slot().state.store(IDLE, Ordering::SeqCst);
         // Pairs with the fence in `Pool::submit`.
         fence(Ordering::SeqCst);
-        let stolen = self.steal(core);
-        if self.start_own(core) || stolen == Ok(true) || self.stopping() {
-            slot.state.store(RUNNING, Ordering::Relaxed);
-            return;
-        }
-        let (alive, ready) = core.figures();
-        self.publish(alive, ready); // as they stay while it sleeps
-        // Jobs elsewhere that are not takable yet: look again then.
-        core.poll(stolen.err().map(|()| STEAL_AFTER));
-        slot.state.store(RUNNING, Ordering::Relaxed);
+    }
+
+    /// The worker runs (again): it has found work, or woken, or started.
+    pub(crate) fn run(&self) {
+        self.slot().state.store(RUNNING, Ordering::Relaxed);
     }
 
     /// Publishes the worker's figures for [`Pool::metrics`].
@@ -418,51 +365,21 @@ impl WorkerLink {
         m.alive.store(alive, Ordering::Relaxed);
         m.ready.store(ready, Ordering::Relaxed);
     }
-}
 
-fn start_all(jobs: Vec<Job>, core: &Core) -> bool {
-    let any = !jobs.is_empty();
-    for job in jobs {
-        job.start(core);
+    /// The worker's scheduler is up: `shared` is its runtime, to wake it.
+    pub(crate) fn started(&self, shared: Arc<Shared>) {
+        let _ = self.slot().shared.set(shared);
     }
-    any
-}
 
-/// A worker thread: its scheduler runs until the runtime is dropped, then
-/// cancels its fibers and drops the jobs nobody started.
-fn worker_main(
-    link: WorkerLink,
-    stack_size: usize,
-    tuning: Tuning,
-    report: std::sync::mpsc::Sender<io::Result<()>>,
-) {
-    let index = link.index;
-    let pool = link.pool.clone();
-    let core = match Core::new(stack_size, tuning, Some(link)) {
-        Ok(core) => core,
-        Err(e) => {
-            let _ = report.send(Err(e));
-            return;
-        }
-    };
-    crate::runtime::watchdog::install_panic_hook();
-    let slot = &pool.slots[index];
-    let _ = slot.shared.set(core.shared.clone());
-    let _ = report.send(Ok(()));
-    drop(report);
-
-    let span = tracing::debug_span!("fibra-worker", worker = index);
-    let _span = span.enter();
-    let enter = Enter::nested(&core);
-    slot.state.store(RUNNING, Ordering::Relaxed); // up: no longer WAKING
-    core.run_root(Until::Stopped);
-    drop(enter);
-    crate::runtime::context::close(&core);
-    // Jobs still queued here are dropped unrun: their handles report them
-    // cancelled.
-    let left = std::mem::take(&mut *slot.lock());
-    slot.counts(&Inbox::default());
-    drop(left);
-    slot.metrics.alive.store(0, Ordering::Relaxed);
-    slot.metrics.ready.store(0, Ordering::Relaxed);
+    /// The worker has stopped: the jobs still queued for it are dropped
+    /// unrun (their handles report them cancelled), and its figures are
+    /// zeroed.
+    pub(crate) fn drop_unstarted(&self) {
+        let slot = self.slot();
+        let left = std::mem::take(&mut *slot.lock());
+        slot.counts(&Inbox::default());
+        drop(left);
+        slot.metrics.alive.store(0, Ordering::Relaxed);
+        slot.metrics.ready.store(0, Ordering::Relaxed);
+    }
 }

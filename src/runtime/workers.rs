@@ -1,23 +1,25 @@
-//! The public face of a runtime of several workers: `Runtime<Workers>`.
-//! The machinery (inboxes, stealing, the worker threads) is in `pool.rs`.
+//! The public face of a runtime of several workers, `Runtime<Workers>`,
+//! and its worker threads, each a scheduler that runs until the runtime is
+//! dropped. The inboxes and the rules of stealing are in `pool.rs`; a
+//! worker's side of them, in `core/worker.rs`.
 
 use std::sync::Arc;
 use std::thread;
 
 use crate::fiber::JoinHandle;
 use crate::runtime::Runtime;
-use crate::runtime::context;
-use crate::runtime::core::Tuning;
+use crate::runtime::context::{self, Enter, close};
+use crate::runtime::core::job::Job;
+use crate::runtime::core::{Core, Tuning, Until};
 use crate::runtime::dump::{self, Dump};
-use crate::runtime::job::Job;
 use crate::runtime::metrics::WorkerMetrics;
-use crate::runtime::pool::Pool;
+use crate::runtime::pool::{Pool, WorkerLink};
 
 /// The worker threads of a [`Runtime`] built with
 /// [`workers`](crate::runtime::Builder::workers): the runtime's flavor, as
 /// in `Runtime<Workers>`.
 pub struct Workers {
-    pool: Arc<Pool>,
+    pool: Arc<Pool<Job>>,
     threads: Vec<thread::JoinHandle<()>>,
 }
 
@@ -33,15 +35,99 @@ const MAPS_RESERVE: u64 = 1024;
 impl Workers {
     pub(crate) fn start(n: usize, stack_size: usize, tuning: Tuning) -> std::io::Result<Workers> {
         check_mappings(n)?;
-        let (pool, threads) = Pool::start(n, stack_size, tuning)?;
-        Ok(Workers { pool, threads })
+        start_pool(n, stack_size, tuning)
     }
+}
+
+/// Starts `n` workers and waits until each has its scheduler.
+///
+/// One at a time: a worker is started only once the one before has
+/// reported, so the first that fails (no thread, or no fds for its
+/// reactor) ends the start with its error, and the workers already up
+/// are stopped and joined. (Starting them all before reading any
+/// report ran on past the limits until std could not map a thread's
+/// signal stack, and aborted the process.)
+fn start_pool(n: usize, stack_size: usize, tuning: Tuning) -> std::io::Result<Workers> {
+    let pool = Arc::new(Pool::new(n));
+    let mut threads = Vec::with_capacity(n);
+    let mut failure = None;
+    for index in 0..n {
+        let link = WorkerLink::new(pool.clone(), index);
+        let (report, started) = std::sync::mpsc::channel();
+        match thread::Builder::new()
+            .name(format!("fibra-worker-{index}"))
+            .spawn(move || worker_main(link, stack_size, tuning, report))
+        {
+            Ok(thread) => threads.push(thread),
+            Err(e) => {
+                failure = Some(e);
+                break;
+            }
+        }
+        // A worker that failed reports its error; one that panicked
+        // drops its sender, which ends the wait with RecvError.
+        match started.recv() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                failure = Some(e);
+                break;
+            }
+            Err(_) => {
+                failure = Some(std::io::Error::other(format!(
+                    "fibra worker {index} failed to start"
+                )));
+                break;
+            }
+        }
+    }
+    if let Some(e) = failure {
+        pool.stop();
+        for thread in threads {
+            let _ = thread.join();
+        }
+        return Err(e);
+    }
+    Ok(Workers { pool, threads })
+}
+
+/// A worker thread: its scheduler runs until the runtime is dropped, then
+/// cancels its fibers and drops the jobs nobody started.
+fn worker_main(
+    link: WorkerLink<Job>,
+    stack_size: usize,
+    tuning: Tuning,
+    report: std::sync::mpsc::Sender<std::io::Result<()>>,
+) {
+    let index = link.index();
+    let own = link.clone();
+    let core = match Core::new(stack_size, tuning, Some(link)) {
+        Ok(core) => core,
+        Err(e) => {
+            let _ = report.send(Err(e));
+            return;
+        }
+    };
+    crate::runtime::watchdog::install_panic_hook();
+    own.started(core.shared.clone());
+    let _ = report.send(Ok(()));
+    drop(report);
+
+    let span = tracing::debug_span!("fibra-worker", worker = index);
+    let _span = span.enter();
+    let enter = Enter::nested(&core);
+    own.run(); // up: no longer WAKING
+    core.run_root(Until::Stopped);
+    drop(enter);
+    close(&core);
+    // Jobs still queued here are dropped unrun: their handles report them
+    // cancelled.
+    own.drop_unstarted();
 }
 
 /// Refuses, up front, more workers than the process has memory mappings
 /// left for (`vm.max_map_count`, 65530 by default): past it std cannot map
 /// a new thread's signal stack and aborts the process, where every other
-/// shortage (threads, fds, memory) is an error `Pool::start` returns.
+/// shortage (threads, fds, memory) is an error `start_pool` returns.
 fn check_mappings(n: usize) -> std::io::Result<()> {
     let Some(max) = std::fs::read_to_string("/proc/sys/vm/max_map_count")
         .ok()
@@ -93,7 +179,7 @@ impl std::fmt::Debug for Workers {
 }
 
 impl Runtime<Workers> {
-    fn pool(&self) -> &Pool {
+    fn pool(&self) -> &Pool<Job> {
         &self.flavor.pool
     }
 

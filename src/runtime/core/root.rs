@@ -42,7 +42,7 @@ impl Core {
             }
             if l.run_queue.is_empty() {
                 match &self.worker {
-                    Some(worker) => worker.wait_for_work(self, l.closing),
+                    Some(worker) => self.wait_for_work(worker, l.closing),
                     None => self.poll(None),
                 }
                 continue;
@@ -180,7 +180,7 @@ impl Core {
             // SAFETY: on the runtime's thread; short borrow.
             let l = unsafe { self.local() };
             if !l.closing {
-                news |= worker.start_own(self);
+                news |= self.start_own(worker);
             }
             let (alive, ready) = self.figures();
             worker.publish(alive, ready);

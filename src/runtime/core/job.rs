@@ -1,10 +1,11 @@
-//! A [`Job`]: a fiber that has not started yet, as the worker pool sees
-//! it: a `Send` closure that creates the fiber on whichever worker starts
-//! it. The pool moves jobs between threads and starts them; what a job
-//! holds (the fiber's closure and its join handle's end) is made in
+//! A [`Job`]: a fiber that has not started yet, as a runtime of workers
+//! keeps it: a `Send` closure that creates the fiber on whichever worker
+//! starts it. The pool (`runtime/pool.rs`) moves jobs between threads, and
+//! a worker's scheduler starts them (`core/worker.rs`); what a job holds
+//! (the fiber's closure and its join handle's end) is made in
 //! `fiber::queued`, which fills in `Job::new`.
 
-use crate::runtime::core::Core;
+use super::Core;
 
 /// A fiber that has not started: where it goes, it is created and queued.
 pub(crate) struct Job {
