@@ -15,7 +15,7 @@ use crate::arch;
 use crate::fiber::join::{FiberEnd, FiberRef, JoinError, JoinHandle, packet};
 use crate::runtime::context;
 use crate::runtime::core::Core;
-use crate::runtime::core::id::FiberId;
+use crate::runtime::fiber_id::FiberId;
 use crate::runtime::park::CancelUnwind;
 use crate::runtime::token::Key;
 use crate::runtime::watch::Meta;

@@ -7,7 +7,7 @@
 use std::sync::{Arc, Mutex};
 
 use crate::runtime::context;
-use crate::runtime::core::id::FiberId;
+use crate::runtime::fiber_id::FiberId;
 use crate::runtime::registry::{self, RuntimeId};
 use crate::runtime::shared::Remote;
 use crate::runtime::token::Key;

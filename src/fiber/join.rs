@@ -8,7 +8,7 @@ use std::task::{Context, Poll};
 
 use crate::fiber::Fiber;
 use crate::runtime::context;
-use crate::runtime::core::id::FiberId;
+use crate::runtime::fiber_id::FiberId;
 use crate::runtime::park::Unparker;
 use crate::runtime::registry::{self, RuntimeId};
 

@@ -4,7 +4,7 @@ use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 
-use crate::runtime::core::id::FiberId;
+use crate::runtime::fiber_id::FiberId;
 
 /// Why a fiber gave no result: it panicked, or it was cancelled.
 pub struct JoinError {

@@ -50,7 +50,7 @@ pub(crate) use entry::spawn_on;
 
 use std::sync::Arc;
 
-pub use crate::runtime::core::id::FiberId;
+pub use crate::runtime::fiber_id::FiberId;
 use crate::runtime::{context, park};
 
 /// A handle to a fiber: its id and name. See [`current`].

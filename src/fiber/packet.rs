@@ -15,7 +15,7 @@ use crate::fiber::scope_data::ScopeData;
 use crate::runtime::blocks::{self, BLOCK};
 use crate::runtime::context;
 use crate::runtime::core::Core;
-use crate::runtime::core::id::FiberId;
+use crate::runtime::fiber_id::FiberId;
 use crate::runtime::park::{Unparker, park_current};
 use crate::runtime::wait_on::WaitOn;
 

@@ -14,8 +14,8 @@ use crate::fiber::entry::{start_fiber, write_meta};
 use crate::fiber::fiber_ref::{FiberRef, Placement};
 use crate::fiber::join::{FiberEnd, JoinError, JoinHandle, packet};
 use crate::runtime::core::Core;
-use crate::runtime::core::id::FiberId;
 use crate::runtime::core::job::Job;
+use crate::runtime::fiber_id::FiberId;
 
 /// What makes a [`Job`] (the worker pool's type) out of a closure: the
 /// pool moves jobs between threads and starts them, and knows nothing of

@@ -62,7 +62,6 @@ use crate::reactor::Reactor;
 use crate::runtime::blocks::Blocks;
 use crate::runtime::fiber_info::{FiberInfo, FiberState, Section};
 use crate::runtime::pool::WorkerLink;
-use crate::runtime::records::Records;
 use crate::runtime::registry::{self, RuntimeId};
 use crate::runtime::run_queue::RunQueue;
 use crate::runtime::shared::{Remote, Shared};
@@ -95,10 +94,10 @@ const IDLE_RELEASE_NS: u64 = 5_000_000;
 
 pub(crate) mod callback;
 mod current;
-pub(crate) mod flags;
-pub(crate) mod id;
+mod flags;
 pub(crate) mod job;
 pub(crate) mod record;
+mod records;
 mod root;
 mod share_cpu;
 mod switch;
@@ -108,9 +107,11 @@ mod worker;
 use callback::parked_in_callback;
 use flags::Flags;
 use job::Job;
-// Also `fibra::FiberId` (through `fiber`); the runtime takes it from `id`.
-pub use id::FiberId;
+// Also `fibra::FiberId` (through `fiber`); the runtime takes it from
+// `fiber_id`.
+pub use crate::runtime::fiber_id::FiberId;
 use record::{NO_DEADLINE, Record, State, TimeoutScope, Wake};
+use records::Records;
 
 /// The settings of a runtime's schedulers that its `Builder` chose.
 #[derive(Clone, Copy, Debug)]

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::thread::ThreadId;
 
 use crate::reactor::WAKER;
-use crate::runtime::core::id::FiberId;
+use crate::runtime::fiber_id::FiberId;
 use crate::runtime::fiber_info::Section;
 use crate::runtime::token::{Key, WakeToken};
 use crate::runtime::watch::Watch;

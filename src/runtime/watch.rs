@@ -53,7 +53,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, Once};
 use std::time::Duration;
 
-use crate::runtime::core::id::FiberId;
+use crate::runtime::fiber_id::FiberId;
 use crate::runtime::watchdog_sleep;
 use crate::stack::StackHeader;
 

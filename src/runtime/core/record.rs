@@ -1,5 +1,5 @@
 //! A fiber's record, as the scheduler keeps it in its slab
-//! ([`Records`](crate::runtime::records::Records)): its saved stack
+//! ([`Records`](crate::runtime::core::records::Records)): its saved stack
 //! pointer, stack, park state and what it waits for, and the small types
 //! of its fields ([`State`], [`Wake`], [`TimeoutScope`]).
 //!
@@ -11,7 +11,7 @@ use std::ptr;
 use std::sync::Arc;
 
 use super::flags::Flags;
-use super::id::FiberId;
+use crate::runtime::fiber_id::FiberId;
 use crate::runtime::wait_on::StoredWait;
 use crate::runtime::watch::Meta;
 use crate::stack::{Stack, StackHeader};
@@ -27,7 +27,7 @@ pub(crate) enum State {
     Parked,
     /// Finished; its record waits for `after_switch` to remove it.
     Done,
-    /// Not a fiber: a free slot of [`Records`](crate::runtime::records::Records).
+    /// Not a fiber: a free slot of [`Records`](crate::runtime::core::records::Records).
     Vacant,
 }
 
@@ -85,7 +85,7 @@ pub(crate) struct Record {
 }
 
 impl Record {
-    /// The record of a vacant slot (see [`Records`](crate::runtime::records::Records)): it owns nothing.
+    /// The record of a vacant slot (see [`Records`](crate::runtime::core::records::Records)): it owns nothing.
     pub(crate) fn vacant() -> Record {
         Record {
             sp: ptr::null_mut(),
