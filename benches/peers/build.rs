@@ -33,7 +33,10 @@ fn main() {
     // `stmxcsr`) and never loaded back, so nothing waits for it; the x87
     // word is kept as shipped.
     let ldmxcsr = "    ldmxcsr 48(%rsp)\n";
-    assert!(full.contains(ldmxcsr), "asm/x86_64.S changed: update build.rs");
+    assert!(
+        full.contains(ldmxcsr),
+        "asm/x86_64.S changed: update build.rs"
+    );
     let store_only = full
         .replace("floor_full_", "floor_store_")
         .replace(ldmxcsr, "");

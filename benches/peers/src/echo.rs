@@ -318,7 +318,7 @@ pub fn cpu_seconds(pid: u32) -> f64 {
     ticks / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
 }
 
-struct Load {
+pub(crate) struct Load {
     round_trips: u64,
     /// Microseconds, one sample per 8 round trips.
     latencies: Vec<f64>,
@@ -364,7 +364,7 @@ fn total(results: impl Iterator<Item = (u64, Vec<f64>)>) -> Load {
 }
 
 /// `conns` connections from fibers of one thread until RUN is over.
-fn load(port: u16, conns: usize, size: usize) -> Load {
+pub(crate) fn load(port: u16, conns: usize, size: usize) -> Load {
     fibra::run(|| {
         let deadline = Instant::now() + RUN;
         let clients: Vec<_> = (0..conns)
@@ -393,7 +393,7 @@ pub fn load_two_only(port: u16, conns: usize, size: usize) -> (u64, f64, f64) {
 }
 
 /// `conns` connections from fibra fibers on two workers until RUN is over.
-fn load_two_workers(port: u16, conns: usize, size: usize) -> Load {
+pub(crate) fn load_two_workers(port: u16, conns: usize, size: usize) -> Load {
     let rt = fibra::Runtime::builder().workers(2).build().unwrap();
     let deadline = Instant::now() + RUN;
     let clients: Vec<_> = (0..conns)
@@ -490,7 +490,7 @@ pub(crate) fn repeats(default: usize) -> usize {
 }
 
 /// One measured run: throughput, server CPU per trip (us), p50, p99 (us).
-fn measure_once(
+pub(crate) fn measure_once(
     imp: &str,
     conns: usize,
     size: usize,

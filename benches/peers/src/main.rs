@@ -334,6 +334,7 @@ mod hyper_table;
 mod million;
 mod redis;
 mod sync;
+mod targets;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -377,6 +378,12 @@ fn main() {
         return;
     }
     may::config().set_workers(1);
+    if args.first().map(String::as_str) == Some("targets") {
+        // Issue 20's rows, as ratios to their references: asked for by
+        // name only (about 15 minutes).
+        targets::run();
+        return;
+    }
     let want = |name: &str| args.is_empty() || args.iter().any(|a| a == name);
     println!("fibra vs peers: medians of {REPEATS} runs, one process");
 

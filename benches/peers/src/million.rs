@@ -130,7 +130,7 @@ fn touch_pages(n: usize, guarded: bool) -> (f64, f64) {
     (secs, bytes)
 }
 
-fn run_child(kind: &str) -> (f64, f64) {
+pub(crate) fn run_child(kind: &str) -> (f64, f64) {
     let out = Command::new(std::env::current_exe().unwrap())
         .args(["million-child", kind, &FIBERS.to_string()])
         .output()

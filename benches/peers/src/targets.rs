@@ -1,0 +1,195 @@
+//! Issue 20's table, row by row: fibra against the reference the issue
+//! names for it, measured in pairs (fibra, then the reference, alternated,
+//! so a slow spell of this shared machine falls on both), each pair giving
+//! one ratio; printed as the median ratio of the pairs with its spread,
+//! beside the target and whether the median meets it.
+//!
+//! `cargo run --release -- targets` runs them all (about 15 minutes on two
+//! cores); `TARGETS=switch,echo` picks rows (`switch`, `echo`, `echo2`,
+//! `million`), `TARGET_PAIRS` sets the pairs per row (default 5).
+
+use crate::{echo, floor, million};
+
+/// One row's pairs: fibra's figure and the reference's, per pair.
+struct Pairs {
+    fibra: Vec<f64>,
+    reference: Vec<f64>,
+}
+
+impl Pairs {
+    fn measure(
+        n: usize,
+        mut fibra: impl FnMut() -> f64,
+        mut reference: impl FnMut() -> f64,
+    ) -> Pairs {
+        let mut p = Pairs {
+            fibra: Vec::new(),
+            reference: Vec::new(),
+        };
+        for _ in 0..n {
+            p.fibra.push(fibra());
+            p.reference.push(reference());
+        }
+        p
+    }
+
+    fn print(&self, what: &str, unit: &str, reference: &str, target: f64) {
+        let ratios: Vec<f64> = self
+            .fibra
+            .iter()
+            .zip(&self.reference)
+            .map(|(f, r)| f / r)
+            .collect();
+        let (r, lo, hi) = spread(ratios);
+        let verdict = if r <= target { "met" } else { "NOT met" };
+        println!(
+            "  {:<44} {:>9.2} {:<6} {:<24} {:>9.2} {:>6.2}x ({:.2}-{:.2})  <= {:.2}x: {}",
+            what,
+            spread(self.fibra.clone()).0,
+            unit,
+            reference,
+            spread(self.reference.clone()).0,
+            r,
+            lo,
+            hi,
+            target,
+            verdict
+        );
+    }
+}
+
+/// Median, minimum and maximum.
+fn spread(mut v: Vec<f64>) -> (f64, f64, f64) {
+    v.sort_by(f64::total_cmp);
+    (v[v.len() / 2], v[0], v[v.len() - 1])
+}
+
+fn wanted(row: &str) -> bool {
+    std::env::var("TARGETS").map_or(true, |list| list.split(',').any(|w| w == row))
+}
+
+pub fn run() {
+    let n = std::env::var("TARGET_PAIRS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n: &usize| n > 0)
+        .unwrap_or(5);
+    println!("\nIssue 20's targets: fibra / reference per pair, median of {n} pairs (min-max)");
+    println!(
+        "  {:<44} {:>9} {:<6} {:<24} {:>9} {:>7}",
+        "", "fibra", "", "reference", "", "ratio"
+    );
+    if wanted("switch") {
+        switch_rows(n);
+    }
+    if wanted("echo") {
+        echo_rows(n, false);
+    }
+    if wanted("echo2") {
+        echo_rows(n, true);
+    }
+    if wanted("million") {
+        million_rows(n);
+    }
+}
+
+fn switch_rows(n: usize) {
+    let coro = crate::corosensei_resume_suspend;
+    Pairs::measure(n, floor::with_fp_words, coro).print(
+        "switch routine alone, FP words kept",
+        "ns/rt",
+        "corosensei resume+susp.",
+        2.0,
+    );
+    Pairs::measure(n, floor::mxcsr_stored_only, coro).print(
+        "  its floor: MXCSR stored, never loaded",
+        "ns/rt",
+        "corosensei resume+susp.",
+        2.0,
+    );
+    Pairs::measure(n, crate::fibra_generator, coro).print(
+        "Generator next + yield_",
+        "ns/rt",
+        "corosensei resume+susp.",
+        2.0,
+    );
+    // `fibra_yield` times round trips of two yields; the row is per yield.
+    Pairs::measure(n, || crate::fibra_yield() / 2.0, coro).print(
+        "yield_now, per yield",
+        "ns",
+        "corosensei resume+susp.",
+        2.0,
+    );
+}
+
+/// A load generator of `echo`: port, connections, message size.
+type LoadFn = fn(u16, usize, usize) -> echo::Load;
+
+/// Server CPU per round trip against the floor's, in every configuration
+/// of the row, and (two workers) the p99 at 100 connections against tokio's
+/// and the floor's.
+fn echo_rows(n: usize, two_workers: bool) {
+    let (fibra, floor, load): (&str, &str, LoadFn) = if two_workers {
+        echo::unpin();
+        ("fibra-2w", "epoll-floor-2w", echo::load_two_workers)
+    } else {
+        echo::pin_to(1);
+        ("fibra", "epoll-floor", echo::load)
+    };
+    let workers = if two_workers { 2 } else { 1 };
+    for (conns, size) in [
+        (1, 64),
+        (50, 64),
+        (1000, 64),
+        (1, 4096),
+        (50, 4096),
+        (1000, 4096),
+    ] {
+        Pairs::measure(
+            n,
+            || echo::measure_once(fibra, conns, size, load).1,
+            || echo::measure_once(floor, conns, size, load).1,
+        )
+        .print(
+            &format!("echo CPU/trip, {workers}w, {conns} x {size} B"),
+            "us",
+            "epoll floor",
+            1.05,
+        );
+    }
+    if two_workers {
+        for reference in ["tokio-2w", "epoll-floor-2w"] {
+            Pairs::measure(
+                n,
+                || echo::measure_once(fibra, 100, 64, load).3,
+                || echo::measure_once(reference, 100, 64, load).3,
+            )
+            .print("echo p99, 2w, 100 x 64 B", "us", reference, 1.0);
+        }
+    }
+}
+
+fn million_rows(n: usize) {
+    let mut bytes = Vec::new();
+    let p = Pairs::measure(
+        n,
+        || {
+            let (secs, b) = million::run_child("fibra");
+            bytes.push(b);
+            secs
+        },
+        || million::run_child("guarded").0,
+    );
+    p.print(
+        "1 M fibers spawned, started, parked",
+        "s",
+        "one guarded page each",
+        1.2,
+    );
+    let (b, lo, hi) = spread(bytes);
+    let verdict = if b <= 4608.0 { "met" } else { "NOT met" };
+    println!(
+        "  {:<44} {:>9.0} {:<6} {:<24} {:>9} ({:.0}-{:.0})  <= 4608 B: {}",
+        "  resident memory per fiber", b, "B", "", "", lo, hi, verdict
+    );
+}
