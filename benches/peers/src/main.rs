@@ -75,6 +75,27 @@ fn fibra_yield() -> f64 {
     })
 }
 
+/// Both fibers yield from one function, so each switch returns where the
+/// return stack predicts; `fibra_yield`'s two closures do not.
+#[inline(never)]
+fn yield_loop(n: u64) -> std::time::Duration {
+    let t = Instant::now();
+    for _ in 0..n {
+        fibra::yield_now();
+    }
+    t.elapsed()
+}
+
+fn fibra_yield_one_site() -> f64 {
+    fibra::run(|| {
+        let other = fibra::spawn(|| yield_loop(SWITCHES + 1));
+        let me = fibra::spawn(|| yield_loop(SWITCHES));
+        let e = me.join().unwrap();
+        other.join().unwrap();
+        e.as_nanos() as f64 / SWITCHES as f64
+    })
+}
+
 fn corosensei_resume_suspend() -> f64 {
     use corosensei::{Coroutine, CoroutineResult};
     let mut co = Coroutine::new(|yielder, _input: ()| {
@@ -393,6 +414,7 @@ fn main() {
             unit: "ns/round trip",
             rows: vec![
                 ("fibra yield_now (fiber <-> fiber)", measure(fibra_yield)),
+                ("  same, both fibers in one function", measure(fibra_yield_one_site)),
                 ("fibra Generator next + yield_", measure(fibra_generator)),
                 ("corosensei resume + suspend", measure(corosensei_resume_suspend)),
                 ("fibra switch routine alone", measure(floor::with_fp_words)),
