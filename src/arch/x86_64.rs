@@ -44,9 +44,14 @@ const DEFAULT_FP_WORDS: u64 = 0x1F80 | (0x037F << 32);
 /// Bytes of the switch frame: six registers, FP words, return address.
 const FRAME_BYTES: usize = 8 * 8;
 
-/// Asks the CPU to start loading the switch frame saved at `sp` (and the
-/// line above it, where the resumed code's own frame begins), so that a
-/// switch to that context a little later does not wait on memory.
+/// Bytes above a suspended context's stack pointer that its resumption
+/// touches first: the switch frame, then the frames of the park that made
+/// it (the scheduler's, the socket's wait, the read or write that waited).
+const RESUME_BYTES: usize = 256;
+
+/// Asks the CPU to start loading the switch frame saved at `sp` and the
+/// frames just above it, so that a switch to that context a little later
+/// does not wait on memory.
 ///
 /// A runtime with thousands of fibers resumes each one after the others
 /// have run, by which time its stack has left the caches: without this,
@@ -54,12 +59,23 @@ const FRAME_BYTES: usize = 8 * 8;
 /// the switch routine the largest item in a profile of 100 000 sleepers.
 #[inline(always)]
 pub(crate) fn prefetch_frame(sp: *const u8) {
+    prefetch(sp, RESUME_BYTES);
+}
+
+/// Asks the CPU to start loading the `bytes` from `p` on (every cache line
+/// they touch).
+#[inline(always)]
+pub(crate) fn prefetch(p: *const u8, bytes: usize) {
     use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
-    // SAFETY: a prefetch is a hint: it never faults, whatever the address
-    // (a stale or unmapped one is simply dropped), and writes nothing.
-    unsafe {
-        _mm_prefetch::<_MM_HINT_T0>(sp.cast());
-        _mm_prefetch::<_MM_HINT_T0>(sp.wrapping_add(64).cast());
+    let first = p as usize & !63;
+    let end = p as usize + bytes;
+    let mut line = first;
+    while line < end {
+        // SAFETY: a prefetch is a hint: it never faults, whatever the
+        // address (a stale or unmapped one is simply dropped), and writes
+        // nothing.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(line as *const i8) };
+        line += 64;
     }
 }
 

@@ -81,6 +81,12 @@ impl RunQueue {
         (self.len != 0).then(|| self.get(0))
     }
 
+    /// The key after [`RunQueue::front`], left in place.
+    #[inline]
+    pub(crate) fn second(&self) -> Option<Key> {
+        (self.len > 1).then(|| self.get(1))
+    }
+
     #[inline]
     pub(crate) fn pop_front(&mut self) -> Option<Key> {
         if self.len == 0 {

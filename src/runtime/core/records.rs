@@ -19,6 +19,7 @@
 //! owns nothing (no stack, name or span): overwriting it leaks nothing.
 
 use std::ops::{Index, IndexMut};
+use std::ptr;
 
 use crate::runtime::core::record::{Record, State};
 use crate::runtime::token::Key;
@@ -117,6 +118,15 @@ impl Records {
         self.slots
             .get(key as usize)
             .filter(|rec| rec.state != State::Vacant)
+    }
+
+    /// Where slot `key`'s record lies, without reading it (for a
+    /// prefetch); `None` past the end.
+    #[inline]
+    pub(crate) fn slot_addr(&self, key: Key) -> Option<*const u8> {
+        self.slots
+            .get(key as usize)
+            .map(|rec| ptr::from_ref(rec).cast())
     }
 
     /// The record in slot `key`, if the slot holds one.

@@ -131,7 +131,7 @@ impl Core {
                 if let Some(after) = l.run_queue.front()
                     && after != l.current
                 {
-                    l.prefetch(after);
+                    l.prefetch(after, l.run_queue.second());
                 }
                 return Some(key);
             }
