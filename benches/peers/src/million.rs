@@ -148,15 +148,22 @@ fn median_and_spread(mut v: Vec<f64>) -> (f64, f64, f64) {
 
 pub fn run() {
     let (mut fibra, mut pages, mut guarded) = (Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..RUNS {
-        fibra.push(run_child("fibra"));
-        pages.push(run_child("pages"));
-        guarded.push(run_child("guarded"));
+    // Each round starts with another of the three: a process that maps and
+    // faults gigabytes right after another freed as much pays differently
+    // on a VM (up to 2x here), so no kind may always run in the same place.
+    for round in 0..RUNS {
+        for turn in 0..3 {
+            match (round + turn) % 3 {
+                0 => fibra.push(run_child("fibra")),
+                1 => pages.push(run_child("pages")),
+                _ => guarded.push(run_child("guarded")),
+            }
+        }
     }
     println!(
         "\n{FIBERS} fresh fibers, each parked in a 1 s sleep, against one fresh page touched \
          per 256 KiB slot, and the same with a guard page installed per slot as fibra does \
-         (fresh process each, alternated; medians of {RUNS}, min-max)"
+         (fresh process each, the order rotated each round; medians of {RUNS}, min-max)"
     );
     println!(
         "  {:<34} {:>18} {:>12} {:>22}",
