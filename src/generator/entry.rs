@@ -15,6 +15,14 @@ pub(super) fn enter_stack(header: *const StackHeader) -> *const StackHeader {
     overflow::set_running(header)
 }
 
+/// Tells the overflow handler (and the runtime) that the thread is back on
+/// the stack `resume` was called on, once the generator has suspended or
+/// ended: the generator pushed nothing on its own stack on the way out.
+#[inline(always)]
+pub(super) fn leave_stack(caller: *const StackHeader) {
+    overflow::return_to(caller);
+}
+
 pub(super) struct Start<F, T> {
     pub(super) body: F,
     pub(super) control: *const Control<T>,

@@ -73,7 +73,7 @@ mod entry;
 mod scoped;
 mod yielder;
 
-use entry::{Start, enter_stack, entry};
+use entry::{Start, enter_stack, entry, leave_stack};
 pub use yielder::Yielder;
 
 /// The unwind payload that ends a generator dropped half-way.
@@ -347,7 +347,7 @@ impl<'a, T> Generator<'a, T> {
         // SAFETY: as just argued.
         let finished =
             unsafe { arch::resume(control.caller_sp.as_ptr(), control.generator_sp.get(), 0) };
-        enter_stack(control.caller_header.get());
+        leave_stack(control.caller_header.get());
         if finished == 0 {
             self.state = State::Suspended;
             return true;

@@ -59,6 +59,15 @@ pub(crate) fn set_running(header: *const StackHeader) -> *const StackHeader {
     previous
 }
 
+/// Records that this thread is back on `header`'s stack after a switch
+/// that pushed nothing on the stack it left (a generator's suspend, whose
+/// frame is written before it switches), so [`SWITCHED_FROM`] has nothing
+/// to add and keeps what it says.
+#[inline(always)]
+pub(crate) fn return_to(header: *const StackHeader) {
+    RUNNING.with(|r| r.set(header));
+}
+
 /// The stack this thread runs on now (null: its own).
 #[inline]
 pub(crate) fn running() -> *const StackHeader {
