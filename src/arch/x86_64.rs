@@ -68,7 +68,7 @@ pub(crate) fn prefetch_frame(sp: *const u8) {
 pub(crate) fn prefetch(p: *const u8, bytes: usize) {
     use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
     let first = p as usize & !63;
-    let end = p as usize + bytes;
+    let end = (p as usize).saturating_add(bytes);
     let mut line = first;
     while line < end {
         // SAFETY: a prefetch is a hint: it never faults, whatever the
