@@ -452,6 +452,75 @@ fn a_large_closure_is_kept_off_the_stack_top_and_still_runs() {
 }
 
 #[test]
+fn fibers_spawned_behind_a_long_queue_start_late_and_whole() {
+    // Behind a few hundred queued fibers, a new one's start waits in a box
+    // until its first run (its stack is touched only then): results, names,
+    // panics, cancellation before the start, dumps and a dropped runtime
+    // must not tell the difference.
+    const N: usize = 1000;
+    let drops = SyncDropCount::default();
+    let rt = fibra::Runtime::new().unwrap();
+    rt.block_on(|| {
+        let handles: Vec<_> = (0..N)
+            .map(|i| {
+                let text = format!("result {i}");
+                let guard = drops.guard();
+                fibra::Builder::new()
+                    .name(format!("late-{i}"))
+                    .spawn(move || {
+                        let _g = guard;
+                        let name = format!("late-{i}");
+                        assert_eq!(fibra::current().name(), Some(name.as_str()));
+                        fibra::yield_now();
+                        if i % 100 == 99 {
+                            panic!("late failure {i}");
+                        }
+                        text
+                    })
+                    .unwrap()
+            })
+            .collect();
+        // None has run yet: the dump lists the last one, queued, with the
+        // place it was spawned from.
+        let dump = rt.dump();
+        let last = dump
+            .fibers()
+            .find(|f| f.name.as_deref() == Some("late-999"))
+            .unwrap_or_else(|| panic!("not listed:\n{dump}"));
+        assert_eq!(last.state, fibra::runtime::FiberState::Ready, "{dump}");
+        assert!(
+            last.spawned_at.unwrap().file().ends_with("lifecycle.rs"),
+            "{dump}"
+        );
+        handles[600].cancel();
+        for (i, h) in handles.into_iter().enumerate() {
+            let outcome = h.join();
+            if i == 600 {
+                assert!(outcome.unwrap_err().is_cancelled());
+            } else if i % 100 == 99 {
+                let err = outcome.unwrap_err();
+                assert!(err.is_panic(), "{err}");
+                assert_eq!(err.name(), Some(format!("late-{i}").as_str()));
+                assert!(
+                    err.to_string().contains(&format!("late failure {i}")),
+                    "{err}"
+                );
+            } else {
+                assert_eq!(outcome.unwrap(), format!("result {i}"));
+            }
+        }
+        assert_eq!(drops.get(), N);
+    });
+    // Dropping the runtime with hundreds never started drops each closure.
+    for _ in 0..N {
+        let guard = drops.guard();
+        rt.spawn(move || drop(guard));
+    }
+    drop(rt);
+    assert_eq!(drops.get(), 2 * N);
+}
+
+#[test]
 fn names_ids_and_current() {
     fibra::run(|| {
         let root = fibra::current();

@@ -18,8 +18,28 @@ fn recurse(depth: u64) -> u64 {
 
 #[test]
 fn a_fiber_overflow_is_reported_with_its_name_id_and_size() {
-    if is_child("a_fiber_overflow_is_reported_with_its_name_id_and_size") {
+    named_overflow_is_reported("a_fiber_overflow_is_reported_with_its_name_id_and_size", 0);
+}
+
+#[test]
+fn a_fiber_started_behind_a_long_queue_overflows_with_its_name_in_the_report() {
+    // Behind 300 queued fibers, its stack header is written by the switch
+    // that first runs it, not by the spawn.
+    named_overflow_is_reported(
+        "a_fiber_started_behind_a_long_queue_overflows_with_its_name_in_the_report",
+        300,
+    );
+}
+
+/// Runs, in a child, a fiber named `deep-diver` on a 64 KiB stack that
+/// recurses until it overflows, spawned behind `queued` fibers, and checks
+/// the report.
+fn named_overflow_is_reported(test: &str, queued: usize) {
+    if is_child(test) {
         fibra::run(|| {
+            for _ in 0..queued {
+                fibra::spawn(fibra::yield_now);
+            }
             let h = fibra::Builder::new()
                 .name("deep-diver".into())
                 .stack_size(64 * 1024)
@@ -30,7 +50,7 @@ fn a_fiber_overflow_is_reported_with_its_name_id_and_size() {
         });
         unreachable!("the overflow did not abort");
     }
-    let out = run_child("a_fiber_overflow_is_reported_with_its_name_id_and_size");
+    let out = run_child(test);
     let stderr = String::from_utf8_lossy(&out.stderr);
     let id = stderr
         .lines()

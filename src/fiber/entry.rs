@@ -3,8 +3,12 @@
 //!
 //! The closure and the fiber's end of the result packet are written at the
 //! top of the new stack (no heap allocation for them), the first switch
-//! frame just below. A closure too large to leave room for the fiber's own
-//! frames (over a quarter of the stack) is boxed instead.
+//! frame just below. Two kinds of fiber are boxed instead, their first
+//! frame built by the switch that first runs them (see
+//! `runtime::core::first_frame`): one whose closure is too large to leave
+//! room for its own frames (over a quarter of the stack), and one spawned
+//! behind [`DEFER_AFTER`] queued fibers, whose stack would have left the
+//! caches by the time it runs.
 
 use std::io;
 use std::panic::{self, AssertUnwindSafe, Location};
@@ -15,17 +19,33 @@ use crate::arch;
 use crate::fiber::join::{FiberEnd, FiberRef, JoinError, JoinHandle, packet};
 use crate::runtime::context;
 use crate::runtime::core::Core;
+use crate::runtime::core::first_frame::{FirstFrame, deferred_sp};
 use crate::runtime::fiber_id::FiberId;
 use crate::runtime::park::CancelUnwind;
 use crate::runtime::token::Key;
 use crate::runtime::watch::Meta;
 use crate::stack::{Stack, StackHeader};
 
+/// Fibers queued ahead of a new one from which on its start is deferred
+/// to its first run. Each fiber that runs first touches a few KiB of its
+/// own: past this many, the new fiber's freshly written stack lines have
+/// left the L2 cache before it runs, and a heap box is the cheaper place
+/// for its start.
+const DEFER_AFTER: usize = 256;
+
 struct Start<F, T> {
     f: F,
     packet: FiberEnd<T>,
     /// Called after everything else, for scoped fibers.
     on_exit: Option<OnExit>,
+}
+
+/// A start kept off the stack until the fiber's first run.
+#[repr(C)]
+struct Boxed<F, T> {
+    /// First, so that a pointer to the box is one to this.
+    first: FirstFrame,
+    start: Start<F, T>,
 }
 
 /// A callback for the very end of a fiber's run, after its closure, result
@@ -71,9 +91,19 @@ where
         key,
     };
     let (fiber_end, mut handle_end) = packet(Some(core), scope_data, id, name.clone(), at);
-    write_meta(&stack, Location::caller());
     // SAFETY: forwarded from the caller.
-    let started = unsafe { start_fiber(core, stack, f, fiber_end, id, name, on_exit) };
+    let started = unsafe {
+        start_fiber(
+            core,
+            stack,
+            f,
+            fiber_end,
+            id,
+            name,
+            on_exit,
+            Location::caller(),
+        )
+    };
     if idle {
         core.make_idle(started);
     }
@@ -88,26 +118,13 @@ where
     Ok(JoinHandle::new(handle_end))
 }
 
-/// Writes the `Meta` of a fiber about to start on `stack` (before
-/// [`start_fiber`], which leaves it in place): where it was spawned, no
-/// fiber-locals yet.
-#[inline(always)]
-pub(crate) fn write_meta(stack: &Stack, location: &'static Location<'static>) {
-    let at = crate::runtime::watch::meta_below(stack.header());
-    debug_assert_eq!(at as usize % align_of::<Meta>(), 0);
-    // SAFETY: `at..at + size_of::<Meta>()` lies in the usable stack right
-    // below the header (16-byte aligned, as the header is), which nothing
-    // of a fiber uses yet: the stack was just taken for a new one.
-    unsafe { at.write(Meta::new(Some(location))) };
-}
-
-/// Queues a fiber `id` on `core` that runs `f` on `stack` and hands its
-/// outcome to `end`; returns its key. Its `Meta` is written already
-/// ([`write_meta`]).
+/// Queues a fiber `id`, spawned at `location`, that runs `f` on `stack`
+/// and hands its outcome to `end`; returns its key.
 ///
 /// # Safety
 ///
 /// As for [`spawn_unchecked`]: what `f` and `T` borrow outlives the fiber.
+#[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn start_fiber<F, T>(
     core: &Core,
     stack: Stack,
@@ -116,6 +133,7 @@ pub(crate) unsafe fn start_fiber<F, T>(
     id: FiberId,
     name: Option<Arc<str>>,
     on_exit: Option<OnExit>,
+    location: &'static Location<'static>,
 ) -> Key
 where
     F: FnOnce() -> T,
@@ -125,44 +143,41 @@ where
         packet: end,
         on_exit,
     };
+    if size_of::<Start<F, T>>() > stack.usable() / 4 || core.queued() >= DEFER_AFTER {
+        let boxed = Box::into_raw(Box::new(Boxed {
+            first: FirstFrame {
+                entry: fiber_main::<F, T, true>,
+                location,
+            },
+            start,
+        }));
+        // SAFETY: `Box::into_raw` never returns null.
+        let head = unsafe { NonNull::new_unchecked(boxed) }.cast::<FirstFrame>();
+        return core.add_fiber(stack, deferred_sp(head), id, name);
+    }
 
     // The fiber's `Meta` stays right below the header (never moved, never
     // overwritten by the fiber's frames) until the stack is given back.
-    let below = crate::runtime::watch::meta_below(stack.header()) as usize;
+    let header = stack.header();
+    let below = crate::runtime::watch::meta_below(header);
+    debug_assert_eq!(below as usize % align_of::<Meta>(), 0);
     let size = size_of::<Start<F, T>>();
     let align = align_of::<Start<F, T>>().max(16);
-    let (frame_top, data, entry): (usize, *mut u8, arch::EntryFn) = if size <= stack.usable() / 4 {
-        let at = (below - size) & !(align - 1);
-        // SAFETY: `at..at + size` lies in the usable stack below the header
-        // (size is at most a quarter of it), aligned for Start.
-        unsafe { ptr::write(at as *mut Start<F, T>, start) };
-        (at, at as *mut u8, fiber_main::<F, T, false>)
-    } else {
-        let boxed = Box::into_raw(Box::new(start));
-        (below, boxed.cast(), fiber_main::<F, T, true>)
-    };
-
-    let (guard_lo, guard_hi) = stack.guard();
-    let (name_ptr, name_len) = name
-        .as_deref()
-        .map_or((ptr::null(), 0), |n| (n.as_ptr(), n.len()));
-    // SAFETY: the header slot at the top of our own stack is ours to write;
-    // the name is kept alive by the record (which owns an `Arc` of it).
+    let at = (below as usize - size) & !(align - 1);
+    // SAFETY: the header slot at the top of our own stack, the `Meta` right
+    // below it and `at..at + size` below that are the usable stack of a
+    // fiber that does not run yet (size is at most a quarter of it),
+    // aligned for each; the name is kept alive by the record (which owns an
+    // `Arc` of it).
     unsafe {
-        stack.header().write(StackHeader {
-            guard_lo,
-            guard_hi,
-            usable: stack.usable(),
-            fiber_id: id.as_u64(),
-            name_ptr,
-            name_len,
-            pins: std::cell::Cell::new(0),
-        })
-    };
-    // SAFETY: `frame_top` is 16-byte aligned (header slots and Start are
-    // aligned to 16) with the rest of the usable stack below it; `data` stays
+        below.write(Meta::new(Some(location)));
+        ptr::write(at as *mut Start<F, T>, start);
+        header.write(StackHeader::new(&stack, id.as_u64(), name.as_deref()));
+    }
+    // SAFETY: `at` is 16-byte aligned (Start's alignment is raised to 16)
+    // with the rest of the usable stack below it; the Start there stays
     // valid until the entry reads it.
-    let sp = unsafe { arch::init_stack(frame_top as *mut u8, entry, data) };
+    let sp = unsafe { arch::init_stack(at as *mut u8, fiber_main::<F, T, false>, at as *mut u8) };
     core.add_fiber(stack, sp, id, name)
 }
 
@@ -190,7 +205,8 @@ where
 /// # Safety
 ///
 /// Called only through `init_stack`'s frame, with `data` pointing at the
-/// `Start<F, T>` written (or boxed, if `BOXED`) by `spawn_unchecked`.
+/// `Start<F, T>` written by `start_fiber` (or, if `BOXED`, at the
+/// `Boxed<F, T>` it made).
 unsafe extern "C" fn fiber_main<F, T, const BOXED: bool>(
     arg: usize,
     data: *mut u8,
@@ -205,15 +221,18 @@ where
         std::process::abort();
     };
     core.after_switch(arg);
-    // SAFETY: `data` holds the Start written for us; `run` reads each field
-    // exactly once. A boxed Start's allocation is freed afterwards without
-    // dropping its (moved-out) fields.
+    // SAFETY: `data` holds the Start written (or boxed) for us; `run` reads
+    // each of its fields exactly once. A box is freed afterwards without
+    // dropping the (moved-out) fields.
     unsafe {
-        run(core, data.cast::<Start<F, T>>());
         if BOXED {
+            let boxed = data.cast::<Boxed<F, T>>();
+            run(core, &raw mut (*boxed).start);
             drop(Box::from_raw(
-                data.cast::<std::mem::ManuallyDrop<Start<F, T>>>(),
+                boxed.cast::<std::mem::ManuallyDrop<Boxed<F, T>>>(),
             ));
+        } else {
+            run(core, data.cast::<Start<F, T>>());
         }
     }
     if core.has_fiber_locals() {

@@ -10,7 +10,7 @@
 
 use std::sync::Arc;
 
-use crate::fiber::entry::{start_fiber, write_meta};
+use crate::fiber::entry::start_fiber;
 use crate::fiber::fiber_ref::{FiberRef, Placement};
 use crate::fiber::join::{FiberEnd, JoinError, JoinHandle, packet};
 use crate::runtime::core::Core;
@@ -69,9 +69,8 @@ impl Job {
             let (Some(f), Some(end)) = (unstarted.f.take(), unstarted.end.take()) else {
                 unreachable!("a job starts once");
             };
-            write_meta(&stack, location);
             // SAFETY: forwarded from `new_unchecked`'s caller.
-            let key = unsafe { start_fiber(core, stack, f, end, id, None, None) };
+            let key = unsafe { start_fiber(core, stack, f, end, id, None, None, location) };
             if placed.place(core.id, key) {
                 core.cancel(key, id);
             }

@@ -94,6 +94,7 @@ const IDLE_RELEASE_NS: u64 = 5_000_000;
 
 pub(crate) mod callback;
 mod current;
+pub(crate) mod first_frame;
 mod flags;
 pub(crate) mod job;
 pub(crate) mod record;
@@ -296,6 +297,13 @@ impl Core {
         unsafe { self.local().blocks.give_back(block) }
     }
 
+    /// How many fibers wait in the run queue: a new one runs after them.
+    #[inline]
+    pub(crate) fn queued(&self) -> usize {
+        // SAFETY: on the runtime's thread; short borrow.
+        unsafe { self.local() }.run_queue.len()
+    }
+
     /// The key [`Core::add_fiber`] will give the next fiber.
     #[inline]
     pub(crate) fn next_key(&self) -> Key {
@@ -304,7 +312,8 @@ impl Core {
     }
 
     /// Adds a fiber whose first switch-in calls `entry(arg, data)` on `stack`
-    /// (prepared by `fiber::spawn`), queues it, and returns its key.
+    /// (prepared by `fiber::spawn`), queues it, and returns its key. `sp` is
+    /// its first frame's, or stands for a deferred one (see `first_frame`).
     pub(crate) fn add_fiber(
         &self,
         stack: Stack,

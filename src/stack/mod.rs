@@ -22,8 +22,9 @@
 //!
 //! ## Mapping in chunks
 //!
-//! Stacks are mapped [`CHUNK`](pool::CHUNK) at a time: one `mmap` for the
-//! lot and one `process_madvise` installing all their guards, where the
+//! Stacks are mapped [`CHUNK`](pool::CHUNK) at a time, more once a thread
+//! has mapped many (up to 512 at a time, for a burst of spawns): one `mmap`
+//! for the lot and one `process_madvise` installing all their guards, where the
 //! kernel allows it (per-stack `madvise`, then mprotect, otherwise). Each
 //! stack of a chunk is still its own range, unmapped on its own when it is
 //! dropped.
@@ -82,6 +83,24 @@ pub(crate) struct StackHeader {
     /// How many live frames on this stack hold the runtime entered on the
     /// thread (see [`pin`]); touched only by code running on this stack.
     pub(crate) pins: std::cell::Cell<u32>,
+}
+
+impl StackHeader {
+    /// The header of `stack` while fiber `fiber_id` (named `name`, a `str`
+    /// its record owns) runs on it.
+    pub(crate) fn new(stack: &Stack, fiber_id: u64, name: Option<&str>) -> StackHeader {
+        let (guard_lo, guard_hi) = stack.guard();
+        let (name_ptr, name_len) = name.map_or((std::ptr::null(), 0), |n| (n.as_ptr(), n.len()));
+        StackHeader {
+            guard_lo,
+            guard_hi,
+            usable: stack.usable(),
+            fiber_id,
+            name_ptr,
+            name_len,
+            pins: std::cell::Cell::new(0),
+        }
+    }
 }
 
 /// One mapped fiber stack: a guard page at `base`, the usable stack above it.

@@ -57,8 +57,26 @@ pub(crate) const PENDING_MAX_AGE_NS: u64 = 1_000_000_000;
 /// address space and about 512 bytes of page tables each.
 pub(crate) const COLD_CAPACITY: usize = 1 << 17;
 
-/// How many stacks one mapping holds (fewer for large stacks).
+/// How many stacks one mapping holds at first (fewer for large stacks).
 pub(crate) const CHUNK: usize = 32;
+
+/// How many chunks of one size a thread maps before its chunks double, up
+/// to [`MAX_CHUNK_DOUBLINGS`] times: a burst of a million spawns then maps
+/// its stacks 512 at a time, one `mmap` and one guard install each, where
+/// 32 at a time made the `mmap`s alone a twentieth of the burst.
+const CHUNKS_PER_DOUBLING: u32 = 8;
+const MAX_CHUNK_DOUBLINGS: u32 = 4;
+
+/// The number of stacks of `usable` bytes in the next chunk of a thread
+/// that has mapped `mapped` chunks of that size: [`CHUNK`], doubling every
+/// [`CHUNKS_PER_DOUBLING`] chunks, and never more than 16 MiB of address
+/// space per chunk before doubling (so at most 256 MiB after).
+fn chunk_len(usable: usize, mapped: u32) -> usize {
+    let doublings = (mapped / CHUNKS_PER_DOUBLING).min(MAX_CHUNK_DOUBLINGS);
+    (CHUNK << doublings)
+        .min(((16 << 20) << doublings) / usable)
+        .max(1)
+}
 
 /// The free stacks of one size.
 struct Pool {
@@ -69,6 +87,8 @@ struct Pool {
     pending: Vec<Stack>,
     /// Memory marked free (or never touched).
     cold: Vec<Stack>,
+    /// Chunks of this size mapped so far (see [`chunk_len`]).
+    chunks: u32,
 }
 
 impl Pool {
@@ -78,6 +98,7 @@ impl Pool {
             warm: Vec::new(),
             pending: Vec::new(),
             cold: Vec::new(),
+            chunks: 0,
         }
     }
 
@@ -154,33 +175,37 @@ thread_local! {
 /// A stack with `usable` bytes (validated by [`validate_size`]), from this
 /// thread's pool when one of that size is free.
 pub(crate) fn take(usable: usize) -> io::Result<Stack> {
-    let pooled = POOLS
-        .try_with(|pools| {
-            let mut pools = pools.borrow_mut();
-            let pool = pools.iter_mut().find(|p| p.usable == usable)?;
-            pool.warm
-                .pop()
-                .or_else(|| pool.pending.pop())
-                .or_else(|| pool.cold.pop())
-        })
-        .ok()
-        .flatten();
-    if let Some(stack) = pooled {
-        return Ok(stack);
-    }
-    let count = CHUNK.min((16 << 20) / usable).max(1);
+    // A free stack, or how many chunks of this size were mapped before.
+    let pooled = POOLS.try_with(|pools| {
+        let mut pools = pools.borrow_mut();
+        let Some(pool) = pools.iter_mut().find(|p| p.usable == usable) else {
+            return Err(0);
+        };
+        pool.warm
+            .pop()
+            .or_else(|| pool.pending.pop())
+            .or_else(|| pool.cold.pop())
+            .ok_or(pool.chunks)
+    });
+    let count = match pooled {
+        Ok(Ok(stack)) => return Ok(stack),
+        Ok(Err(mapped)) => chunk_len(usable, mapped),
+        // The thread is exiting: there is no pool to keep the rest in.
+        Err(_) => 1,
+    };
     let mut fresh = Stack::map_chunk(usable, count)?;
     let stack = fresh.pop().expect("a chunk has at least one stack");
     let _ = POOLS.try_with(|pools| {
         let mut pools = pools.borrow_mut();
-        match pools.iter_mut().find(|p| p.usable == usable) {
-            Some(pool) => pool.cold.append(&mut fresh),
+        let pool = match pools.iter().position(|p| p.usable == usable) {
+            Some(i) => &mut pools[i],
             None => {
-                let mut pool = Pool::new(usable);
-                pool.cold = std::mem::take(&mut fresh);
-                pools.push(pool);
+                pools.push(Pool::new(usable));
+                pools.last_mut().expect("just pushed")
             }
-        }
+        };
+        pool.cold.append(&mut fresh);
+        pool.chunks = pool.chunks.saturating_add(1);
     });
     Ok(stack)
 }
@@ -266,6 +291,20 @@ mod tests {
 
     use super::*;
     use crate::stack::{DEFAULT_STACK_SIZE, MIN_STACK_SIZE, validate_size};
+
+    #[test]
+    fn chunks_grow_with_what_a_thread_maps_and_stay_bounded() {
+        let usable = validate_size(DEFAULT_STACK_SIZE).unwrap();
+        assert_eq!(chunk_len(usable, 0), CHUNK);
+        assert_eq!(chunk_len(usable, CHUNKS_PER_DOUBLING - 1), CHUNK);
+        assert_eq!(chunk_len(usable, CHUNKS_PER_DOUBLING), 2 * CHUNK);
+        assert_eq!(chunk_len(usable, u32::MAX), 512);
+        // Large stacks: 16 MiB of address space a chunk at first, 256 MiB
+        // at most, and never less than one stack.
+        assert_eq!(chunk_len(4 << 20, 0), 4);
+        assert_eq!(chunk_len(4 << 20, u32::MAX), 64);
+        assert_eq!(chunk_len(1 << 30, u32::MAX), 1);
+    }
 
     fn pooled(usable: usize) -> (usize, usize, usize) {
         POOLS.with(|p| {

@@ -108,5 +108,22 @@ impl Record {
     }
 }
 
+impl Record {
+    /// Where the fiber was spawned, from its `Meta` or, before its first
+    /// run, from its deferred start (see `first_frame`).
+    pub(super) fn spawned_at(&self) -> Option<&'static std::panic::Location<'static>> {
+        if let Some(head) = super::first_frame::deferred(self.sp) {
+            // SAFETY: a deferred `sp` stands for the fiber's boxed start,
+            // live until the fiber first runs, which it has not.
+            return Some(unsafe { (*head).location });
+        }
+        // SAFETY: a live record's `meta` points at its `Meta` (at the top of
+        // its stack, which the record owns, written before its first run,
+        // or in `Shared` for the root), whose `location` never changes; we
+        // are on the runtime's thread.
+        unsafe { self.meta.as_ref() }.and_then(|m| m.location)
+    }
+}
+
 // A spawn writes the whole record: keep it within two cache lines.
 const _: () = assert!(size_of::<Record>() <= 128);

@@ -341,12 +341,7 @@ impl Core {
                         .and((rec.waiting_until != NO_DEADLINE).then_some(rec.waiting_until))
                         .map(|d| std::time::Duration::from_nanos(d.saturating_sub(now))),
                     running_for: None,
-                    // a live record's `meta` points at its `Meta`
-                    // (at the top of its stack, which the record owns, or
-                    // in `Shared` for the root), whose `location` never
-                    // changes; we are on the runtime's thread.
-                    // SAFETY: as argued just above.
-                    spawned_at: unsafe { rec.meta.as_ref() }.and_then(|m| m.location),
+                    spawned_at: rec.spawned_at(),
                     // A context not running has saved its stack pointer in
                     // its own stack.
                     stack_used: match (&rec.stack, rec.state) {

@@ -64,11 +64,17 @@ impl Core {
         // context that runs after it — neither of these: both keys are in
         // bounds, which is all `get_unchecked` asks.
         // SAFETY: as argued above.
-        let (from_rec, load, header, meta) = unsafe {
+        let (from_rec, mut load, header, meta) = unsafe {
             let from_rec: *mut Record = l.fibers.get_unchecked_mut(from);
             let to_rec = l.fibers.get_unchecked(to);
             (from_rec, to_rec.sp, to_rec.running_header, to_rec.meta)
         };
+        if let Some(head) = first_frame::deferred(load) {
+            // `to` has never run: its record's `sp` stands for its boxed
+            // start, and its stack is its own and untouched.
+            // SAFETY: as argued just above; `to` is in bounds (see there).
+            load = unsafe { first_frame::build(l.fibers.get_unchecked(to), head) };
+        }
         l.current = to;
         l.resumed += u64::from(to != ROOT);
         // The watchdog's one store per switch (see `runtime::watch`).

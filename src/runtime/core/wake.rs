@@ -51,8 +51,10 @@ impl Local {
     #[inline(never)]
     pub(super) fn prefetch(&self, next: Key, after: Option<Key>) {
         if let Some(rec) = self.fibers.get(next) {
+            // (For a fiber not yet started, `sp` is its boxed start, just
+            // as worth loading, and the top of its stack holds nothing.)
             arch::prefetch_frame(rec.sp);
-            if !rec.running_header.is_null() {
+            if !rec.running_header.is_null() && first_frame::deferred(rec.sp).is_none() {
                 arch::prefetch(
                     rec.running_header.cast::<u8>().wrapping_sub(TOP_BYTES),
                     TOP_BYTES,

@@ -1,0 +1,88 @@
+//! A fiber whose first frame is built when it first runs, not when it is
+//! spawned.
+//!
+//! A spawn normally writes the fiber's start (its closure and its end of
+//! the result packet), its `Meta`, its stack header and its first switch
+//! frame at the top of its new stack. When many fibers are queued ahead of
+//! it, it runs long after: by then those lines (and, on a fresh stack, the
+//! page's translation) have left the caches, and the fiber's first run pays
+//! for the same memory twice. A burst of a million spawns spent more time
+//! coming back to those stacks than writing them.
+//!
+//! A deferred fiber instead keeps its start in a heap box whose head is a
+//! [`FirstFrame`], and its record's `sp` points at that head with the low
+//! bit set (a saved stack pointer is 8-byte aligned, so the bit is free).
+//! The switch that first runs it ([`build`], called from `hand_over`)
+//! writes the `Meta`, the header and the first frame, then switches in: the
+//! stack is touched once, right before the fiber runs on it, and a fresh
+//! page is faulted in hot.
+
+use std::panic::Location;
+use std::ptr::NonNull;
+
+use super::record::Record;
+use crate::arch::{self, EntryFn};
+use crate::runtime::watch::{Meta, meta_below};
+use crate::stack::StackHeader;
+
+/// What the first switch to a deferred fiber needs: the head of its boxed
+/// start (`repr(C)` there, so a pointer to the box is a pointer to this).
+#[repr(C)]
+pub(crate) struct FirstFrame {
+    /// The fiber's first function, given the box as its `data`.
+    pub(crate) entry: EntryFn,
+    /// Where it was spawned (its `Meta`'s, once it has one).
+    pub(crate) location: &'static Location<'static>,
+}
+
+/// The `sp` a record holds for a fiber whose first frame is deferred to
+/// the box headed by `head`.
+#[inline]
+pub(crate) fn deferred_sp(head: NonNull<FirstFrame>) -> *mut u8 {
+    head.as_ptr().cast::<u8>().map_addr(|a| a | 1)
+}
+
+/// The head of the boxed start a record's `sp` stands for, if the fiber's
+/// first frame is not built yet.
+#[inline(always)]
+pub(crate) fn deferred(sp: *mut u8) -> Option<*const FirstFrame> {
+    (sp.addr() & 1 != 0).then(|| sp.map_addr(|a| a & !1).cast_const().cast())
+}
+
+/// Writes the `Meta`, the stack header and the first switch frame of the
+/// deferred fiber of `rec`, whose `sp` stands for `head`; returns the stack
+/// pointer to switch to.
+///
+/// # Safety
+///
+/// `rec` is the record of a fiber that has never run, whose `sp` is
+/// `deferred_sp(head)`, with `head` the live box `fiber::entry` made; no
+/// one else writes its stack (it owns it, and it has not run).
+#[cold]
+#[inline(never)]
+pub(super) unsafe fn build(rec: &Record, head: *const FirstFrame) -> *mut u8 {
+    let stack = rec
+        .stack
+        .as_ref()
+        .expect("fibra: a deferred start without a stack");
+    let header = stack.header();
+    let meta = meta_below(header);
+    // SAFETY: the box is live until the fiber's entry frees it, which has
+    // not run yet (the caller's contract).
+    let (entry, location) = unsafe { ((*head).entry, (*head).location) };
+    // SAFETY: the header slot and the `Meta` right below it are the top of
+    // the stack the record owns, which nothing uses yet; both addresses
+    // are 16-byte aligned (the header's slot is, and `Meta` is 16 bytes).
+    // The name is kept alive by the record, which outlives the fiber's run.
+    unsafe {
+        header.write(StackHeader::new(
+            stack,
+            rec.id.as_u64(),
+            rec.name.as_deref(),
+        ));
+        meta.write(Meta::new(Some(location)));
+    }
+    // SAFETY: `meta` is 16-byte aligned with the rest of the usable stack
+    // below it, unused; the box stays valid until the entry reads it.
+    unsafe { arch::init_stack(meta.cast(), entry, head.cast_mut().cast()) }
+}
