@@ -144,16 +144,7 @@ where
         on_exit,
     };
     if size_of::<Start<F, T>>() > stack.usable() / 4 || core.queued() >= DEFER_AFTER {
-        let boxed = Box::into_raw(Box::new(Boxed {
-            first: FirstFrame {
-                entry: fiber_main::<F, T, true>,
-                location,
-            },
-            start,
-        }));
-        // SAFETY: `Box::into_raw` never returns null.
-        let head = unsafe { NonNull::new_unchecked(boxed) }.cast::<FirstFrame>();
-        return core.add_fiber(stack, deferred_sp(head), id, name);
+        return defer_start(core, stack, start, id, name, location);
     }
 
     // The fiber's `Meta` stays right below the header (never moved, never
@@ -179,6 +170,34 @@ where
     // valid until the entry reads it.
     let sp = unsafe { arch::init_stack(at as *mut u8, fiber_main::<F, T, false>, at as *mut u8) };
     core.add_fiber(stack, sp, id, name)
+}
+
+/// [`start_fiber`]'s other way: the start goes into a box, and the stack is
+/// first written by the switch that first runs the fiber. Out of line, so
+/// that the usual spawn stays as small as it was.
+#[cold]
+#[inline(never)]
+fn defer_start<F, T>(
+    core: &Core,
+    stack: Stack,
+    start: Start<F, T>,
+    id: FiberId,
+    name: Option<Arc<str>>,
+    location: &'static Location<'static>,
+) -> Key
+where
+    F: FnOnce() -> T,
+{
+    let boxed = Box::into_raw(Box::new(Boxed {
+        first: FirstFrame {
+            entry: fiber_main::<F, T, true>,
+            location,
+        },
+        start,
+    }));
+    // SAFETY: `Box::into_raw` never returns null.
+    let head = unsafe { NonNull::new_unchecked(boxed) }.cast::<FirstFrame>();
+    core.add_fiber(stack, deferred_sp(head), id, name)
 }
 
 /// Spawns a `'static` fiber: the safe face of [`spawn_unchecked`].

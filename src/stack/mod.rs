@@ -88,6 +88,7 @@ pub(crate) struct StackHeader {
 impl StackHeader {
     /// The header of `stack` while fiber `fiber_id` (named `name`, a `str`
     /// its record owns) runs on it.
+    #[inline(always)]
     pub(crate) fn new(stack: &Stack, fiber_id: u64, name: Option<&str>) -> StackHeader {
         let (guard_lo, guard_hi) = stack.guard();
         let (name_ptr, name_len) = name.map_or((std::ptr::null(), 0), |n| (n.as_ptr(), n.len()));
