@@ -364,12 +364,12 @@ where
     let job: Box<dyn FnOnce() + Send + '_> = Box::new(move || complete(&job_slot, f));
     // The job borrows what `f` borrows. This function returns only after
     // the job stored its outcome, which happens after `f` (and its captures)
-    // are gone, and the wait below cannot unwind (`park_raw` ignores
-    // cancellation and timeouts), so every borrow outlives its use.
+    // are gone, and the wait below cannot unwind (`park_uncancellable`
+    // ignores cancellation and timeouts), so every borrow outlives its use.
     // SAFETY: as argued above; only the lifetime is erased, not the layout.
     let job: Job = unsafe { std::mem::transmute::<Box<dyn FnOnce() + Send + '_>, Job>(job) };
     submit(job);
     wait(&slot, || {
-        core.park_raw(None, WaitOn::Blocking);
+        crate::runtime::park::park_uncancellable(core, None, WaitOn::Blocking);
     })
 }

@@ -21,10 +21,9 @@ use crate::fiber::entry::{OnExit, spawn_unchecked};
 use crate::fiber::scope_data::ScopeData;
 use crate::runtime::context;
 use crate::runtime::core::Core;
-use crate::runtime::park::{CancelUnwind, TimeoutUnwind};
+use crate::runtime::park;
 use crate::runtime::wait_on::WaitOn;
 use crate::stack::pin::StackPin;
-use crate::time::clock;
 
 /// A scope to spawn borrowing fibers in; see [`scope`].
 pub struct Scope<'scope, 'env: 'scope> {
@@ -102,29 +101,18 @@ fn wait_for_all(core: &Core, data: &ScopeData) -> Option<Box<dyn Any + Send>> {
     while data.running.get() > 0 {
         let mut deadline = None;
         if unwind.is_none() && !core.current_is_unwinding() {
-            let (cancelled, timeout) = {
-                // SAFETY: on the runtime's thread; short borrow.
-                let l = unsafe { core.local() };
-                let rec = l.running();
-                (rec.flags.cancelled(), rec.timeout)
-            };
-            if cancelled {
-                unwind = Some(Box::new(CancelUnwind));
-            } else if let Some(t) = timeout {
-                if t.deadline <= clock::now_ns() {
-                    unwind = Some(Box::new(TimeoutUnwind { id: t.id }));
-                } else {
-                    deadline = Some(t.deadline);
-                }
-            }
-            if unwind.is_some() {
-                for cancel in data.handles.borrow().iter() {
-                    cancel();
+            match park::owed_unwind(core) {
+                Ok(until) => deadline = until,
+                Err(payload) => {
+                    unwind = Some(payload);
+                    for cancel in data.handles.borrow().iter() {
+                        cancel();
+                    }
                 }
             }
         }
         data.owner.set(Some(core.current_token()));
-        core.park_raw(deadline, WaitOn::Scope);
+        park::park_uncancellable(core, deadline, WaitOn::Scope);
     }
     unwind
 }

@@ -72,14 +72,35 @@ fn yield_current_slow(core: &Core) {
     core.yield_now();
 }
 
+/// Whether the running context is cancelled, and its innermost
+/// `fibra::timeout`.
+fn cancel_state(core: &Core) -> (bool, Option<TimeoutScope>) {
+    // SAFETY: on the runtime's thread; short borrow.
+    let l = unsafe { core.local() };
+    let rec = l.running();
+    (rec.flags.cancelled(), rec.timeout)
+}
+
+/// What the running fiber owes, without unwinding it: the payload of its
+/// cancellation or of its innermost `fibra::timeout` if that has expired,
+/// or else that timeout's deadline. For a wait that must not unwind (a
+/// scope waiting for its fibers, whose frames borrow from it) and acts on
+/// both itself.
+pub(crate) fn owed_unwind(core: &Core) -> Result<Option<u64>, Box<dyn std::any::Any + Send>> {
+    let (cancelled, scope) = cancel_state(core);
+    if cancelled {
+        return Err(Box::new(CancelUnwind));
+    }
+    match scope {
+        Some(t) if t.deadline <= clock::now_ns() => Err(Box::new(TimeoutUnwind { id: t.id })),
+        Some(t) => Ok(Some(t.deadline)),
+        None => Ok(None),
+    }
+}
+
 #[cold]
 fn check_unwind_slow(core: &Core) -> Option<TimeoutScope> {
-    let (cancelled, scope) = {
-        // SAFETY: on the runtime's thread; short borrow.
-        let l = unsafe { core.local() };
-        let rec = l.running();
-        (rec.flags.cancelled(), rec.timeout)
-    };
+    let (cancelled, scope) = cancel_state(core);
     if core.current_is_unwinding() {
         return None;
     }
@@ -202,6 +223,18 @@ pub(crate) fn park_regardless(core: &Core, deadline: Option<u64>, on: WaitOn) {
     } else {
         core.park_raw(deadline, on);
     }
+}
+
+/// Parks the current context until it is woken or `deadline` passes, and
+/// for nothing else: it neither unwinds nor returns early for cancellation
+/// or a `fibra::timeout`, whether or not it is unwinding already. For a
+/// wait whose frame others borrow from until it returns (a scope's, a
+/// blocking job's), which must not unwind before they are done.
+///
+/// Inlined: see `Core::switch_to` on frames above a switch.
+#[inline(always)]
+pub(crate) fn park_uncancellable(core: &Core, deadline: Option<u64>, on: WaitOn) {
+    core.park_raw(deadline, on);
 }
 
 /// Wakes one parked context: a fiber (of any runtime, from any thread) or a
