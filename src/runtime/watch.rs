@@ -245,6 +245,33 @@ impl Watch {
         }
     }
 
+    /// The slot of the stall reported here (taken even if a panicking
+    /// holder poisoned it: it holds plain data).
+    pub(crate) fn lock_report(&self) -> std::sync::MutexGuard<'_, Option<Report>> {
+        self.report.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The stall reported here has ended, at `at` (ns) or before: takes what
+    /// to tell of it (who ran, and for how long in all), unless the first
+    /// warning is being emitted (then leaves `at` for its emitter) or
+    /// someone took it already. The runtime calls it when its root waits
+    /// or leaves, the watchdog when it sees the word change.
+    pub(crate) fn take_ended(&self, at: u64) -> Option<(Running, Duration)> {
+        let report = {
+            let mut slot = self.lock_report();
+            if let Some(r) = slot.as_mut()
+                && r.emitting
+            {
+                r.ended_at.get_or_insert(at);
+                return None;
+            }
+            self.pending.store(false, Ordering::Relaxed);
+            slot.take()
+        }?;
+        let total = Duration::from_nanos(at.saturating_sub(report.since));
+        Some((report.running, total))
+    }
+
     /// Publishes that `meta` runs: the switch's one store.
     #[inline(always)]
     pub(crate) fn publish(&self, meta: *const Meta) {
@@ -388,5 +415,28 @@ impl Watch {
             running.running_for = Some(Duration::from_nanos(now_ns.saturating_sub(since)));
         }
         Some(running)
+    }
+}
+
+/// Warns (target `fibra::stall`) that `r`, which the watchdog warned about,
+/// has stopped after blocking `thread` for `total` in all.
+pub(crate) fn warn_ended(thread: &str, r: &Running, total: Duration) {
+    tracing::warn!(
+        target: "fibra::stall",
+        fiber = r.id.as_u64(),
+        name = r.name.as_deref(),
+        running_for = ?total,
+        thread,
+        "{} blocked thread {thread:?} for {total:.0?} in all before it parked",
+        describe(r.id, r.name.as_deref(), r.root),
+    );
+}
+
+/// `fiber 'name' (#id)`, `fiber #id`, or the root's description.
+pub(crate) fn describe(id: FiberId, name: Option<&str>, root: bool) -> String {
+    match (root, name) {
+        (true, _) => format!("the block_on closure (fiber #{id})"),
+        (false, Some(name)) => format!("fiber '{name}' (#{id})"),
+        (false, None) => format!("fiber #{id}"),
     }
 }

@@ -21,9 +21,8 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use crate::runtime::core::Core;
 use crate::runtime::registry;
-use crate::runtime::watch::{self, Report, Running, SEEN, Watch};
+use crate::runtime::watch::{self, Report, Running, SEEN, Watch, describe, warn_ended};
 use crate::runtime::watchdog_sleep::{ASLEEP, WAKE, lock};
 use crate::time::clock;
 
@@ -152,9 +151,11 @@ fn try_sleep(
 fn sample(watch: &Watch, thread: &str, threshold: u64, now: u64) -> bool {
     let word = watch.word.load(Ordering::Acquire);
     if watch.pending.load(Ordering::Relaxed) {
-        let reported = lock_report(watch).as_ref().map(|r| r.word);
+        let reported = watch.lock_report().as_ref().map(|r| r.word);
         if reported != Some(word) {
-            end_report(watch, thread, now, None);
+            if let Some((running, total)) = watch.take_ended(now) {
+                warn_ended(thread, &running, total);
+            }
         } else {
             return true; // still stalled, warned already
         }
@@ -180,7 +181,7 @@ fn sample(watch: &Watch, thread: &str, threshold: u64, now: u64) -> bool {
         return true; // it switched out meanwhile
     };
     running.running_for = Some(Duration::from_nanos(now - since));
-    *lock_report(watch) = Some(Report {
+    *watch.lock_report() = Some(Report {
         word,
         running: running.clone(),
         since,
@@ -191,66 +192,19 @@ fn sample(watch: &Watch, thread: &str, threshold: u64, now: u64) -> bool {
     warn_running(thread, &running);
     // Told after the warning, if the end came while it was emitted.
     let ended_at = {
-        let mut report = lock_report(watch);
+        let mut report = watch.lock_report();
         let ended_at = report.as_ref().and_then(|r| r.ended_at);
         if let Some(r) = report.as_mut() {
             r.emitting = false;
         }
         ended_at
     };
-    if let Some(at) = ended_at {
-        end_report(watch, thread, at, None);
+    if let Some(at) = ended_at
+        && let Some((running, total)) = watch.take_ended(at)
+    {
+        warn_ended(thread, &running, total);
     }
     true
-}
-
-fn lock_report(watch: &Watch) -> std::sync::MutexGuard<'_, Option<Report>> {
-    watch.report.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// The stall reported on `watch` has ended, at `at` (ns) or before: tells
-/// it with the total, unless the first warning is being emitted (then
-/// leaves `at` for its emitter) or someone told it already. `core`: called
-/// by the runtime itself, whose subscriber calls go through its guard.
-fn end_report(watch: &Watch, thread: &str, at: u64, core: Option<&Core>) {
-    let report = {
-        let mut slot = lock_report(watch);
-        match slot.as_mut() {
-            Some(r) if r.emitting => {
-                r.ended_at.get_or_insert(at);
-                return;
-            }
-            _ => {}
-        }
-        watch.pending.store(false, Ordering::Relaxed);
-        slot.take()
-    };
-    let Some(report) = report else { return };
-    let total = Duration::from_nanos(at.saturating_sub(report.since));
-    let warn = || warn_ended(thread, &report.running, total);
-    match core {
-        Some(core) => core.callback("event", warn),
-        None => warn(),
-    }
-}
-
-impl Core {
-    /// The root waits or leaves: a stall the watchdog warned about (the
-    /// root's own, or that of a fiber that has parked since) has ended.
-    /// A relaxed load when there is none.
-    #[inline]
-    pub(crate) fn stall_ended(&self) {
-        if self.shared.watch.pending.load(Ordering::Relaxed) {
-            self.stall_ended_slow();
-        }
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn stall_ended_slow(&self) {
-        let thread = self.shared.thread_name.as_str();
-        end_report(&self.shared.watch, thread, clock::now_ns(), Some(self));
-    }
 }
 
 fn warn_running(thread: &str, r: &Running) {
@@ -268,27 +222,6 @@ fn warn_running(thread: &str, r: &Running) {
          a std lock or channel: use fibra's, or spawn_blocking)",
         describe(r.id, r.name.as_deref(), r.root),
     );
-}
-
-fn warn_ended(thread: &str, r: &Running, total: Duration) {
-    tracing::warn!(
-        target: "fibra::stall",
-        fiber = r.id.as_u64(),
-        name = r.name.as_deref(),
-        running_for = ?total,
-        thread,
-        "{} blocked thread {thread:?} for {total:.0?} in all before it parked",
-        describe(r.id, r.name.as_deref(), r.root),
-    );
-}
-
-/// `fiber 'name' (#id)`, `fiber #id`, or the root's description.
-pub(crate) fn describe(id: crate::FiberId, name: Option<&str>, root: bool) -> String {
-    match (root, name) {
-        (true, _) => format!("the block_on closure (fiber #{id})"),
-        (false, Some(name)) => format!("fiber '{name}' (#{id})"),
-        (false, None) => format!("fiber #{id}"),
-    }
 }
 
 /// Installs, once, a panic hook that says which fiber panicked before the

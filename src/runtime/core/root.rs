@@ -421,4 +421,30 @@ impl Core {
         l.live = 0;
         while l.run_queue.pop_front().is_some() {}
     }
+
+    /// The root waits or leaves: a stall the watchdog warned about (the
+    /// root's own, or that of a fiber that has parked since) has ended, and
+    /// is told with its total. A relaxed load when there is none.
+    #[inline]
+    pub(crate) fn stall_ended(&self) {
+        if self
+            .shared
+            .watch
+            .pending
+            .load(std::sync::atomic::Ordering::Relaxed)
+        {
+            self.stall_ended_slow();
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn stall_ended_slow(&self) {
+        if let Some((running, total)) = self.shared.watch.take_ended(clock::now_ns()) {
+            let thread = self.shared.thread_name.as_str();
+            self.callback("event", || {
+                crate::runtime::watch::warn_ended(thread, &running, total)
+            });
+        }
+    }
 }
