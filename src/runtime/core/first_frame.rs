@@ -20,10 +20,10 @@
 use std::panic::Location;
 use std::ptr::NonNull;
 
-use super::record::Record;
 use crate::arch::{self, EntryFn};
+use crate::runtime::fiber_id::FiberId;
 use crate::runtime::watch::{Meta, meta_below};
-use crate::stack::StackHeader;
+use crate::stack::{Stack, StackHeader};
 
 /// What the first switch to a deferred fiber needs: the head of its boxed
 /// start (`repr(C)` there, so a pointer to the box is a pointer to this).
@@ -50,21 +50,22 @@ pub(crate) fn deferred(sp: *mut u8) -> Option<*const FirstFrame> {
 }
 
 /// Writes the `Meta`, the stack header and the first switch frame of the
-/// deferred fiber of `rec`, whose `sp` stands for `head`; returns the stack
-/// pointer to switch to.
+/// deferred fiber `id` (named `name`) on `stack`, whose record's `sp`
+/// stands for `head`; returns the stack pointer to switch to.
 ///
 /// # Safety
 ///
-/// `rec` is the record of a fiber that has never run, whose `sp` is
-/// `deferred_sp(head)`, with `head` the live box `fiber::entry` made; no
-/// one else writes its stack (it owns it, and it has not run).
+/// The fiber has never run, its record owns `stack` and `name` and its
+/// `sp` is `deferred_sp(head)`, with `head` the live box `fiber::entry`
+/// made; no one else writes the stack (it has not run).
 #[cold]
 #[inline(never)]
-pub(super) unsafe fn build(rec: &Record, head: *const FirstFrame) -> *mut u8 {
-    let stack = rec
-        .stack
-        .as_ref()
-        .expect("fibra: a deferred start without a stack");
+pub(super) unsafe fn build(
+    stack: &Stack,
+    id: FiberId,
+    name: Option<&str>,
+    head: *const FirstFrame,
+) -> *mut u8 {
     let header = stack.header();
     let meta = meta_below(header);
     // SAFETY: the box is live until the fiber's entry frees it, which has
@@ -75,11 +76,7 @@ pub(super) unsafe fn build(rec: &Record, head: *const FirstFrame) -> *mut u8 {
     // are 16-byte aligned (the header's slot is, and `Meta` is 16 bytes).
     // The name is kept alive by the record, which outlives the fiber's run.
     unsafe {
-        header.write(StackHeader::new(
-            stack,
-            rec.id.as_u64(),
-            rec.name.as_deref(),
-        ));
+        header.write(StackHeader::new(stack, id.as_u64(), name));
         meta.write(Meta::new(Some(location)));
     }
     // SAFETY: `meta` is 16-byte aligned with the rest of the usable stack

@@ -71,9 +71,16 @@ impl Core {
         };
         if let Some(head) = first_frame::deferred(load) {
             // `to` has never run: its record's `sp` stands for its boxed
-            // start, and its stack is its own and untouched.
-            // SAFETY: as argued just above; `to` is in bounds (see there).
-            load = unsafe { first_frame::build(l.fibers.get_unchecked(to), head) };
+            // start, and its stack is its own and untouched (a record with
+            // a deferred `sp` always has a stack: `add_fiber` took one).
+            // SAFETY: `to` is in bounds (see above).
+            let rec = unsafe { l.fibers.get_unchecked(to) };
+            let stack = rec
+                .stack
+                .as_ref()
+                .expect("fibra: a deferred start without a stack");
+            // SAFETY: as argued just above.
+            load = unsafe { first_frame::build(stack, rec.id, rec.name.as_deref(), head) };
         }
         l.current = to;
         l.resumed += u64::from(to != ROOT);
