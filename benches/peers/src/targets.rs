@@ -164,6 +164,24 @@ fn echo_rows(n: usize, two_workers: bool) {
             "epoll floor",
             1.05,
         );
+        if !two_workers && conns == 1000 {
+            // The floor reads every connection into one buffer, always in
+            // cache; fibra's server (like tokio's and may's) has a 16 KiB
+            // buffer per connection, cold after the other 999. This row
+            // shows how much of the gap that alone is: the same floor with
+            // a buffer per connection (no target of its own).
+            Pairs::measure(
+                n,
+                || echo::measure_once(fibra, conns, size, load).1,
+                || echo::measure_once("epoll-floor-bufs", conns, size, load).1,
+            )
+            .print(
+                "  the same, floor with per-conn. buffers",
+                "us",
+                "epoll-floor-bufs",
+                1.05,
+            );
+        }
     }
     if two_workers {
         for reference in ["tokio-2w", "epoll-floor-2w"] {
