@@ -155,11 +155,11 @@ where
     let size = size_of::<Start<F, T>>();
     let align = align_of::<Start<F, T>>().max(16);
     let at = (below as usize - size) & !(align - 1);
-    // SAFETY: the header slot at the top of our own stack, the `Meta` right
-    // below it and `at..at + size` below that are the usable stack of a
-    // fiber that does not run yet (size is at most a quarter of it),
-    // aligned for each; the name is kept alive by the record (which owns an
-    // `Arc` of it).
+    // The header slot at the top of our own stack, the `Meta` right below
+    // it and `at..at + size` below that are the usable stack of a fiber
+    // that does not run yet (size is at most a quarter of it), aligned for
+    // each; the name is kept alive by the record (which owns an `Arc` of it).
+    // SAFETY: as argued just above.
     unsafe {
         below.write(Meta::new(Some(location)));
         ptr::write(at as *mut Start<F, T>, start);

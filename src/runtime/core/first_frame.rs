@@ -12,10 +12,11 @@
 //! A deferred fiber instead keeps its start in a heap box whose head is a
 //! [`FirstFrame`], and its record's `sp` points at that head with the low
 //! bit set (a saved stack pointer is 8-byte aligned, so the bit is free).
-//! The switch that first runs it ([`build`], called from `hand_over`)
-//! writes the `Meta`, the header and the first frame, then switches in: the
-//! stack is touched once, right before the fiber runs on it, and a fresh
-//! page is faulted in hot.
+//! The switch that first runs it (`hand_over`, through [`build`]) writes
+//! the `Meta`, the header and the first frame, puts the real stack pointer
+//! in the record and switches in: the stack is touched once, right before
+//! the fiber runs on it, and a fresh page is faulted in hot. The box lives
+//! until the fiber ends.
 
 use std::panic::Location;
 use std::ptr::NonNull;
@@ -71,10 +72,11 @@ pub(super) unsafe fn build(
     // SAFETY: the box is live until the fiber's entry frees it, which has
     // not run yet (the caller's contract).
     let (entry, location) = unsafe { ((*head).entry, (*head).location) };
-    // SAFETY: the header slot and the `Meta` right below it are the top of
-    // the stack the record owns, which nothing uses yet; both addresses
-    // are 16-byte aligned (the header's slot is, and `Meta` is 16 bytes).
-    // The name is kept alive by the record, which outlives the fiber's run.
+    // The header slot and the `Meta` right below it are the top of the
+    // stack the record owns, which nothing uses yet; both addresses are
+    // 16-byte aligned (the header's slot is, and `Meta` is 16 bytes). The
+    // name is kept alive by the record, which outlives the fiber's run.
+    // SAFETY: as argued just above.
     unsafe {
         header.write(StackHeader::new(stack, id.as_u64(), name));
         meta.write(Meta::new(Some(location)));

@@ -113,14 +113,17 @@ impl Record {
     /// run, from its deferred start (see `first_frame`).
     pub(super) fn spawned_at(&self) -> Option<&'static std::panic::Location<'static>> {
         if let Some(head) = super::first_frame::deferred(self.sp) {
-            // SAFETY: a deferred `sp` stands for the fiber's boxed start,
-            // live until the fiber first runs, which it has not.
+            // A deferred `sp` stands for the fiber's boxed start until the
+            // switch that first runs it replaces it; the box lives until
+            // the fiber ends, later still.
+            // SAFETY: as argued just above.
             return Some(unsafe { (*head).location });
         }
-        // SAFETY: a live record's `meta` points at its `Meta` (at the top of
-        // its stack, which the record owns, written before its first run,
-        // or in `Shared` for the root), whose `location` never changes; we
-        // are on the runtime's thread.
+        // A live record's `meta` points at its `Meta` (at the top of its
+        // stack, which the record owns, written before its first run, or in
+        // `Shared` for the root), whose `location` never changes; we are on
+        // the runtime's thread.
+        // SAFETY: as argued just above.
         unsafe { self.meta.as_ref() }.and_then(|m| m.location)
     }
 }

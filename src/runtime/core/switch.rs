@@ -64,24 +64,15 @@ impl Core {
         // context that runs after it — neither of these: both keys are in
         // bounds, which is all `get_unchecked` asks.
         // SAFETY: as argued above.
-        let (from_rec, mut load, header, meta) = unsafe {
+        if first_frame::deferred(unsafe { l.fibers.get_unchecked(to) }.sp).is_some() {
+            Self::build_first_frame(l, to);
+        }
+        // SAFETY: as argued above.
+        let (from_rec, load, header, meta) = unsafe {
             let from_rec: *mut Record = l.fibers.get_unchecked_mut(from);
             let to_rec = l.fibers.get_unchecked(to);
             (from_rec, to_rec.sp, to_rec.running_header, to_rec.meta)
         };
-        if let Some(head) = first_frame::deferred(load) {
-            // `to` has never run: its record's `sp` stands for its boxed
-            // start, and its stack is its own and untouched (a record with
-            // a deferred `sp` always has a stack: `add_fiber` took one).
-            // SAFETY: `to` is in bounds (see above).
-            let rec = unsafe { l.fibers.get_unchecked(to) };
-            let stack = rec
-                .stack
-                .as_ref()
-                .expect("fibra: a deferred start without a stack");
-            // SAFETY: as argued just above.
-            load = unsafe { first_frame::build(stack, rec.id, rec.name.as_deref(), head) };
-        }
         l.current = to;
         l.resumed += u64::from(to != ROOT);
         // The watchdog's one store per switch (see `runtime::watch`).
@@ -96,6 +87,29 @@ impl Core {
         // SAFETY: as above.
         let save: *mut *mut u8 = unsafe { &raw mut (*from_rec).sp };
         (save, load)
+    }
+
+    /// `to` has never run, and its record's `sp` stands for its boxed start
+    /// (see `first_frame`): builds its first frame on its stack, which is
+    /// its own and untouched, and stores the real `sp` in the record, so
+    /// that from its first switch in on nothing reads the box through it
+    /// (the fiber frees the box when it ends, maybe before it ever
+    /// switches out). No user code runs in here.
+    #[cold]
+    #[inline(never)]
+    fn build_first_frame(l: &mut Local, to: Key) {
+        let rec = &mut l.fibers[to];
+        let head = first_frame::deferred(rec.sp).expect("fibra: no deferred start");
+        // A record with a deferred `sp` always has a stack: `add_fiber`
+        // took one.
+        let stack = rec
+            .stack
+            .as_ref()
+            .expect("fibra: a deferred start without a stack");
+        // SAFETY: as argued in the doc comment; `head` is the live box
+        // `fiber::entry` made (freed only by the fiber, which has not run).
+        let sp = unsafe { first_frame::build(stack, rec.id, rec.name.as_deref(), head) };
+        rec.sp = sp;
     }
 
     /// Runs in the resumed context right after every switch: frees the
