@@ -40,6 +40,10 @@ struct Start<F, T> {
     on_exit: Option<OnExit>,
 }
 
+/// Starts from this size on stay in their box while the fiber runs (see
+/// [`run_unboxed`]): moving them to the stack would copy the closure twice.
+const KEEP_BOXED_FROM: usize = 256;
+
 /// A start kept off the stack until the fiber's first run.
 #[repr(C)]
 struct Boxed<F, T> {
@@ -240,18 +244,15 @@ where
         std::process::abort();
     };
     core.after_switch(arg);
-    // SAFETY: `data` holds the Start written (or boxed) for us; `run` reads
-    // each of its fields exactly once. A box is freed afterwards without
-    // dropping the (moved-out) fields.
+    // SAFETY: `data` holds the Start written (or boxed) for us, as
+    // `start_fiber` made it.
     unsafe {
-        if BOXED {
-            let boxed = data.cast::<Boxed<F, T>>();
-            run(core, &raw mut (*boxed).start);
-            drop(Box::from_raw(
-                boxed.cast::<std::mem::ManuallyDrop<Boxed<F, T>>>(),
-            ));
-        } else {
+        if !BOXED {
             run(core, data.cast::<Start<F, T>>());
+        } else if size_of::<Start<F, T>>() < KEEP_BOXED_FROM {
+            run_unboxed(core, data.cast::<Boxed<F, T>>());
+        } else {
+            run_in_box(core, data.cast::<Boxed<F, T>>());
         }
     }
     if core.has_fiber_locals() {
@@ -262,6 +263,53 @@ where
     let last = core.exit_current();
     arch::leaving_for_good(&last);
     last
+}
+
+/// Runs a small boxed start: moves it onto this stack and frees the box at
+/// once, while the box is in cache (freed at the fiber's end, a thousand
+/// fibers later, each box cost a cache miss in `free`). Out of line, so
+/// that only a fiber that takes this way has the start in its frame
+/// (`fiber_main` of a large start would otherwise reserve room for one in
+/// debug builds, and overflow).
+///
+/// # Safety
+///
+/// `boxed` is the box `defer_start` made for this fiber, not used since.
+#[inline(never)]
+unsafe fn run_unboxed<F, T>(core: &Core, boxed: *mut Boxed<F, T>)
+where
+    F: FnOnce() -> T,
+{
+    // SAFETY: the box holds an initialised start, read once here; the box
+    // is then freed without dropping its (moved-out) fields, and `run`
+    // reads each field of the copy exactly once.
+    unsafe {
+        let mut start = std::mem::ManuallyDrop::new(ptr::read(&raw const (*boxed).start));
+        drop(Box::from_raw(
+            boxed.cast::<std::mem::ManuallyDrop<Boxed<F, T>>>(),
+        ));
+        run(core, &raw mut *start);
+    }
+}
+
+/// Runs a large boxed start where it is, so that its closure is copied
+/// only once (by the call), and frees the box after.
+///
+/// # Safety
+///
+/// As for [`run_unboxed`].
+unsafe fn run_in_box<F, T>(core: &Core, boxed: *mut Boxed<F, T>)
+where
+    F: FnOnce() -> T,
+{
+    // SAFETY: `run` reads each field of the boxed start exactly once; the
+    // box is then freed without dropping the (moved-out) fields.
+    unsafe {
+        run(core, &raw mut (*boxed).start);
+        drop(Box::from_raw(
+            boxed.cast::<std::mem::ManuallyDrop<Boxed<F, T>>>(),
+        ));
+    }
 }
 
 /// The error of the running fiber `id` whose closure unwound with

@@ -52,9 +52,10 @@ impl Local {
     pub(super) fn prefetch(&self, next: Key, after: Option<Key>) {
         if let Some(rec) = self.fibers.get(next) {
             // (For a fiber not yet started, `sp` is its boxed start, just
-            // as worth loading, and the top of its stack holds nothing.)
+            // as worth loading, and the top of its stack is where its first
+            // frame is about to be written.)
             arch::prefetch_frame(rec.sp);
-            if !rec.running_header.is_null() && first_frame::deferred(rec.sp).is_none() {
+            if !rec.running_header.is_null() {
                 arch::prefetch(
                     rec.running_header.cast::<u8>().wrapping_sub(TOP_BYTES),
                     TOP_BYTES,
