@@ -15,8 +15,9 @@
 //! The switch that first runs it (`hand_over`, through [`build`]) writes
 //! the `Meta`, the header and the first frame, puts the real stack pointer
 //! in the record and switches in: the stack is touched once, right before
-//! the fiber runs on it, and a fresh page is faulted in hot. The box lives
-//! until the fiber ends.
+//! the fiber runs on it, and a fresh page is faulted in hot. The fiber frees
+//! the box once it has its start out of it: at once for a small start,
+//! at its end for a large one (see `fiber::entry`).
 
 use std::panic::Location;
 use std::ptr::NonNull;

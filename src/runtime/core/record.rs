@@ -114,8 +114,8 @@ impl Record {
     pub(super) fn spawned_at(&self) -> Option<&'static std::panic::Location<'static>> {
         if let Some(head) = super::first_frame::deferred(self.sp) {
             // A deferred `sp` stands for the fiber's boxed start until the
-            // switch that first runs it replaces it; the box lives until
-            // the fiber ends, later still.
+            // switch that first runs it replaces it; the fiber frees the
+            // box only after that, once it runs.
             // SAFETY: as argued just above.
             return Some(unsafe { (*head).location });
         }

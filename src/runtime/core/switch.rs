@@ -93,8 +93,8 @@ impl Core {
     /// (see `first_frame`): builds its first frame on its stack, which is
     /// its own and untouched, and stores the real `sp` in the record, so
     /// that from its first switch in on nothing reads the box through it
-    /// (the fiber frees the box when it ends, maybe before it ever
-    /// switches out). No user code runs in here.
+    /// (the fiber frees the box as soon as it runs, or at its end, maybe
+    /// before it ever switches out). No user code runs in here.
     #[cold]
     #[inline(never)]
     fn build_first_frame(l: &mut Local, to: Key) {
