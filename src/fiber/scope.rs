@@ -102,7 +102,7 @@ fn wait_for_all(core: &Core, data: &ScopeData) -> Option<Box<dyn Any + Send>> {
         let mut deadline = None;
         if unwind.is_none() && !core.current_is_unwinding() {
             match park::owed_unwind(core) {
-                Ok(until) => deadline = until,
+                Ok(timeout) => deadline = timeout.map(|t| t.deadline),
                 Err(payload) => {
                     unwind = Some(payload);
                     for cancel in data.handles.borrow().iter() {

@@ -72,47 +72,38 @@ fn yield_current_slow(core: &Core) {
     core.yield_now();
 }
 
-/// Whether the running context is cancelled, and its innermost
-/// `fibra::timeout`.
-fn cancel_state(core: &Core) -> (bool, Option<TimeoutScope>) {
-    // SAFETY: on the runtime's thread; short borrow.
-    let l = unsafe { core.local() };
-    let rec = l.running();
-    (rec.flags.cancelled(), rec.timeout)
-}
-
 /// What the running fiber owes, without unwinding it: the payload of its
 /// cancellation or of its innermost `fibra::timeout` if that has expired,
-/// or else that timeout's deadline. For a wait that must not unwind (a
-/// scope waiting for its fibers, whose frames borrow from it) and acts on
-/// both itself.
-pub(crate) fn owed_unwind(core: &Core) -> Result<Option<u64>, Box<dyn std::any::Any + Send>> {
-    let (cancelled, scope) = cancel_state(core);
+/// or else that timeout, which has not. [`check_unwind`] unwinds with the
+/// payload; a wait that must not unwind (a scope waiting for its fibers,
+/// whose frames borrow from it) acts on it itself.
+pub(crate) fn owed_unwind(
+    core: &Core,
+) -> Result<Option<TimeoutScope>, Box<dyn std::any::Any + Send>> {
+    let (cancelled, scope) = {
+        // SAFETY: on the runtime's thread; short borrow.
+        let l = unsafe { core.local() };
+        let rec = l.running();
+        (rec.flags.cancelled(), rec.timeout)
+    };
     if cancelled {
         return Err(Box::new(CancelUnwind));
     }
     match scope {
         Some(t) if t.deadline <= clock::now_ns() => Err(Box::new(TimeoutUnwind { id: t.id })),
-        Some(t) => Ok(Some(t.deadline)),
-        None => Ok(None),
+        scope => Ok(scope),
     }
 }
 
 #[cold]
 fn check_unwind_slow(core: &Core) -> Option<TimeoutScope> {
-    let (cancelled, scope) = cancel_state(core);
     if core.current_is_unwinding() {
         return None;
     }
-    if cancelled {
-        unwind(core, Box::new(CancelUnwind));
+    match owed_unwind(core) {
+        Ok(scope) => scope,
+        Err(payload) => unwind(core, payload),
     }
-    if let Some(scope) = scope
-        && scope.deadline <= clock::now_ns()
-    {
-        unwind(core, Box::new(TimeoutUnwind { id: scope.id }));
-    }
-    scope
 }
 
 /// Starts unwinding the current fiber with one of our payloads.
