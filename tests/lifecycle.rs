@@ -441,8 +441,9 @@ fn bad_stack_sizes_are_errors() {
 
 #[test]
 fn a_large_closure_is_kept_off_the_stack_top_and_still_runs() {
-    // Over a quarter of the stack: boxed rather than written at the top of
-    // the stack, so the stack holds only the copy the call itself makes.
+    // Over a quarter of the stack: kept off the stack (after its join
+    // packet) rather than written at its top, so the stack holds only the
+    // copy the call itself makes.
     fibra::run(|| {
         const SIZE: usize = fibra::DEFAULT_STACK_SIZE / 4 + 1024;
         let big = [7u8; SIZE];
@@ -453,10 +454,10 @@ fn a_large_closure_is_kept_off_the_stack_top_and_still_runs() {
 
 #[test]
 fn fibers_spawned_behind_a_long_queue_start_late_and_whole() {
-    // Behind a few hundred queued fibers, a new one's start waits in a box
-    // until its first run (its stack is touched only then): results, names,
-    // panics, cancellation before the start, dumps and a dropped runtime
-    // must not tell the difference.
+    // Behind a few hundred queued fibers, a new one's start waits after
+    // its join packet until its first run (its stack is touched only
+    // then): results, names, panics, cancellation before the start, dumps
+    // and a dropped runtime must not tell the difference.
     const N: usize = 1000;
     let drops = SyncDropCount::default();
     let rt = fibra::Runtime::new().unwrap();

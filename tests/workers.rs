@@ -215,6 +215,70 @@ fn a_fiber_cancelled_before_it_started_never_runs() {
 }
 
 #[test]
+fn jobs_with_closures_over_a_quarter_of_the_stack_run_cancel_and_drop_whole() {
+    // A job's start over a quarter of the stack waits in a box until its
+    // first run (a spawn's goes after its join packet, but a job's packet
+    // is made before it is known where it starts). Results, panics,
+    // cancellation before the start and a dropped runtime must not tell.
+    const SIZE: usize = fibra::DEFAULT_STACK_SIZE / 4 + 1024;
+    let drops = SyncDropCount::default();
+    let rt = fibra::Runtime::builder().workers(1).build().unwrap();
+    let release = Arc::new(AtomicBool::new(false));
+    let started = Arc::new(Barrier::new(2));
+    let blocker = {
+        let (release, started) = (release.clone(), started.clone());
+        rt.spawn_on(0, move || {
+            started.wait();
+            busy_until(&release, Duration::from_secs(20));
+        })
+    };
+    started.wait();
+    // Queued behind the blocker: none starts before it is released.
+    let jobs: Vec<_> = (0..6u8)
+        .map(|i| {
+            let big = [i; SIZE];
+            let guard = drops.guard();
+            rt.spawn_on(0, move || {
+                let _g = guard;
+                fibra::yield_now();
+                if i == 4 {
+                    panic!("big job failure");
+                }
+                big.iter().map(|&b| b as usize).sum::<usize>()
+            })
+        })
+        .collect();
+    jobs[2].cancel();
+    release.store(true, Ordering::SeqCst);
+    for (i, h) in jobs.into_iter().enumerate() {
+        let outcome = h.join();
+        match i {
+            2 => assert!(outcome.unwrap_err().is_cancelled()),
+            4 => {
+                let err = outcome.unwrap_err();
+                assert!(err.to_string().contains("big job failure"), "{err}");
+            }
+            _ => assert_eq!(outcome.unwrap(), i * SIZE),
+        }
+    }
+    blocker.join().unwrap();
+    assert_eq!(drops.get(), 6);
+    // Dropped with big jobs never started: each closure is dropped.
+    let parked = rt.spawn_on(0, || fibra::sleep(Duration::from_secs(60)));
+    for _ in 0..3 {
+        let guard = drops.guard();
+        let big = [1u8; SIZE];
+        drop(rt.spawn_on(0, move || {
+            let _g = guard;
+            big.len()
+        }));
+    }
+    drop(parked);
+    drop(rt);
+    assert_eq!(drops.get(), 9);
+}
+
+#[test]
 fn dropping_the_runtime_unwinds_the_fibers_parked_on_every_worker() {
     let rt = two_workers();
     let drops = SyncDropCount::default();

@@ -3,13 +3,16 @@
 //!
 //! The closure and the fiber's end of the result packet are written at the
 //! top of the new stack (no heap allocation for them), the first switch
-//! frame just below. Two kinds of fiber are boxed instead, their first
-//! frame built by the switch that first runs them (see
-//! `runtime::core::first_frame`): one whose closure is too large to leave
-//! room for its own frames (over a quarter of the stack), and one spawned
-//! behind [`DEFER_AFTER`] queued fibers, whose stack would have left the
-//! caches by the time it runs.
+//! frame just below. Two kinds of fiber keep their start off the stack
+//! instead, their first frame built by the switch that first runs them
+//! (see `runtime::core::first_frame`): one whose closure is too large to
+//! leave room for its own frames (over a quarter of the stack), and one
+//! spawned behind [`DEFER_AFTER`] queued fibers, whose stack would have
+//! left the caches by the time it runs. A spawn puts such a start in the
+//! allocation of the fiber's join packet, right after it; a job (see
+//! `fiber::queued`), whose packet was made before it knew, in a box.
 
+use std::alloc::Layout;
 use std::io;
 use std::panic::{self, AssertUnwindSafe, Location};
 use std::ptr::{self, NonNull};
@@ -46,10 +49,24 @@ const KEEP_BOXED_FROM: usize = 256;
 
 /// A start kept off the stack until the fiber's first run.
 #[repr(C)]
-struct Boxed<F, T> {
-    /// First, so that a pointer to the box is one to this.
+struct Deferred<F, T> {
+    /// First, so that a pointer to the start is one to this.
     first: FirstFrame,
     start: Start<F, T>,
+}
+
+/// Where [`fiber_main`] finds its start: at the top of its stack, ...
+const ON_STACK: u8 = 0;
+/// ... after its packet, in the same allocation, ...
+const WITH_PACKET: u8 = 1;
+/// ... or in a box of its own.
+const IN_BOX: u8 = 2;
+
+/// Whether a fiber that runs `F` and returns `T` on `stack`, spawned now,
+/// has its start deferred to its first run.
+#[inline(always)]
+fn defers<F, T>(core: &Core, stack: &Stack) -> bool {
+    size_of::<Start<F, T>>() > stack.usable() / 4 || core.queued() >= DEFER_AFTER
 }
 
 /// A callback for the very end of a fiber's run, after its closure, result
@@ -81,6 +98,13 @@ where
     F: FnOnce() -> T,
 {
     let stack = core.take_stack(stack_size)?;
+    // A deferred start gets room after the packet (`start_fiber` decides
+    // the same way: nothing in between changes the queue).
+    let room = if defers::<F, T>(core, &stack) {
+        Layout::new::<Deferred<F, T>>()
+    } else {
+        Layout::new::<()>()
+    };
     let id = FiberId::next();
     let (on_exit, scope_data) = match scope {
         Some((on_exit, data)) => (Some(on_exit), NonNull::new(data.cast_mut())),
@@ -94,7 +118,7 @@ where
         runtime: core.id,
         key,
     };
-    let (fiber_end, mut handle_end) = packet(Some(core), scope_data, id, name.clone(), at);
+    let (fiber_end, mut handle_end) = packet(Some(core), scope_data, id, name.clone(), at, room);
     // SAFETY: forwarded from the caller.
     let started = unsafe {
         start_fiber(
@@ -147,7 +171,7 @@ where
         packet: end,
         on_exit,
     };
-    if size_of::<Start<F, T>>() > stack.usable() / 4 || core.queued() >= DEFER_AFTER {
+    if defers::<F, T>(core, &stack) {
         return defer_start(core, stack, start, id, name, location);
     }
 
@@ -172,11 +196,13 @@ where
     // SAFETY: `at` is 16-byte aligned (Start's alignment is raised to 16)
     // with the rest of the usable stack below it; the Start there stays
     // valid until the entry reads it.
-    let sp = unsafe { arch::init_stack(at as *mut u8, fiber_main::<F, T, false>, at as *mut u8) };
+    let sp =
+        unsafe { arch::init_stack(at as *mut u8, fiber_main::<F, T, ON_STACK>, at as *mut u8) };
     core.add_fiber(stack, sp, id, name)
 }
 
-/// [`start_fiber`]'s other way: the start goes into a box, and the stack is
+/// [`start_fiber`]'s other way: the start goes into the room its packet
+/// has for it (a spawn's), or else into a box (a job's), and the stack is
 /// first written by the switch that first runs the fiber. Out of line, so
 /// that the usual spawn stays as small as it was.
 #[cold]
@@ -192,15 +218,32 @@ fn defer_start<F, T>(
 where
     F: FnOnce() -> T,
 {
-    let boxed = Box::into_raw(Box::new(Boxed {
-        first: FirstFrame {
-            entry: fiber_main::<F, T, true>,
-            location,
-        },
-        start,
-    }));
-    // SAFETY: `Box::into_raw` never returns null.
-    let head = unsafe { NonNull::new_unchecked(boxed) }.cast::<FirstFrame>();
+    let head = if let Some(room) = start.packet.room::<Deferred<F, T>>() {
+        // The room is the packet's, which the start's own fiber end keeps
+        // alive until the fiber has run it; nothing else uses it, and it
+        // is aligned and large enough for a `Deferred<F, T>`.
+        // SAFETY: as argued just above.
+        unsafe {
+            room.write(Deferred {
+                first: FirstFrame {
+                    entry: fiber_main::<F, T, WITH_PACKET>,
+                    location,
+                },
+                start,
+            });
+        }
+        room.cast::<FirstFrame>()
+    } else {
+        let boxed = Box::into_raw(Box::new(Deferred {
+            first: FirstFrame {
+                entry: fiber_main::<F, T, IN_BOX>,
+                location,
+            },
+            start,
+        }));
+        // SAFETY: `Box::into_raw` never returns null.
+        unsafe { NonNull::new_unchecked(boxed) }.cast::<FirstFrame>()
+    };
     core.add_fiber(stack, deferred_sp(head), id, name)
 }
 
@@ -228,9 +271,10 @@ where
 /// # Safety
 ///
 /// Called only through `init_stack`'s frame, with `data` pointing at the
-/// `Start<F, T>` written by `start_fiber` (or, if `BOXED`, at the
-/// `Boxed<F, T>` it made).
-unsafe extern "C" fn fiber_main<F, T, const BOXED: bool>(
+/// `Start<F, T>` written by `start_fiber` (`FROM` is [`ON_STACK`]) or at
+/// the `Deferred<F, T>` `defer_start` wrote after the packet
+/// ([`WITH_PACKET`]) or boxed ([`IN_BOX`]).
+unsafe extern "C" fn fiber_main<F, T, const FROM: u8>(
     arg: usize,
     data: *mut u8,
 ) -> arch::FinalSwitch
@@ -244,15 +288,19 @@ where
         std::process::abort();
     };
     core.after_switch(arg);
-    // SAFETY: `data` holds the Start written (or boxed) for us, as
-    // `start_fiber` made it.
+    // SAFETY: `data` holds the start made for us, where `FROM` says. One
+    // after the packet is run in place: it stays valid until the fiber's
+    // end (which `run` reads out first) completes the packet, after the
+    // closure is read out and called.
     unsafe {
-        if !BOXED {
+        if FROM == ON_STACK {
             run(core, data.cast::<Start<F, T>>());
+        } else if FROM == WITH_PACKET {
+            run(core, &raw mut (*data.cast::<Deferred<F, T>>()).start);
         } else if size_of::<Start<F, T>>() < KEEP_BOXED_FROM {
-            run_unboxed(core, data.cast::<Boxed<F, T>>());
+            run_unboxed(core, data.cast::<Deferred<F, T>>());
         } else {
-            run_in_box(core, data.cast::<Boxed<F, T>>());
+            run_in_box(core, data.cast::<Deferred<F, T>>());
         }
     }
     if core.has_fiber_locals() {
@@ -276,7 +324,7 @@ where
 ///
 /// `boxed` is the box `defer_start` made for this fiber, not used since.
 #[inline(never)]
-unsafe fn run_unboxed<F, T>(core: &Core, boxed: *mut Boxed<F, T>)
+unsafe fn run_unboxed<F, T>(core: &Core, boxed: *mut Deferred<F, T>)
 where
     F: FnOnce() -> T,
 {
@@ -286,7 +334,7 @@ where
     unsafe {
         let mut start = std::mem::ManuallyDrop::new(ptr::read(&raw const (*boxed).start));
         drop(Box::from_raw(
-            boxed.cast::<std::mem::ManuallyDrop<Boxed<F, T>>>(),
+            boxed.cast::<std::mem::ManuallyDrop<Deferred<F, T>>>(),
         ));
         run(core, &raw mut *start);
     }
@@ -298,7 +346,7 @@ where
 /// # Safety
 ///
 /// As for [`run_unboxed`].
-unsafe fn run_in_box<F, T>(core: &Core, boxed: *mut Boxed<F, T>)
+unsafe fn run_in_box<F, T>(core: &Core, boxed: *mut Deferred<F, T>)
 where
     F: FnOnce() -> T,
 {
@@ -307,7 +355,7 @@ where
     unsafe {
         run(core, &raw mut (*boxed).start);
         drop(Box::from_raw(
-            boxed.cast::<std::mem::ManuallyDrop<Boxed<F, T>>>(),
+            boxed.cast::<std::mem::ManuallyDrop<Deferred<F, T>>>(),
         ));
     }
 }

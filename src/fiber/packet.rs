@@ -69,6 +69,12 @@ const LOCAL: u8 = 8;
 pub(crate) struct Packet<T> {
     pub(crate) state: AtomicU8,
     pub(crate) done: AtomicBool,
+    /// The size of the packet's allocation when it has room for a deferred
+    /// start after it (see [`packet`]), 0 when it has none (a block, or a
+    /// `Packet<T>` alone). In what would be padding after the state words.
+    alloc_size: u32,
+    /// The base-2 logarithm of that allocation's alignment.
+    alloc_align_log2: u8,
     pub(crate) result: UnsafeCell<Option<Result<T, JoinError>>>,
     pub(crate) waiter: UnsafeCell<Option<Unparker>>,
     /// For a scoped fiber: told when an unjoined result was a panic.
@@ -112,8 +118,15 @@ fn set_once(state: &AtomicU8, bit: u8) -> u8 {
 /// end and the handle's end. `core`: the runtime the fiber is spawned on
 /// from its own thread, whose cache of blocks it comes from if it fits one.
 ///
+/// `room`: a layout of size 0, or the layout of a deferred start (see
+/// `fiber::entry`) to make room for right after the packet, in the same
+/// allocation ([`FiberEnd::room`] finds it): a spawn that defers its start
+/// then allocates once, and its start is freed with the packet, whose
+/// memory is in cache then anyway. Such a packet is not a block.
+///
 /// Always inlined: the caller's values are then stored straight into the
-/// block (see [`HandleEnd::register`] on copies through the stack).
+/// block (see [`HandleEnd::register`] on copies through the stack), and
+/// the choices on `room` are made at compile time.
 #[inline(always)]
 pub(crate) fn packet<T>(
     core: Option<&Core>,
@@ -121,8 +134,14 @@ pub(crate) fn packet<T>(
     id: FiberId,
     name: Option<Arc<str>>,
     at: FiberRef,
+    room: Layout,
 ) -> (FiberEnd<T>, HandleEnd<T>) {
-    let ptr = if blocks::fits(Layout::new::<Packet<T>>()) {
+    let (mut alloc_size, mut alloc_align_log2) = (0, 0);
+    let ptr = if room.size() != 0 {
+        let ptr;
+        (ptr, alloc_size, alloc_align_log2) = alloc_with_room::<T>(room);
+        ptr
+    } else if blocks::fits(Layout::new::<Packet<T>>()) {
         let block = core
             .and_then(Core::take_block)
             // SAFETY: BLOCK has a non-zero size.
@@ -148,6 +167,8 @@ pub(crate) fn packet<T>(
         let p = ptr.as_ptr();
         (&raw mut (*p).state).write(AtomicU8::new(0));
         (&raw mut (*p).done).write(AtomicBool::new(false));
+        (&raw mut (*p).alloc_size).write(alloc_size);
+        (&raw mut (*p).alloc_align_log2).write(alloc_align_log2);
         (&raw mut (*p).result).write(UnsafeCell::new(None));
         (&raw mut (*p).waiter).write(UnsafeCell::new(None));
         (&raw mut (*p).scope).write(scope);
@@ -155,6 +176,31 @@ pub(crate) fn packet<T>(
         (&raw mut (*p).at).write(at);
     }
     (FiberEnd(ptr), HandleEnd(ptr))
+}
+
+/// Allocates a packet with room for `room` after it: its memory, and the
+/// size and alignment (log2) of the allocation. Out of line: one spawn in
+/// many defers its start (see `fiber::entry`).
+#[inline(never)]
+fn alloc_with_room<T>(room: Layout) -> (NonNull<Packet<T>>, u32, u8) {
+    let layout = with_room::<T>(room).0;
+    // Sizes beyond 4 GiB cannot be stored; a start that large cannot have
+    // been on anyone's stack to be spawned either.
+    let size = u32::try_from(layout.size()).expect("fibra: a fiber's start over 4 GiB");
+    // SAFETY: the layout holds a packet: its size is not zero.
+    let raw = unsafe { alloc::alloc(layout) };
+    let ptr = NonNull::new(raw).unwrap_or_else(|| alloc::handle_alloc_error(layout));
+    (ptr.cast(), size, layout.align().trailing_zeros() as u8)
+}
+
+/// The layout of a packet with room for `room` after it, and the room's
+/// offset.
+#[inline(always)]
+fn with_room<T>(room: Layout) -> (Layout, usize) {
+    let (layout, offset) = Layout::new::<Packet<T>>()
+        .extend(room)
+        .expect("fibra: a fiber's start too large to allocate");
+    (layout.pad_to_align(), offset)
 }
 
 /// Drops a packet and frees its memory: a block goes to the cache of the
@@ -165,7 +211,18 @@ pub(crate) fn packet<T>(
 /// `ptr` came from [`packet`], its last owner frees it, once.
 #[inline]
 unsafe fn free<T>(ptr: NonNull<Packet<T>>) {
-    if blocks::fits(Layout::new::<Packet<T>>()) {
+    // SAFETY: the packet is live until dropped below.
+    let (size, align_log2) = unsafe { (ptr.as_ref().alloc_size, ptr.as_ref().alloc_align_log2) };
+    if size != 0 {
+        // SAFETY: the packet is live and nobody uses it any more (nor its
+        // room, whose start was moved out when the fiber ran). `packet`
+        // allocated it with this size and alignment, which it stored.
+        unsafe {
+            ptr.drop_in_place();
+            let layout = Layout::from_size_align_unchecked(size as usize, 1 << align_log2);
+            alloc::dealloc(ptr.as_ptr().cast(), layout);
+        }
+    } else if blocks::fits(Layout::new::<Packet<T>>()) {
         // SAFETY: the packet is live and nobody uses it any more.
         unsafe { ptr.drop_in_place() };
         let block = ptr.cast::<u8>();
@@ -194,6 +251,24 @@ pub(crate) struct FiberEnd<T>(NonNull<Packet<T>>);
 unsafe impl<T: Send> Send for FiberEnd<T> {}
 
 impl<T> FiberEnd<T> {
+    /// The room for a `U` that [`packet`] made after the packet, if it was
+    /// given `U`'s layout. Nothing else uses the room, and it lasts until
+    /// the packet is freed, which this end holds off until it completes.
+    #[inline(always)]
+    pub(crate) fn room<U>(&self) -> Option<NonNull<U>> {
+        let (layout, offset) = with_room::<T>(Layout::new::<U>());
+        // SAFETY: this end keeps the packet alive.
+        let packet = unsafe { self.0.as_ref() };
+        let made_for_u = packet.alloc_size != 0
+            && packet.alloc_size as usize == layout.size()
+            && 1 << packet.alloc_align_log2 == layout.align();
+        // A packet made with room for `U` has this size and alignment (one
+        // made without has size 0), so the room is `offset..offset +
+        // size_of::<U>()` of its allocation, aligned for `U`.
+        // SAFETY: as argued just above.
+        made_for_u.then(|| unsafe { self.0.cast::<u8>().add(offset).cast::<U>() })
+    }
+
     /// Hands the fiber's outcome to the handle, waking it if it waits.
     pub(crate) fn complete(self, result: Result<T, JoinError>) {
         self.complete_in(None, result);
@@ -442,5 +517,28 @@ mod tests {
         assert!(blocks::fits(Layout::new::<Packet<u64>>()));
         assert!(blocks::fits(Layout::new::<Packet<String>>()));
         assert!(blocks::fits(Layout::new::<Packet<std::io::Result<usize>>>()));
+    }
+
+    #[test]
+    fn a_packet_with_room_has_it_right_after_itself_and_frees_whole() {
+        type Room = [u128; 3];
+        let at = || FiberRef::Queued(Arc::new(crate::fiber::fiber_ref::Placement::queued()));
+        let id = FiberId::next();
+        let (fiber, handle) = packet::<String>(None, None, id, None, at(), Layout::new::<Room>());
+        let room = fiber.room::<Room>().expect("the room made for it");
+        let start = fiber.0.as_ptr() as usize;
+        assert!(room.as_ptr() as usize >= start + size_of::<Packet<String>>());
+        assert_eq!(room.as_ptr() as usize % align_of::<Room>(), 0);
+        assert!(fiber.room::<u8>().is_none(), "no room for another type");
+        // SAFETY: the room is the fiber end's to use, and big enough.
+        unsafe { room.write([7; 3]) };
+        fiber.complete(Ok("done".to_string()));
+        assert_eq!(handle.take_result().unwrap(), "done");
+        drop(handle); // frees the packet with the layout it was made with
+
+        let (fiber, handle) = packet::<()>(None, None, id, None, at(), Layout::new::<()>());
+        assert!(fiber.room::<Room>().is_none(), "made without room");
+        fiber.complete(Ok(()));
+        drop(handle);
     }
 }

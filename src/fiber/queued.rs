@@ -8,6 +8,7 @@
 //! it holds a [`Placement`] that the starting worker fills in, so `cancel`
 //! works at every stage.
 
+use std::alloc::Layout;
 use std::sync::Arc;
 
 use crate::fiber::entry::start_fiber;
@@ -48,7 +49,7 @@ impl Job {
         let id = FiberId::next();
         let placement = Arc::new(Placement::queued());
         let at = FiberRef::Queued(placement.clone());
-        let (fiber_end, handle_end) = packet(None, None, id, None, at);
+        let (fiber_end, handle_end) = packet(None, None, id, None, at, Layout::new::<()>());
         let mut unstarted = Unstarted {
             f: Some(f),
             end: Some(fiber_end),

@@ -9,15 +9,18 @@
 //! for the same memory twice. A burst of a million spawns spent more time
 //! coming back to those stacks than writing them.
 //!
-//! A deferred fiber instead keeps its start in a heap box whose head is a
-//! [`FirstFrame`], and its record's `sp` points at that head with the low
+//! A deferred fiber instead keeps its start off the stack, in what this
+//! file calls its box: the spare room of its join packet's block when the
+//! start fits there, or else a heap box of its own. The box's head is a
+//! [`FirstFrame`], and the record's `sp` points at that head with the low
 //! bit set (a saved stack pointer is 8-byte aligned, so the bit is free).
 //! The switch that first runs it (`hand_over`, through [`build`]) writes
 //! the `Meta`, the header and the first frame, puts the real stack pointer
 //! in the record and switches in: the stack is touched once, right before
 //! the fiber runs on it, and a fresh page is faulted in hot. The fiber frees
-//! the box once it has its start out of it: at once for a small start,
-//! at its end for a large one (see `fiber::entry`).
+//! a heap box once it has its start out of it: at once for a small start,
+//! at its end for a large one (see `fiber::entry`); the packet's room goes
+//! with the packet, which outlives the fiber's start.
 
 use std::panic::Location;
 use std::ptr::NonNull;

@@ -113,9 +113,10 @@ impl Record {
     /// run, from its deferred start (see `first_frame`).
     pub(super) fn spawned_at(&self) -> Option<&'static std::panic::Location<'static>> {
         if let Some(head) = super::first_frame::deferred(self.sp) {
-            // A deferred `sp` stands for the fiber's boxed start until the
-            // switch that first runs it replaces it; the fiber frees the
-            // box only after that, once it runs.
+            // A deferred `sp` stands for the fiber's deferred start until
+            // the switch that first runs it replaces it; the start's memory
+            // (a box, or its packet's room) is freed only after that, once
+            // the fiber runs.
             // SAFETY: as argued just above.
             return Some(unsafe { (*head).location });
         }

@@ -89,12 +89,12 @@ impl Core {
         (save, load)
     }
 
-    /// `to` has never run, and its record's `sp` stands for its boxed start
-    /// (see `first_frame`): builds its first frame on its stack, which is
-    /// its own and untouched, and stores the real `sp` in the record, so
-    /// that from its first switch in on nothing reads the box through it
-    /// (the fiber frees the box as soon as it runs, or at its end, maybe
-    /// before it ever switches out). No user code runs in here.
+    /// `to` has never run, and its record's `sp` stands for its deferred
+    /// start (see `first_frame`): builds its first frame on its stack, which
+    /// is its own and untouched, and stores the real `sp` in the record, so
+    /// that from its first switch in on nothing reads the start's box
+    /// through it (which may be freed as soon as the fiber runs, or at its
+    /// end, maybe before it ever switches out). No user code runs in here.
     #[cold]
     #[inline(never)]
     fn build_first_frame(l: &mut Local, to: Key) {

@@ -51,7 +51,7 @@ impl Local {
     #[inline(never)]
     pub(super) fn prefetch(&self, next: Key, after: Option<Key>) {
         if let Some(rec) = self.fibers.get(next) {
-            // (For a fiber not yet started, `sp` is its boxed start, just
+            // (For a fiber not yet started, `sp` is its deferred start, just
             // as worth loading, and the top of its stack is where its first
             // frame is about to be written.)
             arch::prefetch_frame(rec.sp);
