@@ -13,11 +13,15 @@
 //! - [`EntryFn`]: the type of a fiber's first function, which returns its
 //!   [`FinalSwitch`]: the context that runs after it, for good;
 //! - [`prefetch_frame`]: start loading a suspended context's switch frame
-//!   ahead of the switch that resumes it.
+//!   ahead of the switch that resumes it;
+//! - [`syscall`]: the kernel called without libc (for the socket calls
+//!   of every round trip, and the syscall hooks).
 //!
 //! Only x86_64 Linux is supported today; the `compile_error!` below says so
 //! plainly instead of failing somewhere in the assembler.
 
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod syscall;
 #[cfg(target_arch = "x86_64")]
 mod x86_64;
 #[cfg(target_arch = "x86_64")]

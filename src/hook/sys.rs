@@ -7,53 +7,11 @@
 //! and cost what libc's wrapper costs. Only [`ret`] and [`set_errno`]
 //! write `errno`, once, for the caller's final answer.
 
-use std::arch::asm;
-
 use libc::{c_int, c_long};
 
-/// A raw system call with up to six arguments; returns the kernel's value
-/// (`-errno` on failure).
-///
-/// # Safety
-///
-/// The call's own contract: the arguments must be valid for system call
-/// `n` (pointers to memory it may read or write, fds the caller may use).
-#[inline(always)]
-pub(super) unsafe fn call6(
-    n: c_long,
-    a1: usize,
-    a2: usize,
-    a3: usize,
-    a4: usize,
-    a5: usize,
-    a6: usize,
-) -> isize {
-    let ret: isize;
-    // the x86_64 Linux system call convention: number in rax,
-    // arguments in rdi, rsi, rdx, r10, r8, r9; the kernel returns in rax and
-    // clobbers rcx and r11, and uses no user stack. Memory the call reads or
-    // writes is the caller's contract (the block is not `nomem`, so the
-    // compiler assumes memory changes).
-    // SAFETY: as argued just above.
-    unsafe {
-        asm!(
-            "syscall",
-            inlateout("rax") n as isize => ret,
-            in("rdi") a1,
-            in("rsi") a2,
-            in("rdx") a3,
-            in("r10") a4,
-            in("r8") a5,
-            in("r9") a6,
-            lateout("rcx") _,
-            lateout("r11") _,
-            options(nostack, preserves_flags),
-        );
-    }
-    ret
-}
+pub(super) use crate::arch::syscall::syscall6 as call6;
 
-/// [`call6`] with fewer arguments.
+/// [`call6`] with fewer arguments (the rest are 0).
 ///
 /// # Safety
 ///
