@@ -273,15 +273,20 @@ pub(crate) fn release_stale_pending(now: u64) {
 pub(crate) fn release_pending() -> bool {
     let released = POOLS.try_with(|pools| {
         let mut pools = pools.borrow_mut();
+        if pools.iter().all(|p| p.pending.is_empty()) {
+            // The usual case, asked before every wait of a runtime: a few
+            // loads, no iterator machinery.
+            return None;
+        }
         let unmap: Vec<Stack> = pools.iter_mut().flat_map(|p| p.release_pending()).collect();
-        (unmap, pools.iter().any(|p| !p.pending.is_empty()))
+        Some((unmap, pools.iter().any(|p| !p.pending.is_empty())))
     });
     match released {
-        Ok((unmap, left)) => {
+        Ok(Some((unmap, left))) => {
             self::unmap(unmap);
             left
         }
-        Err(_) => false,
+        Ok(None) | Err(_) => false,
     }
 }
 

@@ -175,6 +175,11 @@ impl<T> Wheel<T> {
     /// The lowest occupied level holds the earliest slot: every entry above
     /// level 0 lies beyond the current level-0 window, and so on upwards.
     fn next_slot(&self) -> Option<(usize, usize, u64)> {
+        if self.entries.is_empty() {
+            // Asked before every poll, mostly of an empty wheel: skip the
+            // look at each level.
+            return None;
+        }
         for level in 0..LEVELS {
             let occupied = self.occupied[level];
             if occupied == 0 {
