@@ -56,14 +56,13 @@ impl Local {
             // frame is about to be written.)
             arch::prefetch_frame(rec.sp);
             if !rec.running_header.is_null() {
-                arch::prefetch(
+                arch::prefetch::<TOP_BYTES>(
                     rec.running_header.cast::<u8>().wrapping_sub(TOP_BYTES),
-                    TOP_BYTES,
                 );
             }
         }
         if let Some(slot) = after.and_then(|key| self.fibers.slot_addr(key)) {
-            arch::prefetch(slot, size_of::<Record>());
+            arch::prefetch::<{ size_of::<Record>() }>(slot);
         }
     }
 
