@@ -175,8 +175,20 @@ fn epoll_floor(listener: std::net::TcpListener, buffers: Buffers) {
         let mut shared = vec![0u8; 16 * 1024];
         // Indexed by fd; a buffer is allocated at accept, as a task's is.
         let mut per_conn: Vec<Option<Box<[u8]>>> = Vec::new();
+        // `TOUCH_PAGES=N`: after each wake-up, touch N more distinct pages
+        // of memory (a byte each), to price what a runtime's larger
+        // footprint per trip costs (see `pages.sh`). 0 by default.
+        let touch_pages: usize = std::env::var("TOUCH_PAGES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        let mut touch = vec![0u8; touch_pages * 4096];
         loop {
             let n = libc::epoll_wait(ep, events.as_mut_ptr(), events.len() as i32, -1);
+            for page in touch.chunks_exact_mut(4096) {
+                let byte = std::ptr::read_volatile(&page[0]);
+                std::ptr::write_volatile(&mut page[0], byte.wrapping_add(1));
+            }
             for ev in &events[..n.max(0) as usize] {
                 let fd = ev.u64 as i32;
                 if fd == lfd {
