@@ -78,11 +78,13 @@ mod interest;
 mod sockets;
 mod tasks;
 mod timerfd;
+mod waiters;
 
 use fd_map::FdMap;
 pub use interest::Interest;
 pub(crate) use tasks::TaskWakes;
 use timerfd::{new_timerfd, set_timerfd};
+use waiters::{Waiter, Waiters};
 
 use crate::runtime::token::WakeToken;
 use crate::time::clock;
@@ -142,7 +144,7 @@ struct Source {
     fd: RawFd,
     /// What the fd is registered for (the union of its waiters' interests).
     interest: Interest,
-    waiters: Vec<Waiter>,
+    waiters: Waiters,
     /// The socket that owns this registration (it stays until the socket
     /// deregisters); `None` for the one-shot registrations of `io::wait`.
     owner: Option<u64>,
@@ -167,7 +169,7 @@ impl Source {
         Source {
             fd,
             interest,
-            waiters: Vec::with_capacity(2),
+            waiters: Waiters::new(),
             owner,
             drained: Interest::EMPTY,
             closed: Interest::EMPTY,
@@ -183,13 +185,6 @@ impl Source {
         to.extend(self.reader.take());
         to.extend(self.writer.take());
     }
-}
-
-struct Waiter {
-    token: WakeToken,
-    interest: Interest,
-    /// Readiness seen since the waiter registered.
-    ready: Interest,
 }
 
 /// A waiter's registration: which source, and the token it registered with.
@@ -332,9 +327,7 @@ impl Reactor {
         if src.generation != reg.generation {
             return; // its source is gone; the slot belongs to another now
         }
-        if let Some(i) = src.waiters.iter().position(|w| w.token == reg.token) {
-            src.waiters.swap_remove(i);
-        }
+        src.waiters.remove(reg.token);
         if src.waiters.is_empty() && src.owner.is_none() {
             let src = self.sources.remove(reg.source);
             self.by_fd.remove(src.fd);
@@ -423,7 +416,7 @@ impl Reactor {
                     if event.is_write_closed() || event.is_error() {
                         src.closed = src.closed | Interest::WRITABLE;
                     }
-                    for w in &mut src.waiters {
+                    for w in src.waiters.iter_mut() {
                         let hit = w.interest & ready;
                         if !hit.is_empty() {
                             w.ready = w.ready | hit;

@@ -38,7 +38,7 @@ impl Reactor {
             };
             let src = &mut self.sources[key];
             if src.owner.is_some() {
-                wake.extend(src.waiters.drain(..).map(|w| w.token));
+                src.waiters.drain_tokens(wake);
             }
             // A task of the closed socket is not woken: its socket is gone
             // (and a task of a later socket polls that one's own source).
@@ -125,7 +125,7 @@ impl Reactor {
         }
         let mut src = self.sources.remove(key);
         self.by_fd.remove(fd);
-        wake.extend(src.waiters.drain(..).map(|w| w.token));
+        src.waiters.drain_tokens(wake);
         src.forget_tasks(&mut self.unneeded);
         let _ = self.poll.registry().deregister(&mut SourceFd(&fd));
     }

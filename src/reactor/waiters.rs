@@ -1,0 +1,153 @@
+//! The fibers waiting on one source ([`Waiters`]): the first two kept in
+//! the source itself, any more in a vector.
+//!
+//! A socket has at most a reader and a writer waiting, most of the time,
+//! and each round trip of a connection adds its waiter, finds it when the
+//! event comes and removes it. Kept in a `Vec` of their own, the waiters
+//! were a heap block apart from their source: with a thousand connections,
+//! one more cold cache line (and often page) a round trip.
+
+use crate::reactor::Interest;
+use crate::runtime::token::WakeToken;
+
+/// One fiber waiting on a source.
+#[derive(Clone, Copy)]
+pub(super) struct Waiter {
+    pub(super) token: WakeToken,
+    pub(super) interest: Interest,
+    /// Readiness seen since the waiter registered.
+    pub(super) ready: Interest,
+}
+
+/// How many waiters a source keeps in place.
+const INLINE: usize = 2;
+
+/// What an unused inline slot holds (never read as a waiter).
+const UNUSED: Waiter = Waiter {
+    token: WakeToken { key: 0, park: 0 },
+    interest: Interest::EMPTY,
+    ready: Interest::EMPTY,
+};
+
+/// The waiters of a source, in no particular order.
+///
+/// # Invariant
+///
+/// `inline[..len]` are waiters; `more` holds waiters only when `len` is
+/// [`INLINE`] (a removal refills the inline slots from `more` first).
+pub(super) struct Waiters {
+    inline: [Waiter; INLINE],
+    len: u8,
+    more: Vec<Waiter>,
+}
+
+impl Waiters {
+    pub(super) const fn new() -> Waiters {
+        Waiters {
+            inline: [UNUSED; INLINE],
+            len: 0,
+            more: Vec::new(),
+        }
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub(super) fn push(&mut self, waiter: Waiter) {
+        if usize::from(self.len) < INLINE {
+            self.inline[usize::from(self.len)] = waiter;
+            self.len += 1;
+        } else {
+            self.more.push(waiter);
+        }
+    }
+
+    pub(super) fn iter(&self) -> impl Iterator<Item = &Waiter> {
+        self.inline[..usize::from(self.len)]
+            .iter()
+            .chain(self.more.iter())
+    }
+
+    pub(super) fn iter_mut(&mut self) -> impl Iterator<Item = &mut Waiter> {
+        self.inline[..usize::from(self.len)]
+            .iter_mut()
+            .chain(self.more.iter_mut())
+    }
+
+    /// Removes the waiter with `token`, if there is one.
+    pub(super) fn remove(&mut self, token: WakeToken) {
+        let len = usize::from(self.len);
+        if let Some(i) = self.inline[..len].iter().position(|w| w.token == token) {
+            // Refill the slot from the spill-over, else from the last
+            // inline waiter.
+            self.inline[i] = match self.more.pop() {
+                Some(w) => w,
+                None => {
+                    self.len -= 1;
+                    self.inline[len - 1]
+                }
+            };
+        } else if let Some(i) = self.more.iter().position(|w| w.token == token) {
+            self.more.swap_remove(i);
+        }
+    }
+
+    /// Moves every waiter's token to `to`, leaving none.
+    pub(super) fn drain_tokens(&mut self, to: &mut Vec<WakeToken>) {
+        to.extend(self.inline[..usize::from(self.len)].iter().map(|w| w.token));
+        to.extend(self.more.drain(..).map(|w| w.token));
+        self.len = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn waiter(key: u32) -> Waiter {
+        Waiter {
+            token: WakeToken { key, park: 1 },
+            interest: Interest::READABLE,
+            ready: Interest::EMPTY,
+        }
+    }
+
+    fn keys(w: &Waiters) -> Vec<u32> {
+        let mut k: Vec<u32> = w.iter().map(|w| w.token.key).collect();
+        k.sort_unstable();
+        k
+    }
+
+    #[test]
+    fn any_number_of_waiters_come_and_go_in_any_order() {
+        let mut w = Waiters::new();
+        assert!(w.is_empty());
+        for key in 1..=5 {
+            w.push(waiter(key));
+        }
+        assert_eq!(keys(&w), [1, 2, 3, 4, 5]);
+        w.remove(waiter(1).token); // inline, refilled from the spill-over
+        assert_eq!(keys(&w), [2, 3, 4, 5]);
+        w.remove(waiter(4).token); // in the spill-over
+        assert_eq!(keys(&w), [2, 3, 5]);
+        w.remove(waiter(9).token); // not there: nothing happens
+        assert_eq!(keys(&w), [2, 3, 5]);
+        for w in w.iter_mut() {
+            w.ready = Interest::READABLE;
+        }
+        assert!(w.iter().all(|w| w.ready == Interest::READABLE));
+        w.remove(waiter(2).token);
+        w.remove(waiter(5).token);
+        assert_eq!(keys(&w), [3]);
+        w.remove(waiter(3).token);
+        assert!(w.is_empty() && w.iter().next().is_none());
+        w.push(waiter(7));
+        w.push(waiter(8));
+        w.push(waiter(9));
+        let mut tokens = Vec::new();
+        w.drain_tokens(&mut tokens);
+        assert_eq!(tokens.len(), 3);
+        assert!(w.is_empty() && w.iter().next().is_none());
+    }
+}
