@@ -189,9 +189,9 @@ fn an_idle_worker_takes_unstarted_fibers_from_a_busy_one() {
     }
 }
 
-#[test]
-fn a_fiber_cancelled_before_it_started_never_runs() {
-    let rt = two_workers();
+/// Keeps worker 0 of `rt` busy in work that never parks, from when this
+/// returns until the flag it returns is set (the handle joins that work).
+fn occupy_worker_0(rt: &fibra::Runtime<Workers>) -> (Arc<AtomicBool>, fibra::JoinHandle<()>) {
     let release = Arc::new(AtomicBool::new(false));
     let started = Arc::new(Barrier::new(2));
     let blocker = {
@@ -202,6 +202,13 @@ fn a_fiber_cancelled_before_it_started_never_runs() {
         })
     };
     started.wait();
+    (release, blocker)
+}
+
+#[test]
+fn a_fiber_cancelled_before_it_started_never_runs() {
+    let rt = two_workers();
+    let (release, blocker) = occupy_worker_0(&rt);
     let ran = Arc::new(AtomicBool::new(false));
     let queued = {
         let ran = ran.clone();
@@ -223,16 +230,7 @@ fn jobs_with_closures_over_a_quarter_of_the_stack_run_cancel_and_drop_whole() {
     const SIZE: usize = fibra::DEFAULT_STACK_SIZE / 4 + 1024;
     let drops = SyncDropCount::default();
     let rt = fibra::Runtime::builder().workers(1).build().unwrap();
-    let release = Arc::new(AtomicBool::new(false));
-    let started = Arc::new(Barrier::new(2));
-    let blocker = {
-        let (release, started) = (release.clone(), started.clone());
-        rt.spawn_on(0, move || {
-            started.wait();
-            busy_until(&release, Duration::from_secs(20));
-        })
-    };
-    started.wait();
+    let (release, blocker) = occupy_worker_0(&rt);
     // Queued behind the blocker: none starts before it is released.
     let jobs: Vec<_> = (0..6u8)
         .map(|i| {

@@ -193,11 +193,11 @@ where
         ptr::write(at as *mut Start<F, T>, start);
         header.write(StackHeader::new(&stack, id.as_u64(), name.as_deref()));
     }
+    let entry = fiber_main::<F, T, ON_STACK>;
     // SAFETY: `at` is 16-byte aligned (Start's alignment is raised to 16)
     // with the rest of the usable stack below it; the Start there stays
     // valid until the entry reads it.
-    let sp =
-        unsafe { arch::init_stack(at as *mut u8, fiber_main::<F, T, ON_STACK>, at as *mut u8) };
+    let sp = unsafe { arch::init_stack(at as *mut u8, entry, at as *mut u8) };
     core.add_fiber(stack, sp, id, name)
 }
 
@@ -288,10 +288,11 @@ where
         std::process::abort();
     };
     core.after_switch(arg);
-    // SAFETY: `data` holds the start made for us, where `FROM` says. One
-    // after the packet is run in place: it stays valid until the fiber's
-    // end (which `run` reads out first) completes the packet, after the
-    // closure is read out and called.
+    // `data` holds the start made for us, where `FROM` says. One after the
+    // packet is run in place: it stays valid until the fiber's end (which
+    // `run` reads out first) completes the packet, after the closure is
+    // read out and called.
+    // SAFETY: as argued just above.
     unsafe {
         if FROM == ON_STACK {
             run(core, data.cast::<Start<F, T>>());

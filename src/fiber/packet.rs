@@ -125,8 +125,8 @@ fn set_once(state: &AtomicU8, bit: u8) -> u8 {
 /// memory is in cache then anyway. Such a packet is not a block.
 ///
 /// Always inlined: the caller's values are then stored straight into the
-/// block (see [`HandleEnd::register`] on copies through the stack), and
-/// the choices on `room` are made at compile time.
+/// block (see [`HandleEnd::register`] on copies through the stack); a
+/// packet without room costs one test of `room` more.
 #[inline(always)]
 pub(crate) fn packet<T>(
     core: Option<&Core>,
