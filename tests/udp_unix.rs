@@ -120,6 +120,33 @@ fn unix_stream_pair_with_a_reader_and_a_writer_fiber() {
 }
 
 #[test]
+fn a_unix_stream_whose_peer_is_gone_reads_end_and_writes_broken_pipe() {
+    // Reads and writes of one buffer are raw system calls: the write must
+    // still carry MSG_NOSIGNAL (an error, never a SIGPIPE), and errors must
+    // come back as std's kinds. Rust ignores SIGPIPE in every binary, so
+    // its default action (killing this process) is put back for the test:
+    // a write without MSG_NOSIGNAL would then end the run.
+    // SAFETY: SIG_DFL for SIGPIPE, set back to SIG_IGN below; no other
+    // test of this file writes to a socket whose peer is gone.
+    let before = unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    fibra::run(|| {
+        let (a, b) = UnixStream::pair().unwrap();
+        (&b).write_all(b"last words").unwrap();
+        drop(b);
+        let mut got = Vec::new();
+        (&a).read_to_end(&mut got).unwrap();
+        assert_eq!(got, b"last words");
+        let err = (&a).write(b"anyone?").unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::BrokenPipe, "{err:?}");
+        // An empty buffer is not a syscall: 0 at once, as on std's sockets.
+        assert_eq!((&a).write(&[]).unwrap(), 0);
+        assert_eq!((&a).read(&mut []).unwrap(), 0);
+    });
+    // SAFETY: puts back the disposition found above.
+    unsafe { libc::signal(libc::SIGPIPE, before) };
+}
+
+#[test]
 fn unix_datagrams_between_paths_and_pairs() {
     let dir = temp_dir("unix-dgram");
     fibra::run(|| {
