@@ -140,10 +140,15 @@ impl Client {
 
     fn fill(&mut self) -> usize {
         let mut chunk = [0u8; 16 * 1024];
-        let n = self
-            .s
-            .read(&mut chunk)
-            .expect("the server neither answered nor closed in time");
+        // A blocking read with a timeout may fail with EINTR even without a
+        // signal handler (after the process was stopped and continued, see
+        // signal(7)): that is not the server's answer, so read again.
+        let n = loop {
+            match self.s.read(&mut chunk) {
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                r => break r.expect("the server neither answered nor closed in time"),
+            }
+        };
         self.buf.extend_from_slice(&chunk[..n]);
         n
     }
