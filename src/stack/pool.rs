@@ -10,9 +10,9 @@
 //!   until [`release_pending`] marks it free, [`RELEASE_BATCH`] stacks at a
 //!   time. That happens when the runtime is about to sleep with no timer due
 //!   for 5 ms, when an outer loop takes the thread back from `turn`, when
-//!   the list is full, and on a runtime that never goes idle
-//!   [`PENDING_MAX_AGE_NS`] after the previous release (then a batch every
-//!   [`RELEASE_GAP_NS`] until none is left); one
+//!   the list is full, and on a runtime that never goes idle once the
+//!   backlog has waited [`PENDING_MAX_AGE_NS`] since a poll first saw it
+//!   (then a batch every [`RELEASE_GAP_NS`] until none is left); one
 //!   `process_madvise(MADV_FREE)` covers 512 stacks. A storm of fibers that
 //!   end and start again meanwhile costs no syscall (releasing after every
 //!   1 024 stacks made a storm of sleepers 40% slower, and a cap of 65 536
@@ -245,26 +245,44 @@ pub(crate) fn give_back(stack: Stack) {
 }
 
 thread_local! {
-    /// When this thread last released its pending stacks (ns).
+    /// When this thread's backlog of pending stacks was first seen, or last
+    /// released in part (ns); 0 while it has none.
     static LAST_RELEASE: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
-/// Releases a batch of pending stacks if the last release is older than
-/// [`PENDING_MAX_AGE_NS`], and another every [`RELEASE_GAP_NS`] while some
-/// are left; `now` in ns of the monotonic clock.
-pub(crate) fn release_stale_pending(now: u64) {
+/// Releases a batch of pending stacks once the backlog has waited
+/// [`PENDING_MAX_AGE_NS`] since it was first seen here, and another every
+/// [`RELEASE_GAP_NS`] while some are left. `now` reads the monotonic clock
+/// (ns), and only when there is a backlog: this runs after every poll.
+pub(crate) fn release_stale_pending(now: impl FnOnce() -> u64) {
+    if !has_pending() {
+        let _ = LAST_RELEASE.try_with(|l| l.set(0));
+        return;
+    }
+    let now = now().max(1);
     let last = LAST_RELEASE.try_with(std::cell::Cell::get).unwrap_or(0);
-    if now.saturating_sub(last) >= PENDING_MAX_AGE_NS {
+    if last == 0 {
+        // A new backlog: it ages from here.
+        let _ = LAST_RELEASE.try_with(|l| l.set(now));
+    } else if now.saturating_sub(last) >= PENDING_MAX_AGE_NS {
         let left = release_pending();
         // With a backlog left, date this release so that the next one
         // comes RELEASE_GAP_NS from now instead of a whole age later.
         let dated = if left {
             now.saturating_sub(PENDING_MAX_AGE_NS - RELEASE_GAP_NS)
+                .max(1)
         } else {
-            now
+            0
         };
         let _ = LAST_RELEASE.try_with(|l| l.set(dated));
     }
+}
+
+/// Whether this thread holds pending stacks (a few loads).
+fn has_pending() -> bool {
+    POOLS
+        .try_with(|pools| pools.borrow().iter().any(|p| !p.pending.is_empty()))
+        .unwrap_or(false)
 }
 
 /// Releases the memory of up to [`RELEASE_BATCH`] of this thread's pending
@@ -370,16 +388,27 @@ mod tests {
         many.into_iter().for_each(give_back);
         assert_eq!(pooled(size).1, 10);
         let now = crate::time::clock::now_ns();
-        release_stale_pending(now); // the first call releases (no earlier release)
+        release_stale_pending(|| now); // the first look starts the backlog's age
+        assert_eq!(pooled(size).1, 10);
+        release_stale_pending(|| now + PENDING_MAX_AGE_NS - 1); // too young
+        assert_eq!(pooled(size).1, 10);
+        release_stale_pending(|| now + PENDING_MAX_AGE_NS);
         assert_eq!(pooled(size).1, 0);
+        // No backlog: the clock is not even read.
+        release_stale_pending(|| unreachable!("read the clock with no backlog"));
         let more: Vec<Stack> = (0..10).map(|_| take(size).unwrap()).collect();
         // Take them from the cold tier and free them past the warm ones again.
         let warm: Vec<Stack> = (0..WARM_CAPACITY).map(|_| take(size).unwrap()).collect();
         warm.into_iter().for_each(give_back);
         more.into_iter().for_each(give_back);
-        release_stale_pending(now + 1); // too soon
+        // A new backlog ages from when it is first seen, not from the last
+        // release.
+        let later = now + 5 * PENDING_MAX_AGE_NS;
+        release_stale_pending(|| later);
         assert_eq!(pooled(size).1, 10);
-        release_stale_pending(now + PENDING_MAX_AGE_NS);
+        release_stale_pending(|| later + 1); // too soon
+        assert_eq!(pooled(size).1, 10);
+        release_stale_pending(|| later + PENDING_MAX_AGE_NS);
         assert_eq!(pooled(size).1, 0);
     }
 
@@ -402,12 +431,15 @@ mod tests {
             .map(|_| take(size).unwrap())
             .collect();
         many.into_iter().for_each(give_back);
-        let now = crate::time::clock::now_ns() + PENDING_MAX_AGE_NS;
-        release_stale_pending(now);
+        let seen = crate::time::clock::now_ns();
+        release_stale_pending(|| seen);
+        assert_eq!(pooled(size).1, RELEASE_BATCH + 10);
+        let now = seen + PENDING_MAX_AGE_NS;
+        release_stale_pending(|| now);
         assert_eq!(pooled(size).1, 10);
-        release_stale_pending(now + RELEASE_GAP_NS - 1); // too soon
+        release_stale_pending(|| now + RELEASE_GAP_NS - 1); // too soon
         assert_eq!(pooled(size).1, 10);
-        release_stale_pending(now + RELEASE_GAP_NS);
+        release_stale_pending(|| now + RELEASE_GAP_NS);
         assert_eq!(pooled(size).1, 0);
     }
 
