@@ -151,6 +151,140 @@ macro_rules! stream_io {
 }
 pub(crate) use stream_io;
 
+/// Readiness without a buffer, for a stream type (field `sock`):
+/// `readable`/`writable` park until the stream may be ready, and
+/// `try_read`/`try_write` make one call that never parks. Together they let
+/// a server wait on many connections without a buffer for each, reading
+/// into one it shares (tokio's `readable` and `try_read` do the same).
+macro_rules! ready_io {
+    ($($ty:ty),*) => {$(
+        impl $ty {
+            /// Parks the fiber until the stream may be readable: data, its
+            /// end or an error is there. Returns at once unless a
+            /// [`try_read`](Self::try_read) (or a short read) showed it
+            /// empty with no event since, so the next `try_read` may still
+            /// say `WouldBlock`: loop on both. The read timeout applies
+            /// (then `WouldBlock`). On a thread without a runtime it blocks
+            /// the thread.
+            ///
+            /// A server can wait on many connections this way without a
+            /// buffer for each, reading into one buffer per thread:
+            ///
+            /// ```
+            /// use std::cell::RefCell;
+            /// use std::io::{ErrorKind, Write};
+            ///
+            /// thread_local! {
+            ///     static BUF: RefCell<Vec<u8>> = RefCell::new(vec![0; 16 * 1024]);
+            /// }
+            ///
+            /// fibra::run(|| {
+            ///     let (a, mut b) = fibra::net::UnixStream::pair().unwrap();
+            ///     fibra::spawn(move || b.write_all(b"ping").unwrap());
+            ///     let got = loop {
+            ///         a.readable().unwrap(); // parks; no buffer held
+            ///         // try_read never parks: the shared buffer is free again
+            ///         // before any other fiber runs.
+            ///         let n = BUF.with_borrow_mut(|buf| match a.try_read(buf) {
+            ///             Ok(n) => Ok(buf[..n].to_vec()),
+            ///             Err(e) => Err(e),
+            ///         });
+            ///         match n {
+            ///             Ok(bytes) => break bytes,
+            ///             Err(e) if e.kind() == ErrorKind::WouldBlock => continue,
+            ///             Err(e) => panic!("{e}"),
+            ///         }
+            ///     };
+            ///     assert_eq!(got, b"ping");
+            /// });
+            /// ```
+            ///
+            /// # Errors
+            ///
+            /// `WouldBlock` when the read timeout expires; an error
+            /// registering the stream with the runtime.
+            pub fn readable(&self) -> std::io::Result<()> {
+                self.sock.ready($crate::io::Interest::READABLE)
+            }
+
+            /// Parks the fiber until the stream may be writable (see
+            /// [`readable`](Self::readable); the write timeout applies).
+            ///
+            /// ```
+            /// fibra::run(|| {
+            ///     let (a, _b) = fibra::net::UnixStream::pair().unwrap();
+            ///     a.writable().unwrap(); // an empty send buffer: at once
+            ///     assert_eq!(a.try_write(b"hi").unwrap(), 2);
+            /// });
+            /// ```
+            ///
+            /// # Errors
+            ///
+            /// As [`readable`](Self::readable), with the write timeout.
+            pub fn writable(&self) -> std::io::Result<()> {
+                self.sock.ready($crate::io::Interest::WRITABLE)
+            }
+
+            /// Reads what is there into `buf`, never parking: the bytes
+            /// read (0: the stream ended, or `buf` is empty), or
+            /// `WouldBlock` when nothing is there yet, after which
+            /// [`readable`](Self::readable) waits for more.
+            ///
+            /// ```
+            /// use std::io::Write;
+            ///
+            /// fibra::run(|| {
+            ///     let (a, mut b) = fibra::net::UnixStream::pair().unwrap();
+            ///     let err = a.try_read(&mut [0; 8]).unwrap_err();
+            ///     assert_eq!(err.kind(), std::io::ErrorKind::WouldBlock);
+            ///     b.write_all(b"hi").unwrap();
+            ///     a.readable().unwrap();
+            ///     assert_eq!(a.try_read(&mut [0; 8]).unwrap(), 2);
+            /// });
+            /// ```
+            ///
+            /// # Errors
+            ///
+            /// `WouldBlock`; the stream's error.
+            pub fn try_read(&self, buf: &mut [u8]) -> std::io::Result<usize> {
+                if buf.is_empty() {
+                    return Ok(0);
+                }
+                self.sock.try_stream($crate::io::Interest::READABLE, buf.len(), |s| {
+                    $crate::net::macros::recv(std::os::fd::AsRawFd::as_raw_fd(s), buf)
+                })
+            }
+
+            /// Writes what the send buffer takes of `buf`, never parking:
+            /// the bytes written, or `WouldBlock` when it is full, after
+            /// which [`writable`](Self::writable) waits for room. A closed
+            /// peer is `BrokenPipe`, never a SIGPIPE.
+            ///
+            /// ```
+            /// fibra::run(|| {
+            ///     let (a, b) = fibra::net::UnixStream::pair().unwrap();
+            ///     drop(b);
+            ///     let err = a.try_write(b"hi").unwrap_err();
+            ///     assert_eq!(err.kind(), std::io::ErrorKind::BrokenPipe);
+            /// });
+            /// ```
+            ///
+            /// # Errors
+            ///
+            /// `WouldBlock`; the stream's error.
+            pub fn try_write(&self, buf: &[u8]) -> std::io::Result<usize> {
+                if buf.is_empty() {
+                    return Ok(0);
+                }
+                self.sock.try_stream($crate::io::Interest::WRITABLE, buf.len(), |s| {
+                    $crate::net::macros::send(std::os::fd::AsRawFd::as_raw_fd(s), buf)
+                })
+            }
+        }
+    )*};
+}
+pub(crate) use ready_io;
+
 /// The read and write timeouts of a socket type (field `sock`), kept in its
 /// [`Registration`] (std keeps them in the kernel, where they do nothing for
 /// a non-blocking socket). An expired timeout is `WouldBlock`, as std

@@ -187,6 +187,65 @@ impl Registration {
         result
     }
 
+    /// Waits until the socket may be ready for `interest` (one direction),
+    /// within its timeout for that direction (then `WouldBlock`, as a read
+    /// reports it). In a fiber it returns at once unless a call on the
+    /// socket showed it not ready ([`Registration::try_stream`] after
+    /// `WouldBlock`, a short read or write) with no event since; so it may
+    /// return when the next call still says `WouldBlock`, which marks the
+    /// socket for the wait after. On a thread without a runtime it polls.
+    pub(crate) fn ready(&self, fd: RawFd, interest: Interest) -> io::Result<()> {
+        let ns = if interest.is_readable() {
+            &self.read_timeout
+        } else {
+            &self.write_timeout
+        };
+        let timeout = nanos_to_timeout(ns.load(Ordering::Relaxed));
+        let core = context::current();
+        let wait = match core {
+            Some(core) => readiness::is_drained(core, fd, self.uid, interest),
+            None => true,
+        };
+        // Through the loop even when it returns at once: a fiber that
+        // finds its socket ready every time still yields when its I/O
+        // budget is spent, as one that reads does.
+        self.io_from(core, fd, interest, timeout, || Ok(()), wait)
+    }
+
+    /// One try of a stream read or write of `len` bytes, never waiting: its
+    /// result, `WouldBlock` included. What it shows is noted for
+    /// [`Registration::ready`]: after `WouldBlock` or a short transfer the
+    /// socket is registered with the runtime (on first use) and marked not
+    /// ready for `interest` until an event says otherwise.
+    pub(crate) fn try_stream(
+        &self,
+        fd: RawFd,
+        interest: Interest,
+        len: usize,
+        mut op: impl FnMut() -> io::Result<usize>,
+    ) -> io::Result<usize> {
+        let result = loop {
+            match op() {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                result => break result,
+            }
+        };
+        let Some(core) = context::current() else {
+            return result;
+        };
+        match &result {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                // Registered now if it was not: the next `ready` must have
+                // an event to wait for (an `EPOLL_CTL_ADD` reports the
+                // readiness of its moment, so none is lost in between).
+                readiness::mark_would_block(core, fd, self.uid, interest)?;
+            }
+            Ok(n) if *n > 0 && *n < len => readiness::mark_drained(core, fd, self.uid, interest),
+            _ => {}
+        }
+        result
+    }
+
     /// The loop, starting with a wait if the socket is known not ready.
     /// `core`: the runtime entered on this thread (the caller looked).
     fn io_from<R>(

@@ -56,6 +56,24 @@ impl<S: AsRawFd> Socket<S> {
             .write_stream(self.inner.as_raw_fd(), len, || op(&self.inner))
     }
 
+    /// Waits until the socket may be ready for `interest`; see
+    /// [`Registration::ready`].
+    pub(crate) fn ready(&self, interest: crate::io::Interest) -> io::Result<()> {
+        self.reg.ready(self.inner.as_raw_fd(), interest)
+    }
+
+    /// One try of a stream read or write of `len` bytes; see
+    /// [`Registration::try_stream`].
+    pub(crate) fn try_stream(
+        &self,
+        interest: crate::io::Interest,
+        len: usize,
+        mut op: impl FnMut(&S) -> io::Result<usize>,
+    ) -> io::Result<usize> {
+        self.reg
+            .try_stream(self.inner.as_raw_fd(), interest, len, || op(&self.inner))
+    }
+
     /// Runs a writing operation through the loop (write timeout applies).
     pub(crate) fn write<R>(&self, mut op: impl FnMut(&S) -> io::Result<R>) -> io::Result<R> {
         self.reg.write(self.inner.as_raw_fd(), || op(&self.inner))

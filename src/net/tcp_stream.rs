@@ -7,7 +7,7 @@ use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd};
 use std::time::Duration;
 
 use crate::io::Interest;
-use crate::net::macros::{fd_traits, stream_io, timeouts};
+use crate::net::macros::{fd_traits, ready_io, stream_io, timeouts};
 use crate::net::resolve::{ToSocketAddrs, resolve};
 use crate::net::socket::Socket;
 
@@ -212,6 +212,7 @@ impl TcpStream {
 
 fd_traits!(TcpStream);
 stream_io!(TcpStream);
+ready_io!(TcpStream);
 #[cfg(feature = "futures-io")]
 crate::net::futures_io::async_io!(TcpStream);
 

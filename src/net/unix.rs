@@ -7,7 +7,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::net::SocketAddr;
 use std::path::Path;
 
-use crate::net::macros::{fd_traits, stream_io, timeouts};
+use crate::net::macros::{fd_traits, ready_io, stream_io, timeouts};
 use crate::net::socket::{Socket, accept_nonblocking};
 
 /// A Unix-domain socket server; like [`std::os::unix::net::UnixListener`],
@@ -232,6 +232,7 @@ impl UnixStream {
 }
 
 stream_io!(UnixStream);
+ready_io!(UnixStream);
 #[cfg(feature = "futures-io")]
 crate::net::futures_io::async_io!(UnixStream);
 

@@ -156,6 +156,30 @@ pub(crate) fn mark_drained(core: &Core, fd: RawFd, uid: u64, interest: Interest)
         .mark_drained(fd, uid, interest);
 }
 
+/// Notes that a call on socket `uid` said `WouldBlock` for `interest`:
+/// registers the socket in `core`'s reactor if it is not yet (as a wait
+/// would), and marks it drained, so that the next wait for `interest`
+/// waits for an event.
+pub(crate) fn mark_would_block(
+    core: &Core,
+    fd: RawFd,
+    uid: u64,
+    interest: Interest,
+) -> io::Result<()> {
+    let mut stale = Vec::new();
+    let registered = {
+        // SAFETY: on the runtime's thread (ground rules); the borrow ends
+        // with this block, is the only one live, runs no user code
+        // (syscalls only; stale tokens woken after it).
+        let reactor = &mut unsafe { core.local() }.reactor;
+        reactor
+            .socket(fd, uid, &mut stale)
+            .map(|_| reactor.mark_drained(fd, uid, interest))
+    };
+    wake_all(core, stale);
+    registered
+}
+
 /// Forgets socket `uid`'s registration of `fd` in `core`'s reactor, before
 /// the fd is closed; its waiters (other fibers blocked on the fd) are woken
 /// and find it closed. Its task wakers go to the reactor's unneeded ones.

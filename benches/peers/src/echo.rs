@@ -36,6 +36,52 @@ fn fibra_echo(mut s: fibra::net::TcpStream) {
     }
 }
 
+thread_local! {
+    /// The one read buffer of all the `fibra-shared` connections of a thread.
+    static SHARED: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(vec![0; 16 * 1024]);
+}
+
+/// One echo connection written as the floor is: it waits holding no
+/// buffer (`readable`), reads into its thread's one buffer and sends the
+/// bytes straight back (`try_read`, `try_write`: neither parks, so no other
+/// fiber touches the buffer meanwhile). What the send buffer does not take
+/// is copied out and written from the fiber's own copy, which may park.
+fn fibra_echo_shared(s: fibra::net::TcpStream) {
+    use std::io::ErrorKind::WouldBlock;
+    s.set_nodelay(true).unwrap();
+    loop {
+        if s.readable().is_err() {
+            return;
+        }
+        let rest = SHARED.with_borrow_mut(|buf| {
+            loop {
+                let n = match s.try_read(buf) {
+                    Ok(0) => return Err(()),
+                    Ok(n) => n,
+                    Err(e) if e.kind() == WouldBlock => return Ok(None),
+                    Err(_) => return Err(()),
+                };
+                let mut sent = 0;
+                while sent < n {
+                    match s.try_write(&buf[sent..n]) {
+                        Ok(w) => sent += w,
+                        Err(e) if e.kind() == WouldBlock => return Ok(Some(buf[sent..n].to_vec())),
+                        Err(_) => return Err(()),
+                    }
+                }
+                if n < buf.len() {
+                    return Ok(None); // drained, as the floor stops
+                }
+            }
+        });
+        match rest {
+            Ok(None) => {}
+            Ok(Some(rest)) if (&s).write_all(&rest).is_ok() => {}
+            _ => return,
+        }
+    }
+}
+
 /// Lets this thread (and the threads and processes it starts) run on every
 /// core, undoing `pin_to` or an outer `taskset`.
 pub fn unpin() {
@@ -85,6 +131,13 @@ pub fn server(imp: &str, port: u16) {
             for s in l.incoming() {
                 let s = s.unwrap();
                 fibra::spawn(move || fibra_echo(s));
+            }
+        }),
+        "fibra-shared" => fibra::run(|| {
+            let l = fibra::net::TcpListener::bind(addr.as_str()).unwrap();
+            for s in l.incoming() {
+                let s = s.unwrap();
+                fibra::spawn(move || fibra_echo_shared(s));
             }
         }),
         "tokio" => {
@@ -268,7 +321,12 @@ fn server_two_workers(imp: &str, addr: &str) {
     match imp {
         // One SO_REUSEPORT listener per worker: the kernel spreads the
         // connections and none crosses threads.
-        "fibra-2w" => {
+        "fibra-2w" | "fibra-shared-2w" => {
+            let echo = if imp == "fibra-2w" {
+                fibra_echo
+            } else {
+                fibra_echo_shared
+            };
             let rt = fibra::Runtime::builder().workers(2).build().unwrap();
             let first = fibra::net::TcpListener::bind_reuse_port(addr).unwrap();
             let mut first = Some(first);
@@ -279,7 +337,7 @@ fn server_two_workers(imp: &str, addr: &str) {
                 rt.spawn_on(w, move || {
                     for s in l.incoming() {
                         let s = s.unwrap();
-                        fibra::spawn(move || fibra_echo(s));
+                        fibra::spawn(move || echo(s));
                     }
                 });
             }
