@@ -1,7 +1,10 @@
 //! Echo round trips: fibra's server against tokio current_thread, may with
 //! one worker and std thread-per-connection, all driven by the same load
 //! generator; and the floor of any epoll server, a hand-written event loop
-//! with no runtime at all.
+//! with no runtime at all. fibra's server comes twice: as users write it
+//! (a fiber per connection reading into its own 16 KiB buffer, as tokio's
+//! and may's do) and as the floor is written (`fibra-shared`: no buffer
+//! while a connection waits, one per thread).
 //!
 //! Each server runs in a child process (this binary, `echo-server IMPL
 //! PORT`) pinned to core 0; the load generator runs here, pinned to core 1.
@@ -513,7 +516,13 @@ pub fn run_two_workers() {
     );
     table(
         &[(1, 64), (50, 64), (100, 64), (1000, 64), (1000, 4096)],
-        &servers(&["fibra-2w", "tokio-2w", "may-2w", "epoll-floor-2w"]),
+        &servers(&[
+            "fibra-2w",
+            "fibra-shared-2w",
+            "tokio-2w",
+            "may-2w",
+            "epoll-floor-2w",
+        ]),
         repeats,
         load_two_workers,
     );
@@ -537,6 +546,7 @@ pub fn run() {
         ],
         &servers(&[
             "fibra",
+            "fibra-shared",
             "tokio",
             "may",
             "threads",

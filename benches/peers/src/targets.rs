@@ -164,6 +164,28 @@ fn echo_rows(n: usize, two_workers: bool) {
             "epoll floor",
             1.05,
         );
+        if conns == 1000 {
+            // The same server written as the floor is: no buffer while a
+            // connection waits (`readable`), one buffer per thread
+            // (`try_read`, `try_write`). Its own row, against the same
+            // floor: what the runtime costs when the program is the same.
+            let shared = if two_workers {
+                "fibra-shared-2w"
+            } else {
+                "fibra-shared"
+            };
+            Pairs::measure(
+                n,
+                || echo::measure_once(shared, conns, size, load).1,
+                || echo::measure_once(floor, conns, size, load).1,
+            )
+            .print(
+                "  the same, fibra with one buffer per thread",
+                "us",
+                "epoll floor",
+                1.05,
+            );
+        }
         if !two_workers && conns == 1000 {
             // The floor reads every connection into one buffer, always in
             // cache; fibra's server (like tokio's and may's) has a 16 KiB
