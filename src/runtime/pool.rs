@@ -72,7 +72,11 @@ pub(crate) struct Pool<J> {
     stop: AtomicBool,
 }
 
-/// One worker's part of the pool.
+/// One worker's part of the pool. Each worker writes its own at every
+/// poll (`looked`, its figures) and the others read it: aligned to 128
+/// bytes (two lines, which x86's adjacent-line prefetch moves together),
+/// so that a worker's writes never evict a line another worker writes.
+#[repr(align(128))]
 struct Slot<J> {
     inbox: Mutex<Inbox<J>>,
     /// `inbox`'s length, readable without the lock.
@@ -362,8 +366,14 @@ impl<J> WorkerLink<J> {
     /// Publishes the worker's figures for [`Pool::metrics`].
     pub(crate) fn publish(&self, alive: usize, ready: usize) {
         let m = &self.slot().metrics;
-        m.alive.store(alive, Ordering::Relaxed);
-        m.ready.store(ready, Ordering::Relaxed);
+        // Stored only when they change: a store takes the line from the
+        // workers that read it, even one that changes nothing.
+        if m.alive.load(Ordering::Relaxed) != alive {
+            m.alive.store(alive, Ordering::Relaxed);
+        }
+        if m.ready.load(Ordering::Relaxed) != ready {
+            m.ready.store(ready, Ordering::Relaxed);
+        }
     }
 
     /// The worker's scheduler is up: `shared` is its runtime, to wake it.
