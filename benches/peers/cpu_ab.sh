@@ -3,8 +3,9 @@
 # fibra-peers binaries (a build before a change and one after, say), in
 # alternated rounds: one line per round and binary, with fibra / floor.
 #
-#   benches/peers/cpu_ab.sh ROUNDS CONNS SIZE BIN...
+#   [IMP=fibra-shared] benches/peers/cpu_ab.sh ROUNDS CONNS SIZE BIN...
 #
+# IMP: the fibra server kind (`fibra` unless set).
 # Each run starts `BIN echo-server IMP PORT` pinned to core 0, drives it
 # for 3 s with `BIN echo-load PORT CONNS SIZE` pinned to core 1, and reads
 # the server's utime + stime (clock ticks) from /proc.
@@ -25,7 +26,7 @@ one() { # bin imp -> us per trip
 }
 for r in $(seq "$R"); do
   for b in "$@"; do
-    f=$(one "$b" fibra); e=$(one "$b" epoll-floor)
+    f=$(one "$b" "${IMP:-fibra}"); e=$(one "$b" epoll-floor)
     echo "$r $(basename "$b") fibra $f floor $e ratio $(awk -v f="$f" -v e="$e" 'BEGIN { printf "%.3f", f / e }')"
   done
 done
