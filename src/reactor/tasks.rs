@@ -84,6 +84,10 @@ impl Reactor {
     #[cfg_attr(not(feature = "futures-io"), allow(dead_code))]
     pub(crate) fn add_task_timer(&mut self, deadline: u64, waker: Waker) -> TimerKey {
         debug_assert!(self.task_timerfd.is_some());
+        if self.task_timers.is_empty() {
+            // The first sleep in a while (see `Wheel::catch_up`).
+            self.task_timers.catch_up(crate::time::clock::now_ns());
+        }
         self.task_timers.insert(deadline, waker)
     }
 

@@ -96,6 +96,19 @@ impl<T> Wheel<T> {
         self.entries.is_empty()
     }
 
+    /// Moves the clock of a wheel with no timer armed up to `now`
+    /// (nanoseconds); with timers armed it does nothing (`advance` keeps
+    /// it). Call it before arming the first timer: a wheel's clock stands
+    /// where its last `advance` left it (0 for a new one), and a timer
+    /// armed hours later would be filed against that old time, with a
+    /// cascade point (see [`Wheel::next_expiration`]) that may lie in the
+    /// past: a wake-up at once, for nothing.
+    pub(crate) fn catch_up(&mut self, now: u64) {
+        if self.entries.is_empty() {
+            self.elapsed = self.elapsed.max(ticks_begun(now));
+        }
+    }
+
     /// Arms a timer that fires once `advance` is given a time at or past
     /// `deadline` (nanoseconds). A deadline in the past fires at the next
     /// `advance`.
@@ -459,6 +472,28 @@ mod tests {
         w.insert(3, 7);
         assert_eq!(w.next_expiration(), Some(1000 * TICK));
         assert_eq!(drain(&mut w, 1000 * TICK), vec![7]);
+    }
+
+    #[test]
+    fn a_wheel_caught_up_to_now_never_reports_a_past_expiration() {
+        // A clock 2^36 ticks and a bit on (about 19.5 hours of uptime),
+        // a sleep of an hour from there.
+        let now = ((1u64 << 36) + 12_345) * TICK;
+        let deadline = now + 3_600_000_000_000;
+        let mut stale = Wheel::new();
+        stale.insert(deadline, 1);
+        // Filed against a clock at 0, its cascade point is long past.
+        assert!(stale.next_expiration().unwrap() < now);
+        let mut w = Wheel::new();
+        w.catch_up(now);
+        w.insert(deadline, 1);
+        let next = w.next_expiration().unwrap();
+        assert!(next > now && next <= deadline, "{next} against {now}");
+        // With a timer armed, catching up does nothing: `advance` must
+        // see every tick.
+        w.catch_up(deadline + TICK);
+        assert_eq!(w.next_expiration(), Some(next));
+        assert_eq!(drain(&mut w, deadline), vec![1]);
     }
 
     #[test]

@@ -258,7 +258,13 @@ impl Core {
         rec.waiting_on = StoredWait::new(on);
         rec.waiting_until = deadline.unwrap_or(NO_DEADLINE);
         let id = rec.id;
-        let timer = deadline.map(|d| l.timers.insert(d, token));
+        let timer = deadline.map(|d| {
+            if l.timers.is_empty() {
+                // Its first timer in a while (see `Wheel::catch_up`).
+                l.timers.catch_up(clock::now_ns());
+            }
+            l.timers.insert(d, token)
+        });
         // The event is emitted once the next context is chosen: should the
         // subscriber wake this very park, the wake-up queues it like any
         // other, and the switch below still goes elsewhere.
