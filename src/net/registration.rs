@@ -178,13 +178,27 @@ impl Registration {
         };
         let drained = readiness::is_drained(core, fd, self.uid, interest);
         let result = self.io_from(Some(core), fd, interest, timeout, op, drained);
-        if let Ok(n) = result
+        self.note_short(core, fd, interest, len, &result);
+        result
+    }
+
+    /// A short stream transfer (some bytes, fewer than `len`) shows the
+    /// socket's buffer empty (reads) or full (writes): marked drained, so
+    /// that the next call waits for an event first.
+    fn note_short(
+        &self,
+        core: &Core,
+        fd: RawFd,
+        interest: Interest,
+        len: usize,
+        result: &io::Result<usize>,
+    ) {
+        if let Ok(n) = *result
             && n > 0
             && n < len
         {
             readiness::mark_drained(core, fd, self.uid, interest);
         }
-        result
     }
 
     /// Waits until the socket may be ready for `interest` (one direction),
@@ -233,16 +247,13 @@ impl Registration {
         let Some(core) = context::current() else {
             return result;
         };
-        match &result {
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                // Registered now if it was not: the next `ready` must have
-                // an event to wait for (an `EPOLL_CTL_ADD` reports the
-                // readiness of its moment, so none is lost in between).
-                readiness::mark_would_block(core, fd, self.uid, interest)?;
-            }
-            Ok(n) if *n > 0 && *n < len => readiness::mark_drained(core, fd, self.uid, interest),
-            _ => {}
+        if matches!(&result, Err(e) if e.kind() == io::ErrorKind::WouldBlock) {
+            // Registered now if it was not: the next `ready` must have an
+            // event to wait for (an `EPOLL_CTL_ADD` reports the readiness of
+            // its moment, so none is lost in between).
+            readiness::mark_would_block(core, fd, self.uid, interest)?;
         }
+        self.note_short(core, fd, interest, len, &result);
         result
     }
 

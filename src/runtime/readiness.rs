@@ -35,7 +35,7 @@ use std::os::fd::RawFd;
 #[cfg(feature = "futures-io")]
 use std::task::Waker;
 
-use crate::reactor::{Interest, Registration};
+use crate::reactor::{Interest, Reactor, Registration};
 use crate::runtime::core::Core;
 use crate::runtime::core::record::Wake;
 use crate::runtime::token::WakeToken;
@@ -84,19 +84,12 @@ impl<'a> FdWaiter<'a> {
         uid: u64,
         interest: Interest,
     ) -> io::Result<FdWaiter<'a>> {
+        // (Read before the reactor is borrowed.)
         let token = core.current_token();
-        let mut stale = Vec::new();
-        let reg = {
-            // SAFETY: on the runtime's thread (ground rules); the borrow ends
-            // with this block, is the only one live (token read before it),
-            // runs no user code (syscalls only; stale tokens woken after it).
-            let reactor = &mut unsafe { core.local() }.reactor;
-            reactor
-                .socket(fd, uid, &mut stale)
-                .map(|key| reactor.add_socket_waiter(key, interest, token))
-        };
-        wake_all(core, stale);
-        Ok(FdWaiter { core, reg: reg? })
+        let reg = on_socket(core, fd, uid, |reactor, key| {
+            reactor.add_socket_waiter(key, interest, token)
+        })?;
+        Ok(FdWaiter { core, reg })
     }
 
     /// The readiness this waiter has seen (for a one-shot waiter: the
@@ -166,18 +159,37 @@ pub(crate) fn mark_would_block(
     uid: u64,
     interest: Interest,
 ) -> io::Result<()> {
+    on_socket(core, fd, uid, |reactor, _| {
+        reactor.mark_drained(fd, uid, interest)
+    })
+}
+
+/// Runs `f` on the source of socket `uid` on `fd` in `core`'s reactor,
+/// registering the fd there first if it is not yet (see
+/// `Reactor::socket`); the waiters of a closed socket's source that it
+/// takes over are woken after, even when registering fails. `f` runs under
+/// the borrow of the runtime's state: it must only call the reactor (this
+/// module's callers pass a waiter to add or a flag to set).
+fn on_socket<R>(
+    core: &Core,
+    fd: RawFd,
+    uid: u64,
+    f: impl FnOnce(&mut Reactor, usize) -> R,
+) -> io::Result<R> {
     let mut stale = Vec::new();
-    let registered = {
+    let result = {
         // SAFETY: on the runtime's thread (ground rules); the borrow ends
-        // with this block, is the only one live, runs no user code
-        // (syscalls only; stale tokens woken after it).
+        // with this block and is the only one live (callers read what they
+        // need of the state, a token, before); nothing in it runs user
+        // code: `socket` makes syscalls, `f` calls the reactor only (as
+        // documented above), and the stale tokens are woken after it.
         let reactor = &mut unsafe { core.local() }.reactor;
         reactor
             .socket(fd, uid, &mut stale)
-            .map(|_| reactor.mark_drained(fd, uid, interest))
+            .map(|key| f(reactor, key))
     };
     wake_all(core, stale);
-    registered
+    result
 }
 
 /// Forgets socket `uid`'s registration of `fd` in `core`'s reactor, before
