@@ -178,11 +178,12 @@ fn on_socket<R>(
 ) -> io::Result<R> {
     let mut stale = Vec::new();
     let result = {
-        // SAFETY: on the runtime's thread (ground rules); the borrow ends
-        // with this block and is the only one live (callers read what they
-        // need of the state, a token, before); nothing in it runs user
-        // code: `socket` makes syscalls, `f` calls the reactor only (as
+        // On the runtime's thread (ground rules); the borrow ends with this
+        // block and is the only one live (callers read what they need of
+        // the state, a token, before); nothing in it runs user code:
+        // `socket` makes syscalls, `f` calls the reactor only (as
         // documented above), and the stale tokens are woken after it.
+        // SAFETY: as argued just above.
         let reactor = &mut unsafe { core.local() }.reactor;
         reactor
             .socket(fd, uid, &mut stale)
