@@ -10,6 +10,7 @@ pub(super) struct FdMap(Vec<u32>);
 impl FdMap {
     const NONE: u32 = u32::MAX;
 
+    #[inline]
     pub(super) fn get(&self, fd: RawFd) -> Option<usize> {
         let key = *self.0.get(usize::try_from(fd).ok()?)?;
         (key != Self::NONE).then_some(key as usize)

@@ -112,7 +112,9 @@ pub(crate) struct Polled {
     /// The kernel reported any event at all (a socket, the waker, a
     /// timerfd): whoever polls may have something new to look at.
     pub(crate) any: bool,
-    tasks: TaskWakes,
+    /// `None` in the usual turn, with no task waker to wake or drop: then
+    /// dropping it is one test, inlined.
+    tasks: Option<TaskWakes>,
 }
 
 pub(crate) struct Reactor {
@@ -132,6 +134,9 @@ pub(crate) struct Reactor {
     /// Wakers no longer needed, dropped after the next poll (see the
     /// module docs).
     unneeded: Vec<Waker>,
+    /// Task wakers the poll under way found ready (moved to its
+    /// [`Polled`]).
+    woken_tasks: Vec<Waker>,
     fired_tasks: Vec<Fired<Waker>>,
 }
 
@@ -217,6 +222,7 @@ impl Reactor {
             task_timerfd: None,
             task_armed: None,
             unneeded: Vec::new(),
+            woken_tasks: Vec::new(),
             fired_tasks: Vec::new(),
         })
     }
@@ -362,14 +368,17 @@ impl Reactor {
     ) -> io::Result<Polled> {
         self.arm_task_timer();
         let mut polled = self.poll_fds(timeout, wake)?;
-        polled.tasks.drop = std::mem::take(&mut self.unneeded);
         if !self.task_timers.is_empty() {
             self.task_timers
                 .advance(clock::now_ns(), &mut self.fired_tasks);
-            polled
-                .tasks
-                .wake
+            self.woken_tasks
                 .extend(self.fired_tasks.drain(..).map(|f| f.value));
+        }
+        if !self.woken_tasks.is_empty() || !self.unneeded.is_empty() {
+            polled.tasks = Some(TaskWakes {
+                wake: std::mem::take(&mut self.woken_tasks),
+                drop: std::mem::take(&mut self.unneeded),
+            });
         }
         Ok(polled)
     }
@@ -424,10 +433,10 @@ impl Reactor {
                         }
                     }
                     if ready.is_readable() {
-                        polled.tasks.wake.extend(src.reader.take());
+                        self.woken_tasks.extend(src.reader.take());
                     }
                     if ready.is_writable() {
-                        polled.tasks.wake.extend(src.writer.take());
+                        self.woken_tasks.extend(src.writer.take());
                     }
                 }
             }

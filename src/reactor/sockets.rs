@@ -16,7 +16,27 @@ impl Reactor {
     /// and writing, edge-triggered) on first use. A source left behind by
     /// another socket on the same fd number is taken over with a new
     /// generation; its waiters (of a closed socket) are woken.
+    #[inline]
     pub(crate) fn socket(
+        &mut self,
+        fd: RawFd,
+        owner: u64,
+        wake: &mut Vec<WakeToken>,
+    ) -> io::Result<usize> {
+        match self.owned(fd, owner) {
+            Some(key) => Ok(key),
+            None => self.register_socket(fd, owner, wake),
+        }
+    }
+
+    /// [`Reactor::socket`] for a socket not registered here yet: out of
+    /// line, so that the wait of a registered one, at every round trip of a
+    /// connection, runs no more code and pushes no deeper frame than the
+    /// lookup needs (with a thousand connections each stack line it writes
+    /// comes back cold).
+    #[cold]
+    #[inline(never)]
+    fn register_socket(
         &mut self,
         fd: RawFd,
         owner: u64,
@@ -24,9 +44,6 @@ impl Reactor {
     ) -> io::Result<usize> {
         let both = Interest::READABLE | Interest::WRITABLE;
         if let Some(key) = self.by_fd.get(fd) {
-            if self.sources[key].owner == Some(owner) {
-                return Ok(key);
-            }
             // Another registration of this fd number: a one-shot `io::wait`
             // on this very socket (kept as it is: its waiters stay valid),
             // or a stale one of a closed socket (a new generation: its
@@ -73,6 +90,7 @@ impl Reactor {
     }
 
     /// The source of socket `owner` on `fd`, if it is registered here.
+    #[inline]
     pub(super) fn owned(&self, fd: RawFd, owner: u64) -> Option<usize> {
         let key = self.by_fd.get(fd)?;
         (self.sources[key].owner == Some(owner)).then_some(key)

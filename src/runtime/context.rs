@@ -156,10 +156,20 @@ pub(crate) fn close(core: &Core) {
 
 /// The reactor's task wakers leave through [`Core::callback`].
 impl Drop for TaskWakes {
+    #[inline]
     fn drop(&mut self) {
         if self.wake.is_empty() && self.drop.is_empty() {
             return; // the common case: no task polls this runtime's sockets
         }
+        self.run();
+    }
+}
+
+impl TaskWakes {
+    /// [`TaskWakes`]' drop when it has wakers: out of line, off the path
+    /// of every turn of a runtime without tasks.
+    #[inline(never)]
+    fn run(&mut self) {
         let (wake, dropped) = (
             std::mem::take(&mut self.wake),
             std::mem::take(&mut self.drop),

@@ -64,7 +64,7 @@ use crate::runtime::fiber_info::{FiberInfo, FiberState, Section};
 use crate::runtime::pool::WorkerLink;
 use crate::runtime::registry::{self, RuntimeId};
 use crate::runtime::run_queue::RunQueue;
-use crate::runtime::shared::{Remote, Shared};
+use crate::runtime::shared::{DumpAnswer, Remote, Shared};
 use crate::runtime::token::{Key, WakeToken};
 use crate::runtime::wait_on::{StoredWait, WaitOn};
 use crate::runtime::watch::Meta;

@@ -277,9 +277,17 @@ pub(crate) fn cancel_task_timer(core: &Core, key: TimerKey) {
 }
 
 /// Wakes the parks of `tokens`, with no borrow live: a wake may run a
-/// tracing subscriber.
+/// tracing subscriber. The check for none is inlined; the loop is not (it
+/// is rare on the paths that call this: every socket wait is one).
 #[inline]
 fn wake_all(core: &Core, tokens: Vec<WakeToken>) {
+    if !tokens.is_empty() {
+        wake_each(core, tokens);
+    }
+}
+
+#[inline(never)]
+fn wake_each(core: &Core, tokens: Vec<WakeToken>) {
     for t in tokens {
         core.wake(t, Wake::Unparked);
     }

@@ -22,11 +22,14 @@ use crate::runtime::fiber_info::Section;
 use crate::runtime::token::{Key, WakeToken};
 use crate::runtime::watch::Watch;
 
+/// What a dump request runs with the runtime's fibers (see `runtime::dump`).
+pub(crate) type DumpAnswer = Box<dyn FnOnce(Section) + Send>;
+
 pub(crate) enum Remote {
     Unpark(WakeToken),
     Cancel(Key, FiberId),
     /// Answer with the runtime's fibers (see `runtime::dump`).
-    Dump(Box<dyn FnOnce(Section) + Send>),
+    Dump(DumpAnswer),
 }
 
 pub(crate) struct Shared {
@@ -98,8 +101,15 @@ impl Shared {
     }
 
     /// The error of a failed [`Shared::wake_fd`] since the last call.
+    /// Whether a wake-up of this runtime failed since the last
+    /// [`Shared::take_wake_error`].
+    #[inline]
+    pub(crate) fn has_wake_error(&self) -> bool {
+        self.wake_error.load(Ordering::Relaxed) != 0
+    }
+
     pub(crate) fn take_wake_error(&self) -> Option<io::Error> {
-        if self.wake_error.load(Ordering::Relaxed) == 0 {
+        if !self.has_wake_error() {
             return None;
         }
         let errno = self.wake_error.swap(0, Ordering::Relaxed);

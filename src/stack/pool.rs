@@ -229,6 +229,7 @@ pub(crate) fn give_back(stack: Stack) {
             Vec::new()
         } else {
             pool.pending.push(stack);
+            MAYBE_PENDING.set(true);
             if pool.pending.len() >= PENDING_CAPACITY {
                 pool.release_pending()
             } else {
@@ -248,18 +249,32 @@ thread_local! {
     /// When this thread's backlog of pending stacks was first seen, or last
     /// released in part (ns); 0 while it has none.
     static LAST_RELEASE: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    /// False only when this thread holds no pending stack: set when one is
+    /// queued, cleared by a look that finds none. One load, on the path of
+    /// every poll, instead of a walk of the pools (their heap block is one
+    /// more cache line and page a turn touches for nothing).
+    static MAYBE_PENDING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
 /// Releases a batch of pending stacks once the backlog has waited
 /// [`PENDING_MAX_AGE_NS`] since it was first seen here, and another every
 /// [`RELEASE_GAP_NS`] while some are left. `now` reads the monotonic clock
 /// (ns), and only when there is a backlog: this runs after every poll.
+#[inline]
 pub(crate) fn release_stale_pending(now: impl FnOnce() -> u64) {
+    if MAYBE_PENDING.get() {
+        release_stale_pending_slow(now());
+    }
+}
+
+#[inline(never)]
+fn release_stale_pending_slow(now: u64) {
     if !has_pending() {
+        MAYBE_PENDING.set(false);
         let _ = LAST_RELEASE.try_with(|l| l.set(0));
         return;
     }
-    let now = now().max(1);
+    let now = now.max(1);
     let last = LAST_RELEASE.try_with(std::cell::Cell::get).unwrap_or(0);
     if last == 0 {
         // A new backlog: it ages from here.
@@ -288,24 +303,33 @@ fn has_pending() -> bool {
 /// Releases the memory of up to [`RELEASE_BATCH`] of this thread's pending
 /// stacks of each size (see the module docs); returns whether any are left.
 /// Cheap when there are none.
+#[inline]
 pub(crate) fn release_pending() -> bool {
+    MAYBE_PENDING.get() && release_pending_slow()
+}
+
+#[inline(never)]
+fn release_pending_slow() -> bool {
     let released = POOLS.try_with(|pools| {
         let mut pools = pools.borrow_mut();
         if pools.iter().all(|p| p.pending.is_empty()) {
-            // The usual case, asked before every wait of a runtime: a few
-            // loads, no iterator machinery.
+            // Taken back by spawns since they were queued.
             return None;
         }
         let unmap: Vec<Stack> = pools.iter_mut().flat_map(|p| p.release_pending()).collect();
         Some((unmap, pools.iter().any(|p| !p.pending.is_empty())))
     });
-    match released {
+    let left = match released {
         Ok(Some((unmap, left))) => {
             self::unmap(unmap);
             left
         }
         Ok(None) | Err(_) => false,
+    };
+    if !left {
+        MAYBE_PENDING.set(false);
     }
+    left
 }
 
 #[cfg(test)]

@@ -258,62 +258,110 @@ impl Core {
                     news = polled.any;
                     remote |= polled.remote && self.shared.take_woken();
                 }
-                Err(e) => self.callback("event", || {
-                    tracing::error!(error = %e, "epoll_wait failed");
-                }),
+                Err(e) => self.epoll_failed(e),
             }
             // Each wake-up borrows the state on its own: it is traced (a
-            // subscriber's code) after.
-            for token in ready.drain(..) {
+            // subscriber's code) after. (The vector is cleared after: a
+            // `drain` is more code on the path of every turn.)
+            for &token in &ready {
                 self.wake(token, Wake::Unparked);
             }
+            ready.clear();
             // SAFETY: on the runtime's thread; short borrow.
             unsafe { self.local() }.io_ready = ready;
         }
+        // What follows is rare or absent in most turns of a busy server
+        // (messages from other threads, dump requests, a failed wake-up)
+        // or has its own function (timers): out of line, so that the code
+        // a turn runs stays a few cache lines (after each wait, the kernel
+        // has left little of it in the caches).
+        if self.shared.has_wake_error() {
+            self.report_wake_error();
+        }
+        let dumps = if remote {
+            self.take_remote()
+        } else {
+            Vec::new()
+        };
+        // The clock is read here only if something needs it: most turns of
+        // a busy server have neither a timer nor a backlog of stacks.
+        stack::release_stale_pending(clock::now_ns);
+        // SAFETY: on the runtime's thread; short borrow.
+        if !unsafe { self.local() }.timers.is_empty() {
+            news |= self.fire_timers();
+        }
+        news |= remote;
+        // Answered last (an answer may wake a fiber).
+        if !dumps.is_empty() {
+            self.answer_dumps(dumps);
+        }
+        news
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn epoll_failed(&self, e: std::io::Error) {
+        self.callback("event", || {
+            tracing::error!(error = %e, "epoll_wait failed");
+        });
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn report_wake_error(&self) {
         if let Some(e) = self.shared.take_wake_error() {
             self.callback("event", || {
                 tracing::error!(error = %e, "cannot wake a fibra runtime");
             });
         }
+    }
+
+    /// Acts on the messages other threads queued (wake-ups, cancellations);
+    /// returns the dump requests among them, for the end of the turn.
+    #[inline(never)]
+    fn take_remote(&self) -> Vec<DumpAnswer> {
         let mut dumps = Vec::new();
-        if remote {
-            // SAFETY: on the runtime's thread; short borrow.
-            let mut msgs = std::mem::take(&mut unsafe { self.local() }.remote);
-            self.shared.drain(&mut msgs);
-            for msg in msgs.drain(..) {
-                match msg {
-                    Remote::Unpark(token) => {
-                        self.wake(token, Wake::Unparked);
-                    }
-                    Remote::Cancel(key, id) => self.cancel(key, id),
-                    Remote::Dump(answer) => dumps.push(answer),
-                }
-            }
-            // SAFETY: on the runtime's thread; short borrow.
-            unsafe { self.local() }.remote = msgs;
-        }
-        // The clock is read here only if something needs it: most turns of
-        // a busy server have neither a timer nor a backlog of stacks.
-        stack::release_stale_pending(clock::now_ns);
         // SAFETY: on the runtime's thread; short borrow.
-        let l = unsafe { self.local() };
-        if !l.timers.is_empty() {
-            let now = clock::now_ns();
-            let mut fired = std::mem::take(&mut l.fired);
-            l.timers.advance(now, &mut fired);
-            news |= !fired.is_empty();
-            for f in fired.drain(..) {
-                self.wake(f.value, Wake::TimedOut);
+        let mut msgs = std::mem::take(&mut unsafe { self.local() }.remote);
+        self.shared.drain(&mut msgs);
+        for msg in msgs.drain(..) {
+            match msg {
+                Remote::Unpark(token) => {
+                    self.wake(token, Wake::Unparked);
+                }
+                Remote::Cancel(key, id) => self.cancel(key, id),
+                Remote::Dump(answer) => dumps.push(answer),
             }
-            // SAFETY: on the runtime's thread; short borrow.
-            unsafe { self.local() }.fired = fired;
         }
-        news |= remote;
-        // Answered last (an answer may wake a fiber).
+        // SAFETY: on the runtime's thread; short borrow.
+        unsafe { self.local() }.remote = msgs;
+        dumps
+    }
+
+    /// Wakes the fibers whose timers are due; returns whether any was.
+    #[inline(never)]
+    fn fire_timers(&self) -> bool {
+        // SAFETY: on the runtime's thread; short borrow, ended before the
+        // wake-ups.
+        let l = unsafe { self.local() };
+        let now = clock::now_ns();
+        let mut fired = std::mem::take(&mut l.fired);
+        l.timers.advance(now, &mut fired);
+        let any = !fired.is_empty();
+        for f in fired.drain(..) {
+            self.wake(f.value, Wake::TimedOut);
+        }
+        // SAFETY: on the runtime's thread; short borrow.
+        unsafe { self.local() }.fired = fired;
+        any
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn answer_dumps(&self, dumps: Vec<DumpAnswer>) {
         for answer in dumps {
             answer(self.dump_section());
         }
-        news
     }
 
     /// This runtime's fibers, for a dump.
