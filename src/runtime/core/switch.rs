@@ -1,6 +1,7 @@
 //! Switching, parking and waking: every context switch of a runtime.
 
 use super::*;
+use crate::time::wheel::TimerKey;
 
 impl Core {
     // ----- switching ----------------------------------------------------
@@ -22,7 +23,9 @@ impl Core {
     /// that ran from its start to its end). That is why the park path
     /// (`park_current`, `park`, [`Core::park_raw`]) is inlined into its
     /// callers, and why the root parks by switching straight to the next
-    /// fiber instead of through [`Core::run_root`]'s loop.
+    /// fiber instead of through [`Core::run_root`]'s loop (from a function
+    /// of its own, `park_root`: one frame more for the root, and a fiber's
+    /// park path without the root's code in its cache lines).
     ///
     /// The caller has chosen `to` (marked running, out of the run queue)
     /// and settled `from`'s state (parked, queued, or done) with no borrow
@@ -258,32 +261,15 @@ impl Core {
         rec.waiting_on = StoredWait::new(on);
         rec.waiting_until = deadline.unwrap_or(NO_DEADLINE);
         let id = rec.id;
-        let timer = deadline.map(|d| {
-            if l.timers.is_empty() {
-                // Its first timer in a while (see `Wheel::catch_up`).
-                l.timers.catch_up(clock::now_ns());
-            }
-            l.timers.insert(d, token)
-        });
+        // (Out of line, as the root's park below: the code of a fiber's
+        // park without a deadline, which every socket wait is, stays a few
+        // cache lines.)
+        let timer = deadline.map(|d| Self::arm_park_timer(l, d, token));
         // The event is emitted once the next context is chosen: should the
         // subscriber wake this very park, the wake-up queues it like any
         // other, and the switch below still goes elsewhere.
         if me == ROOT {
-            // Straight to the next ready fiber, as a fiber does, while the
-            // budget lasts (one frame fewer to return through when resumed);
-            // the loop when it is spent, when nothing is ready, and when we
-            // are resumed without having been woken.
-            let next = Core::next_from_fiber(l);
-            self.trace_park(id);
-            if let Some(next) = next
-                && next != ROOT
-            {
-                self.switch_to(ROOT, next);
-            }
-            // SAFETY: re-borrowed after the switch.
-            if unsafe { self.local() }.root().state != State::Running {
-                self.run_root(Until::RootWoken);
-            }
+            self.park_root(id);
         } else {
             let next = Core::next_from_fiber(l).unwrap_or(ROOT);
             self.trace_park(id);
@@ -296,9 +282,47 @@ impl Core {
         if let Some(timer) = timer
             && wake != Wake::TimedOut
         {
-            l.timers.cancel(timer);
+            Self::cancel_park_timer(l, timer);
         }
         wake
+    }
+
+    /// The timer of a park with a deadline.
+    #[inline(never)]
+    fn arm_park_timer(l: &mut Local, deadline: u64, token: WakeToken) -> TimerKey {
+        if l.timers.is_empty() {
+            // Its first timer in a while (see `Wheel::catch_up`).
+            l.timers.catch_up(clock::now_ns());
+        }
+        l.timers.insert(deadline, token)
+    }
+
+    #[inline(never)]
+    fn cancel_park_timer(l: &mut Local, timer: TimerKey) {
+        l.timers.cancel(timer);
+    }
+
+    /// The switch of [`Core::park_raw`] when the root parks: straight to the
+    /// next ready fiber, as a fiber does, while the budget lasts (one frame
+    /// fewer to return through when resumed); the loop when it is spent,
+    /// when nothing is ready, and when the root is resumed without having
+    /// been woken.
+    #[inline(never)]
+    fn park_root(&self, id: FiberId) {
+        // SAFETY: on the runtime's thread; the borrow ends before the trace
+        // event and the switch.
+        let l = unsafe { self.local() };
+        let next = Core::next_from_fiber(l);
+        self.trace_park(id);
+        if let Some(next) = next
+            && next != ROOT
+        {
+            self.switch_to(ROOT, next);
+        }
+        // SAFETY: re-borrowed after the switch.
+        if unsafe { self.local() }.root().state != State::Running {
+            self.run_root(Until::RootWoken);
+        }
     }
 
     /// Whether the current context has been cancelled, runs under a
