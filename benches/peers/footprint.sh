@@ -1,0 +1,106 @@
+#!/bin/bash
+# What an echo server touches per round trip: instructions, distinct cache
+# lines of code and of data, and the code lines by function. Traced with
+# valgrind's lackey, under a load that sends one request at a time, turning
+# over CONNS connections (so each trip is one event, one wake-up, as with a
+# thousand connections at full speed, and valgrind's slowness does not batch
+# the events).
+#
+#   benches/peers/footprint.sh BIN IMP CONNS SIZE TRIPS
+#
+# e.g. `footprint.sh target/release/fibra-peers fibra-shared 1000 64 3000`.
+# After each wait the kernel has left little of a server's code and data in
+# the caches, so these lines are what a trip pays for on top of its
+# syscalls; the epoll floor touches 18 in all.
+set -u
+BIN=$1; IMP=$2; C=$3; S=$4; T=$5
+dir=$(mktemp -d /tmp/footprint.XXXXXX)
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+ulimit -n 4096
+valgrind --tool=lackey --trace-mem=yes --log-file="$dir/trace" "$BIN" echo-server "$IMP" "$port" 2>/dev/null & pid=$!
+for _ in $(seq 300); do (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.1; done
+sleep 1
+# The client: connects, warms every connection twice, says so (file
+# `warm`), waits for `go`, then runs the traced trips.
+python3 - "$port" "$C" "$S" "$T" "$dir" <<'PY' & client=$!
+import os, socket, sys, time
+port, n, size, trips, d = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
+socks = [socket.create_connection(('127.0.0.1', port)) for _ in range(n)]
+for s in socks:
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+msg = b'x' * size
+def run(k):
+    for t in range(k):
+        s = socks[t % n]
+        s.sendall(msg)
+        got = 0
+        while got < size:
+            got += len(s.recv(65536))
+run(2 * n)
+open(f'{d}/warm', 'w').close()
+while not os.path.exists(f'{d}/go'):
+    time.sleep(0.05)
+run(trips)
+PY
+while [ ! -e "$dir/warm" ]; do sleep 0.1; done
+sleep 0.3
+start=$(stat -c %s "$dir/trace")
+touch "$dir/go"
+wait $client
+sleep 0.3
+end=$(stat -c %s "$dir/trace")
+cp /proc/$pid/maps "$dir/maps"
+kill $pid; wait $pid 2>/dev/null
+nm -n --defined-only "$BIN" > "$dir/syms"
+python3 - "$dir" "$BIN" "$start" "$end" "$T" <<'PY'
+import bisect, collections, subprocess, sys
+d, binp, start, end, trips = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+exe = binp.split('/')[-1]
+maps = []
+for l in open(f'{d}/maps'):
+    p = l.split()
+    lo, hi = (int(x, 16) for x in p[0].split('-'))
+    maps.append((lo, hi, p[5].split('/')[-1] if len(p) > 5 else f'[anon {p[1]}]'))
+base = min(lo for lo, hi, name in maps if name == exe)
+syms = [(int(a, 16) + base, n) for a, t, n in (l.rstrip('\n').split(' ', 2) for l in open(f'{d}/syms')) if t in 'tTwW']
+addrs = [a for a, _ in syms]
+def region(a):
+    return next((name for lo, hi, name in maps if lo <= a < hi), '?')
+with open(f'{d}/trace', 'rb') as f:
+    f.seek(start)
+    lines = f.read(end - start).split(b'\n')
+window = sum(1 for l in lines if l[:1] == b'I') // trips
+code, data, n, wins = set(), set(), 0, 0
+ccount, dcount = collections.Counter(), collections.Counter()
+for l in lines:
+    kind = l[:2].strip()
+    if kind not in (b'I', b'L', b'S', b'M'):
+        continue
+    try:
+        a = int(l[3:].split(b',')[0], 16)
+    except ValueError:
+        continue
+    if kind == b'I':
+        code.add(a >> 6)
+        n += 1
+        if n == window:
+            ccount.update(code); dcount.update(data); wins += 1
+            code, data, n = set(), set(), 0
+    else:
+        data.add(a >> 6)
+wins = max(wins, 1)
+print(f"{exe}: {window} instructions, {sum(ccount.values()) / wins:.1f} code lines, "
+      f"{sum(dcount.values()) / wins:.1f} data lines a trip")
+byf = collections.Counter()
+for line, c in ccount.items():
+    a = line << 6
+    r = region(a)
+    i = bisect.bisect_right(addrs, a) - 1
+    byf[syms[i][1] if r == exe and i >= 0 else r] += c
+names = [n for n, _ in byf.most_common(15)]
+dem = subprocess.run(['c++filt'], input='\n'.join(names), capture_output=True, text=True).stdout.split('\n')
+print("code lines a trip, by function:")
+for (name, c), pretty in zip(byf.most_common(15), dem):
+    print(f"  {c / wins:5.1f}  {pretty[:100]}")
+PY
+rm -rf "$dir"
