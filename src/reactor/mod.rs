@@ -113,8 +113,9 @@ pub(crate) struct Polled {
     /// timerfd): whoever polls may have something new to look at.
     pub(crate) any: bool,
     /// `None` in the usual turn, with no task waker to wake or drop: then
-    /// dropping it is one test, inlined.
-    tasks: Option<TaskWakes>,
+    /// dropping it is one test, inlined. (Boxed: a `Polled` of two words
+    /// comes back in registers.)
+    tasks: Option<Box<TaskWakes>>,
 }
 
 pub(crate) struct Reactor {
@@ -375,10 +376,10 @@ impl Reactor {
                 .extend(self.fired_tasks.drain(..).map(|f| f.value));
         }
         if !self.woken_tasks.is_empty() || !self.unneeded.is_empty() {
-            polled.tasks = Some(TaskWakes {
+            polled.tasks = Some(Box::new(TaskWakes {
                 wake: std::mem::take(&mut self.woken_tasks),
                 drop: std::mem::take(&mut self.unneeded),
-            });
+            }));
         }
         Ok(polled)
     }
@@ -425,18 +426,18 @@ impl Reactor {
                     if event.is_write_closed() || event.is_error() {
                         src.closed = src.closed | Interest::WRITABLE;
                     }
-                    for w in src.waiters.iter_mut() {
-                        let hit = w.interest & ready;
-                        if !hit.is_empty() {
-                            w.ready = w.ready | hit;
-                            wake.push(w.token);
-                        }
+                    src.waiters.mark_ready(ready, wake);
+                    // (`push`, not `extend`: `extend` from an `Option` is
+                    // more code on the path of every event.)
+                    if ready.is_readable()
+                        && let Some(waker) = src.reader.take()
+                    {
+                        self.woken_tasks.push(waker);
                     }
-                    if ready.is_readable() {
-                        self.woken_tasks.extend(src.reader.take());
-                    }
-                    if ready.is_writable() {
-                        self.woken_tasks.extend(src.writer.take());
+                    if ready.is_writable()
+                        && let Some(waker) = src.writer.take()
+                    {
+                        self.woken_tasks.push(waker);
                     }
                 }
             }

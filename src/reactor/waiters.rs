@@ -75,6 +75,28 @@ impl Waiters {
             .chain(self.more.iter_mut())
     }
 
+    /// Notes `ready` in the waiters it concerns and pushes their tokens onto
+    /// `wake`. (A loop per part rather than the chained iterator: this runs
+    /// for every event.)
+    #[inline]
+    pub(super) fn mark_ready(&mut self, ready: Interest, wake: &mut Vec<WakeToken>) {
+        let mark = |w: &mut Waiter, wake: &mut Vec<WakeToken>| {
+            let hit = w.interest & ready;
+            if !hit.is_empty() {
+                w.ready = w.ready | hit;
+                wake.push(w.token);
+            }
+        };
+        for w in &mut self.inline[..usize::from(self.len)] {
+            mark(w, wake);
+        }
+        if !self.more.is_empty() {
+            for w in &mut self.more {
+                mark(w, wake);
+            }
+        }
+    }
+
     /// Removes the waiter with `token`, if there is one.
     pub(super) fn remove(&mut self, token: WakeToken) {
         let len = usize::from(self.len);
@@ -117,6 +139,31 @@ mod tests {
         let mut k: Vec<u32> = w.iter().map(|w| w.token.key).collect();
         k.sort_unstable();
         k
+    }
+
+    #[test]
+    fn an_event_marks_and_wakes_the_waiters_it_concerns_inline_and_spilled() {
+        let mut w = Waiters::new();
+        for key in 1..=5 {
+            let mut one = waiter(key);
+            if key % 2 == 0 {
+                one.interest = Interest::WRITABLE;
+            }
+            w.push(one);
+        }
+        let mut wake = Vec::new();
+        w.mark_ready(Interest::READABLE, &mut wake);
+        let mut woken: Vec<u32> = wake.iter().map(|t| t.key).collect();
+        woken.sort_unstable();
+        assert_eq!(woken, [1, 3, 5]); // 1 inline, 3 and 5 spilled
+        for one in w.iter() {
+            let expect = if one.token.key % 2 == 0 {
+                Interest::EMPTY
+            } else {
+                Interest::READABLE
+            };
+            assert!(one.ready == expect, "waiter {}", one.token.key);
+        }
     }
 
     #[test]
