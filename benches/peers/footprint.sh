@@ -72,6 +72,7 @@ with open(f'{d}/trace', 'rb') as f:
 window = sum(1 for l in lines if l[:1] == b'I') // trips
 code, data, n, wins = set(), set(), 0, 0
 ccount, dcount = collections.Counter(), collections.Counter()
+cpages = dpages = 0
 for l in lines:
     kind = l[:2].strip()
     if kind not in (b'I', b'L', b'S', b'M'):
@@ -85,12 +86,15 @@ for l in lines:
         n += 1
         if n == window:
             ccount.update(code); dcount.update(data); wins += 1
+            cpages += len({line >> 6 for line in code})
+            dpages += len({line >> 6 for line in data})
             code, data, n = set(), set(), 0
     else:
         data.add(a >> 6)
 wins = max(wins, 1)
-print(f"{exe}: {window} instructions, {sum(ccount.values()) / wins:.1f} code lines, "
-      f"{sum(dcount.values()) / wins:.1f} data lines a trip")
+print(f"{exe}: {window} instructions, {sum(ccount.values()) / wins:.1f} code lines "
+      f"({cpages / wins:.1f} pages), {sum(dcount.values()) / wins:.1f} data lines "
+      f"({dpages / wins:.1f} pages) a trip")
 byf = collections.Counter()
 for line, c in ccount.items():
     a = line << 6
