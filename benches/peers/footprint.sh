@@ -13,6 +13,10 @@
 # the caches, so these lines are what a trip pays for on top of its
 # syscalls; the epoll floor touches 18 in all.
 set -u
+if [ $# -ne 5 ]; then
+  echo "usage: $0 BIN IMP CONNS SIZE TRIPS" >&2; exit 2
+fi
+command -v valgrind >/dev/null || { echo "footprint.sh needs valgrind (Debian package valgrind)" >&2; exit 1; }
 BIN=$1; IMP=$2; C=$3; S=$4; T=$5
 dir=$(mktemp -d /tmp/footprint.XXXXXX)
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
