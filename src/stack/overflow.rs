@@ -30,16 +30,32 @@ use std::sync::Once;
 
 use super::StackHeader;
 
-thread_local! {
+/// Which stack this thread runs on, written at every switch.
+///
+/// Aligned to a cache line of its own: where the linker puts the
+/// thread-locals moves from build to build, and a generator's round trip
+/// (two writes here, then the switch's stores and loads on two stacks) cost
+/// 9.2 ns in builds that put these two at one place and 11.7 ns at another,
+/// for the same machine code.
+#[repr(align(64))]
+struct Running {
     /// The header of the fiber stack this thread is running on, or null on
     /// the thread's own stack.
-    static RUNNING: Cell<*const StackHeader> = const { Cell::new(ptr::null()) };
-
+    header: Cell<*const StackHeader>,
     /// The stack this thread ran on before the last [`set_running`]: a
     /// switch records the stack it goes to *before* it pushes its frame on
     /// the stack it leaves, so an overflow in that push faults in this
     /// one's guard page.
-    static SWITCHED_FROM: Cell<*const StackHeader> = const { Cell::new(ptr::null()) };
+    switched_from: Cell<*const StackHeader>,
+}
+
+thread_local! {
+    static RUNNING: Running = const {
+        Running {
+            header: Cell::new(ptr::null()),
+            switched_from: Cell::new(ptr::null()),
+        }
+    };
 
     /// Whether this thread has an alternate signal stack we can rely on.
     static ALTSTACK: Cell<bool> = const { Cell::new(false) };
@@ -54,9 +70,11 @@ thread_local! {
 /// returns), to set it again when the fiber runs next.
 #[inline(always)]
 pub(crate) fn set_running(header: *const StackHeader) -> *const StackHeader {
-    let previous = RUNNING.with(|r| r.replace(header));
-    SWITCHED_FROM.with(|f| f.set(previous));
-    previous
+    RUNNING.with(|r| {
+        let previous = r.header.replace(header);
+        r.switched_from.set(previous);
+        previous
+    })
 }
 
 /// Records that this thread is back on `header`'s stack after a switch
@@ -65,13 +83,13 @@ pub(crate) fn set_running(header: *const StackHeader) -> *const StackHeader {
 /// to add and keeps what it says.
 #[inline(always)]
 pub(crate) fn return_to(header: *const StackHeader) {
-    RUNNING.with(|r| r.set(header));
+    RUNNING.with(|r| r.header.set(header));
 }
 
 /// The stack this thread runs on now (null: its own).
 #[inline]
 pub(crate) fn running() -> *const StackHeader {
-    RUNNING.with(Cell::get)
+    RUNNING.with(|r| r.header.get())
 }
 
 /// The handler that was installed before ours, written once before ours is.
@@ -181,7 +199,7 @@ fn ensure_altstack() {
 extern "C" fn handle_segv(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mut libc::c_void) {
     // SAFETY: the kernel passes a valid siginfo for an SA_SIGINFO handler.
     let addr = unsafe { (*info).si_addr() } as usize;
-    let header = RUNNING.with(Cell::get);
+    let header = RUNNING.with(|r| r.header.get());
     if !header.is_null() {
         // SAFETY: RUNNING points at the header of the stack this thread runs
         // on; the scheduler keeps that stack mapped while the fiber runs.
@@ -193,7 +211,7 @@ extern "C" fn handle_segv(sig: libc::c_int, info: *mut libc::siginfo_t, ctx: *mu
     // The fault may be the push of a switch on the stack it is leaving.
     // That stack is mapped then; but a stack left long ago may be unmapped
     // since, so its header is read only if its page is still mapped.
-    let from = SWITCHED_FROM.with(Cell::get);
+    let from = RUNNING.with(|r| r.switched_from.get());
     if !from.is_null() && is_mapped(from.cast()) {
         // SAFETY: the page holding the header is mapped (just checked), and
         // every mapped fiber stack's header slot holds a header written at
