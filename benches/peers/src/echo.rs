@@ -233,7 +233,7 @@ fn epoll_floor(listener: std::net::TcpListener, buffers: Buffers) {
         let mut per_conn: Vec<Option<Box<[u8]>>> = Vec::new();
         // `TOUCH_PAGES=N`: after each wake-up, touch N more distinct pages
         // of memory (a byte each), to price what a runtime's larger
-        // footprint per trip costs (see `pages.sh`). 0 by default.
+        // footprint per trip costs (see `footprint.sh`). 0 by default.
         let touch_pages: usize = std::env::var("TOUCH_PAGES")
             .ok()
             .and_then(|v| v.parse().ok())
