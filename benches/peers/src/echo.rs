@@ -4,7 +4,9 @@
 //! with no runtime at all. fibra's server comes twice: as users write it
 //! (a fiber per connection reading into its own 16 KiB buffer, as tokio's
 //! and may's do) and as the floor is written (`fibra-shared`: no buffer
-//! while a connection waits, one per thread).
+//! while a connection waits, one per thread). Between the two floors sits
+//! `coro-floor` (`coro_floor.rs`): the epoll loop with a coroutine per
+//! connection and no runtime, the least a stackful design can cost.
 //!
 //! Each server runs in a child process (this binary, `echo-server IMPL
 //! PORT`) pinned to core 0; the load generator runs here, pinned to core 1.
@@ -190,6 +192,9 @@ pub fn server(imp: &str, port: u16) {
             std::net::TcpListener::bind(addr.as_str()).unwrap(),
             Buffers::PerConnection,
         ),
+        "coro-floor" => {
+            crate::coro_floor::serve(std::net::TcpListener::bind(addr.as_str()).unwrap())
+        }
         other => panic!("unknown server {other}"),
     }
 }

@@ -341,6 +341,7 @@ fn may_lateness(spread_us: u64) -> f64 {
     median(hs.into_iter().map(|h| h.join().unwrap()).collect())
 }
 
+mod coro_floor;
 mod echo;
 mod floor;
 #[cfg(feature = "hook")]

@@ -7,7 +7,9 @@
 //!
 //! `cargo run --release -- targets` runs them all (about 15 minutes on two
 //! cores); `TARGETS=switch,echo` picks rows (`switch`, `echo`, `echo2`,
-//! `million`), `TARGET_PAIRS` sets the pairs per row (default 5).
+//! `million`), `TARGET_PAIRS` sets the pairs per row (default 5). Rows
+//! without a target (`coro-floor`, `epoll-floor-bufs`) place the floor
+//! between fibra and the epoll loop.
 
 use crate::{echo, floor, million};
 
@@ -41,7 +43,8 @@ impl Pairs {
         p
     }
 
-    fn print(&self, what: &str, unit: &str, reference: &str, target: f64) {
+    fn print(&self, what: &str, unit: &str, reference: &str, target: impl Into<Option<f64>>) {
+        let target = target.into();
         let ratios: Vec<f64> = self
             .fibra
             .iter()
@@ -49,9 +52,13 @@ impl Pairs {
             .map(|(f, r)| f / r)
             .collect();
         let (r, lo, hi) = spread(ratios);
-        let verdict = if r <= target { "met" } else { "NOT met" };
+        let verdict = match target {
+            Some(t) if r <= t => format!("<= {t:.2}x: met"),
+            Some(t) => format!("<= {t:.2}x: NOT met"),
+            None => "(no target)".to_string(),
+        };
         println!(
-            "  {:<44} {:>9.2} {:<6} {:<24} {:>9.2} {:>6.2}x ({:.2}-{:.2})  <= {:.2}x: {}",
+            "  {:<44} {:>9.2} {:<6} {:<24} {:>9.2} {:>6.2}x ({:.2}-{:.2})  {}",
             what,
             spread(self.fibra.clone()).0,
             unit,
@@ -60,7 +67,6 @@ impl Pairs {
             r,
             lo,
             hi,
-            target,
             verdict
         );
     }
@@ -164,6 +170,24 @@ fn echo_rows(n: usize, two_workers: bool) {
             "epoll floor",
             1.05,
         );
+        if !two_workers {
+            // The floor of any stackful design: the floor's loop with a
+            // corosensei coroutine per connection (its own stack, its
+            // buffer on it) and no runtime. Its distance to the epoll
+            // floor is what stackful tasks cost; fibra's distance to it,
+            // what fibra's runtime costs.
+            Pairs::measure(
+                n,
+                || echo::measure_once("coro-floor", conns, size, load).1,
+                || echo::measure_once(floor, conns, size, load).1,
+            )
+            .print(
+                "  stackful floor: coroutines, no runtime",
+                "us",
+                "epoll floor",
+                None,
+            );
+        }
         if conns == 1000 {
             // The same server written as the floor is: no buffer while a
             // connection waits (`readable`), one buffer per thread
