@@ -165,6 +165,7 @@ impl Registration {
         self.stream_io(fd, Interest::WRITABLE, timeout, len, op)
     }
 
+    #[inline(always)]
     fn stream_io(
         &self,
         fd: RawFd,
@@ -259,6 +260,15 @@ impl Registration {
 
     /// The loop, starting with a wait if the socket is known not ready.
     /// `core`: the runtime entered on this thread (the caller looked).
+    ///
+    /// Inlined, as are `stream_io` and `wait_in_fiber`: a socket call that
+    /// waits is one frame from `read_stream` or `write_stream` to the park
+    /// instead of three. Every wait returns through these frames with the
+    /// caches cold (the kernel ran in between): each frame's prologue and
+    /// epilogue are code lines to fetch again, and its saved registers
+    /// stack lines (at one connection, `footprint.sh`: 1 331 instructions a
+    /// trip instead of 1 436, 61 data lines instead of 65).
+    #[inline(always)]
     fn io_from<R>(
         &self,
         core: Option<&Core>,
@@ -301,6 +311,7 @@ impl Registration {
         }
     }
 
+    #[inline(always)]
     fn wait_in_fiber(
         &self,
         core: &Core,

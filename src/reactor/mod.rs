@@ -327,6 +327,9 @@ impl Reactor {
     }
 
     /// Removes a waiter, and its fd from the epoll set if it was the last.
+    /// Inline: every socket wait ends here (a one-shot fd's removal is out
+    /// of line).
+    #[inline]
     pub(crate) fn remove_waiter(&mut self, reg: Registration) {
         let Some(src) = self.sources.get_mut(reg.source) else {
             return;
@@ -336,11 +339,18 @@ impl Reactor {
         }
         src.waiters.remove(reg.token);
         if src.waiters.is_empty() && src.owner.is_none() {
-            let src = self.sources.remove(reg.source);
-            self.by_fd.remove(src.fd);
-            // The fd may have been closed meanwhile (EBADF/ENOENT): nothing to undo.
-            let _ = self.poll.registry().deregister(&mut SourceFd(&src.fd));
+            self.remove_one_shot(reg.source);
         }
+    }
+
+    /// Removes a one-shot fd's source, its last waiter gone.
+    #[cold]
+    #[inline(never)]
+    fn remove_one_shot(&mut self, key: usize) {
+        let src = self.sources.remove(key);
+        self.by_fd.remove(src.fd);
+        // The fd may have been closed meanwhile (EBADF/ENOENT): nothing to undo.
+        let _ = self.poll.registry().deregister(&mut SourceFd(&src.fd));
     }
 
     fn new_generation(&mut self) -> u32 {
