@@ -115,7 +115,7 @@ pub(crate) struct Polled {
     /// `None` in the usual turn, with no task waker to wake or drop: then
     /// dropping it is one test, inlined. (Boxed: a `Polled` of two words
     /// comes back in registers.)
-    tasks: Option<Box<TaskWakes>>,
+    pub(crate) tasks: Option<Box<TaskWakes>>,
 }
 
 pub(crate) struct Reactor {

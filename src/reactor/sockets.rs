@@ -91,7 +91,7 @@ impl Reactor {
 
     /// The source of socket `owner` on `fd`, if it is registered here.
     #[inline]
-    pub(super) fn owned(&self, fd: RawFd, owner: u64) -> Option<usize> {
+    pub(crate) fn owned(&self, fd: RawFd, owner: u64) -> Option<usize> {
         let key = self.by_fd.get(fd)?;
         (self.sources[key].owner == Some(owner)).then_some(key)
     }

@@ -58,7 +58,7 @@ use std::num::NonZeroU64;
 use std::sync::Arc;
 
 use crate::arch;
-use crate::reactor::Reactor;
+use crate::reactor::{Polled, Reactor};
 use crate::runtime::blocks::Blocks;
 use crate::runtime::fiber_info::{FiberInfo, FiberState, Section};
 use crate::runtime::pool::WorkerLink;
@@ -168,6 +168,10 @@ pub(crate) struct Local {
     fired: Vec<Fired<WakeToken>>,
     io_ready: Vec<WakeToken>,
     remote: Vec<Remote>,
+    /// Dump requests taken from the remote queue, answered at the end of
+    /// the turn (kept here, not in the turn's frame: a turn without
+    /// messages has nothing to drop).
+    dumps: Vec<DumpAnswer>,
     /// Free stacks of the default size, reused before the thread's pool.
     spare: Spare,
     /// Free blocks for join packets.
@@ -238,6 +242,7 @@ impl Core {
                 fired: Vec::new(),
                 io_ready: Vec::new(),
                 remote: Vec::new(),
+                dumps: Vec::new(),
                 spare: Spare::new(default_stack),
                 blocks: Blocks::new(),
                 in_callback: None,

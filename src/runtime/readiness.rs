@@ -166,11 +166,38 @@ pub(crate) fn mark_would_block(
 
 /// Runs `f` on the source of socket `uid` on `fd` in `core`'s reactor,
 /// registering the fd there first if it is not yet (see
-/// `Reactor::socket`); the waiters of a closed socket's source that it
-/// takes over are woken after, even when registering fails. `f` runs under
-/// the borrow of the runtime's state: it must only call the reactor (this
-/// module's callers pass a waiter to add or a flag to set).
+/// [`on_new_socket`]). `f` runs under the borrow of the runtime's state:
+/// it must only call the reactor (this module's callers pass a waiter to
+/// add or a flag to set).
+///
+/// Inlined, and only a lookup: a registered socket's wait, at every round
+/// trip of a connection, runs no more than that before `f`.
+#[inline(always)]
 fn on_socket<R>(
+    core: &Core,
+    fd: RawFd,
+    uid: u64,
+    f: impl FnOnce(&mut Reactor, usize) -> R,
+) -> io::Result<R> {
+    {
+        // On the runtime's thread (ground rules); the borrow ends with this
+        // block and is the only one live (callers read what they need of
+        // the state, a token, before); `f` calls the reactor only.
+        // SAFETY: as argued just above.
+        let reactor = &mut unsafe { core.local() }.reactor;
+        if let Some(key) = reactor.owned(fd, uid) {
+            return Ok(f(reactor, key));
+        }
+    }
+    on_new_socket(core, fd, uid, f)
+}
+
+/// [`on_socket`] for a socket not registered in `core`'s reactor yet:
+/// registers it (see `Reactor::socket`); the waiters of a closed socket's
+/// source that it takes over are woken after, even when registering fails.
+#[cold]
+#[inline(never)]
+fn on_new_socket<R>(
     core: &Core,
     fd: RawFd,
     uid: u64,
@@ -182,7 +209,8 @@ fn on_socket<R>(
         // block and is the only one live (callers read what they need of
         // the state, a token, before); nothing in it runs user code:
         // `socket` makes syscalls, `f` calls the reactor only (as
-        // documented above), and the stale tokens are woken after it.
+        // documented at `on_socket`), and the stale tokens are woken after
+        // it.
         // SAFETY: as argued just above.
         let reactor = &mut unsafe { core.local() }.reactor;
         reactor

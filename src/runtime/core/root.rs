@@ -254,9 +254,18 @@ impl Core {
                 (polled, ready)
             };
             match polled {
-                Ok(polled) => {
-                    news = polled.any;
-                    remote |= polled.remote && self.shared.take_woken();
+                Ok(Polled {
+                    remote: r,
+                    any,
+                    tasks,
+                }) => {
+                    news = any;
+                    remote |= r && self.shared.take_woken();
+                    // (Taken apart, so nothing is left to drop here: the
+                    // task wakers, rare, leave out of line.)
+                    if let Some(tasks) = tasks {
+                        run_task_wakes(tasks);
+                    }
                 }
                 Err(e) => self.epoll_failed(e),
             }
@@ -278,11 +287,9 @@ impl Core {
         if self.shared.has_wake_error() {
             self.report_wake_error();
         }
-        let dumps = if remote {
-            self.take_remote()
-        } else {
-            Vec::new()
-        };
+        if remote {
+            self.take_remote();
+        }
         // The clock is read here only if something needs it: most turns of
         // a busy server have neither a timer nor a backlog of stacks.
         stack::release_stale_pending(clock::now_ns);
@@ -292,8 +299,8 @@ impl Core {
         }
         news |= remote;
         // Answered last (an answer may wake a fiber).
-        if !dumps.is_empty() {
-            self.answer_dumps(dumps);
+        if remote {
+            self.answer_dumps();
         }
         news
     }
@@ -317,10 +324,12 @@ impl Core {
     }
 
     /// Acts on the messages other threads queued (wake-ups, cancellations);
-    /// returns the dump requests among them, for the end of the turn.
+    /// keeps the dump requests among them for the end of the turn
+    /// ([`Core::answer_dumps`]).
     #[inline(never)]
-    fn take_remote(&self) -> Vec<DumpAnswer> {
-        let mut dumps = Vec::new();
+    fn take_remote(&self) {
+        // SAFETY: on the runtime's thread; short borrow.
+        let mut dumps = std::mem::take(&mut unsafe { self.local() }.dumps);
         // SAFETY: on the runtime's thread; short borrow.
         let mut msgs = std::mem::take(&mut unsafe { self.local() }.remote);
         self.shared.drain(&mut msgs);
@@ -334,8 +343,9 @@ impl Core {
             }
         }
         // SAFETY: on the runtime's thread; short borrow.
-        unsafe { self.local() }.remote = msgs;
-        dumps
+        let l = unsafe { self.local() };
+        l.remote = msgs;
+        l.dumps = dumps;
     }
 
     /// Wakes the fibers whose timers are due; returns whether any was.
@@ -356,9 +366,13 @@ impl Core {
         any
     }
 
+    /// Answers the dump requests [`Core::take_remote`] kept, if any.
     #[cold]
     #[inline(never)]
-    fn answer_dumps(&self, dumps: Vec<DumpAnswer>) {
+    fn answer_dumps(&self) {
+        // SAFETY: on the runtime's thread; short borrow, ended before the
+        // answers (user code).
+        let dumps = std::mem::take(&mut unsafe { self.local() }.dumps);
         for answer in dumps {
             answer(self.dump_section());
         }
@@ -497,4 +511,12 @@ impl Core {
             });
         }
     }
+}
+
+/// Wakes and drops the task wakers a poll handed out (see `Polled`): out of
+/// line, off the path of every turn of a runtime without async tasks.
+#[cold]
+#[inline(never)]
+fn run_task_wakes(tasks: Box<crate::reactor::TaskWakes>) {
+    drop(tasks);
 }
