@@ -273,7 +273,7 @@ impl Core {
             // subscriber's code) after. (The vector is cleared after: a
             // `drain` is more code on the path of every turn.)
             for &token in &ready {
-                self.wake(token, Wake::Unparked);
+                self.wake_io(token);
             }
             ready.clear();
             // SAFETY: on the runtime's thread; short borrow.

@@ -91,6 +91,18 @@ impl Local {
         reason: Wake,
         shared: &Shared,
     ) -> Option<FiberId> {
+        self.wake_fiber_inline(token, reason, shared)
+    }
+
+    /// [`Local::wake_fiber`], always inlined: for the turn's wake-ups of
+    /// fibers whose sockets are ready (see [`Core::wake_io`]).
+    #[inline(always)]
+    fn wake_fiber_inline(
+        &mut self,
+        token: WakeToken,
+        reason: Wake,
+        shared: &Shared,
+    ) -> Option<FiberId> {
         let next_park = self.park_seq + 1;
         let rec = self.fibers.get_mut(token.key)?;
         if rec.park != token.park {
@@ -158,6 +170,18 @@ impl Core {
             self.trace_unpark(id, reason);
         }
         woken.is_some()
+    }
+
+    /// [`Core::wake`] of a fiber whose socket an event made ready: the wake
+    /// inlined into the turn, which makes one of these per event.
+    #[inline(always)]
+    pub(super) fn wake_io(&self, token: WakeToken) {
+        // SAFETY: on the runtime's thread; short borrow, ended before the
+        // trace event.
+        let woken = unsafe { self.local() }.wake_fiber_inline(token, Wake::Unparked, &self.shared);
+        if let Some(id) = woken {
+            self.trace_unpark(id, Wake::Unparked);
+        }
     }
 
     #[inline(always)]
