@@ -212,12 +212,17 @@ fn a_fan_out_of_blocking_calls_never_stalls_the_fibers_around_it() {
         .expect("the fan-out did not finish within 120 s");
     assert_eq!(sum, (0..CALLS).sum::<usize>());
     eprintln!("2 000 blocking calls in {took:?}, longest tick gap {max_gap:?}");
-    // Generous: a loaded 2-core machine (or an ASan build) stretches a
-    // 5 ms tick to 30 ms and more on its own. This catches a gross stall
-    // (creating the pool's threads on the runtime's thread took ~40 µs
-    // each, and longer under load); it does not time the spawner finely.
+    // Generous: a loaded 2-core machine stretches a 5 ms tick to 30 ms and
+    // more on its own. This catches a gross stall (creating the pool's
+    // threads on the runtime's thread took ~40 µs each, and longer under
+    // load); it does not time the spawner finely. Under AddressSanitizer
+    // each of the pool's 512 thread starts is slow enough, competing with
+    // the runtime's thread for two cores, that gaps of 40-230 ms come
+    // without any stall of fibra's: there the bound only catches a hang,
+    // and the three plain runs of the suite (CI) hold the 150 ms one.
+    let bound = if cfg!(fibra_asan) { 1_000 } else { 150 };
     assert!(
-        max_gap < Duration::from_millis(150),
+        max_gap < Duration::from_millis(bound),
         "the ticker stalled for {max_gap:?}"
     );
 }
