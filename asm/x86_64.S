@@ -68,19 +68,15 @@
 
     .text
 
-# The first half of every switch: push the outgoing context's frame, store
-# its stack pointer through rdi and load rsi's. With `fp` set, the outgoing
-# FP words are saved in the frame and the x87 one is left in ecx for the
-# second half; without (a generator's switches), their slot is left as it
-# was.
-    .macro fibra_0_1_save_and_load fp
+# The first half of the switch: push the outgoing context's frame, store
+# its stack pointer through rdi and load rsi's. The outgoing FP words are
+# saved in the frame and the x87 one is left in ecx for the second half.
+    .macro fibra_0_1_save_and_load
     # Save MXCSR and the x87 control word of the outgoing context first...
     subq $8, %rsp
     .cfi_adjust_cfa_offset 8
-    .if \fp
     stmxcsr (%rsp)
     fnstcw 4(%rsp)
-    .endif
     # ...then its callee-saved registers.
     pushq %rbp
     .cfi_adjust_cfa_offset 8
@@ -101,9 +97,7 @@
     .cfi_adjust_cfa_offset 8
     .cfi_rel_offset %r15, 0
     # The outgoing x87 control word, to compare with the incoming one.
-    .if \fp
     movzwl 52(%rsp), %ecx
-    .endif
     # The switch itself. The incoming stack holds a frame of the same layout,
     # so the CFI above stays true: an unwinder stopped here walks the incoming
     # context instead of the outgoing one, and both are well formed.
@@ -111,18 +105,16 @@
     movq %rsi, %rsp
     .endm
 
-# The second half: with `fp` set, load the incoming context's MXCSR, and its
-# x87 control word if it differs from the outgoing one in ecx; pop its
-# registers and resume it.
-    .macro fibra_0_1_restore_and_resume jump fp
-    .if \fp
+# The second half: load the incoming context's MXCSR, and its x87 control
+# word if it differs from the outgoing one in ecx; pop its registers and
+# resume it.
+    .macro fibra_0_1_restore_and_resume
     # MXCSR is loaded every time (cheap); the x87 control word only if it
     # differs from the outgoing one (`fldcw` is not).
     ldmxcsr 48(%rsp)
     cmpw 52(%rsp), %cx
     jne 4f
 3:
-    .endif
     .cfi_remember_state
     popq %r15
     .cfi_adjust_cfa_offset -8
@@ -144,16 +136,9 @@
     .cfi_restore %rbp
     addq $8, %rsp
     .cfi_adjust_cfa_offset -8
-    # Hand `arg` to the incoming context and resume it: with `ret` for a
-    # switch, with a jump for a generator's resume (see "Generators") and
-    # for a new fiber (see "A fiber's first and last switch").
+    # Hand `arg` to the incoming context and resume it: with `ret`, or
+    # with a jump for a new fiber (see "A fiber's first and last switch").
     movq %rdx, %rax
-    .if \jump
-    popq %rcx
-    .cfi_adjust_cfa_offset -8
-    .cfi_register %rip, %rcx
-    jmpq *%rcx
-    .elseif \fp
     leaq fibra_0_1_trampoline(%rip), %rcx
     cmpq %rcx, (%rsp)
     je 5f
@@ -162,17 +147,11 @@
     addq $8, %rsp
     .cfi_adjust_cfa_offset -8
     jmp fibra_0_1_trampoline
-    .else
-    # A generator's caller, saved by `fibra_0_1_resume`: never a new fiber.
-    ret
-    .endif
     .cfi_restore_state
-    .if \fp
     # Out-of-line, rarely taken: the incoming context runs with other FP modes.
 4:
     fldcw 52(%rsp)
     jmp 3b
-    .endif
     .endm
 
 # usize fibra_0_1_switch(void **save_sp /* rdi */, void *load_sp /* rsi */, usize arg /* rdx */)
@@ -187,12 +166,12 @@
     .p2align 4
 fibra_0_1_switch:
     .cfi_startproc
-    fibra_0_1_save_and_load 1
+    fibra_0_1_save_and_load
 
     # A fiber's final switch (the trampoline) joins here by a jump, with the
     # outgoing x87 control word in ecx.
 fibra_0_1_switch_tail:
-    fibra_0_1_restore_and_resume 0, 1
+    fibra_0_1_restore_and_resume
     .cfi_endproc
     .size fibra_0_1_switch, .-fibra_0_1_switch
 
@@ -274,48 +253,104 @@ fibra_0_1_trampoline:
 # mispredicted. So, as corosensei does, a generator is entered by a *call*
 # and left by the *return that matches it*:
 #
-# - `fibra_0_1_resume` is called by `Generator::next`. It saves the caller
-#   in a frame of the switch's layout (so the caller's frame ends in the
-#   return address of that call), loads the generator's frame and leaves it
-#   with an indirect `jmp` to the generator's resume point, which leaves the
-#   return-stack entry of the call in place.
-# - `yield_` writes a frame of the same layout itself (inline assembly, so it
-#   makes no call of its own, whose return would be mispredicted), switches
-#   to the caller's stack and jumps to `fibra_0_1_resume_tail`, whose `ret`
-#   pops the caller's return address: the entry the call pushed.
+# - `Generator::next` calls `fibra_0_1_resume` from inline assembly
+#   (`resume` in src/arch/x86_64.rs). It pushes the caller's rbp and rbx
+#   below the return address of that call, loads the generator's frame and
+#   leaves it with an indirect `jmp` to the generator's resume point, which
+#   leaves the return-stack entry of the call in place.
+# - `yield_` writes a frame of the same layout itself (inline assembly, so
+#   it makes no call of its own, whose return would be mispredicted),
+#   switches to the caller's stack and jumps to `fibra_0_1_resume_tail`,
+#   whose `ret` pops the caller's return address: the entry the call pushed.
+#
+# A generator's frame is three words, not the fiber switch's eight:
+#
+#     sp + 16  | resume point: the caller's return address, `yield_`'s
+#              | label, or the generator trampoline (a new generator)
+#     sp +  8  | rbp                 (a new generator: its entry function)
+#     sp +  0  | rbx                 (a new generator: its data pointer)
+#
+# rbx and rbp are the callee-saved registers that inline assembly may not
+# name (the compiler reserves them), so they are saved here; r12-r15 are
+# declared clobbered by both inline blocks instead, so the compiler saves
+# only those it has live across the switch (in a tight `for x in gen`
+# loop: none), rather than all four on both sides every round trip. That
+# is what corosensei leaves to the compiler too; saving all six made a
+# round trip 2x corosensei's before any bookkeeping.
 #
 # And as a call does, a generator shares its caller's FP environment: its
-# switches neither save nor load MXCSR and the x87 control word (their slot
-# in the frame is left unwritten). A body that changes them changes them for
-# the code that called `next`, as a function that changes them does (which
-# the ABI allows a function that says so); a fiber keeps its own instead.
-# What that saves is most of the switch on some CPUs: reading MXCSR
-# (`stmxcsr`) costs about as much as all of the rest of a round trip on AMD
-# Zen 2 (measured: `cd benches/peers && cargo run --release -- switch`).
+# switches neither save nor load MXCSR and the x87 control word. A body
+# that changes them changes them for the code that called `next`, as a
+# function that changes them does (which the ABI allows a function that
+# says so); a fiber keeps its own instead. What that saves is most of the
+# switch on some CPUs: reading MXCSR (`stmxcsr`) costs about as much as all
+# of the rest of a round trip on AMD Zen 2 (measured: `cd benches/peers &&
+# cargo run --release -- switch`).
 #
 # usize fibra_0_1_resume(void **save_sp /* rdi */, void *load_sp /* rsi */, usize arg /* rdx */)
+#
+# Called only from inline assembly that declares every register but rbx,
+# rbp and rsp clobbered (not through the C ABI, which would expect r12-r15
+# back unchanged).
     .globl fibra_0_1_resume
     .hidden fibra_0_1_resume
     .type fibra_0_1_resume,@function
     .p2align 4
 fibra_0_1_resume:
     .cfi_startproc
-    fibra_0_1_save_and_load 0
-    fibra_0_1_restore_and_resume 1, 0
+    # The caller's frame: the return address (pushed by its call), rbp, rbx.
+    pushq %rbp
+    .cfi_adjust_cfa_offset 8
+    .cfi_rel_offset %rbp, 0
+    pushq %rbx
+    .cfi_adjust_cfa_offset 8
+    .cfi_rel_offset %rbx, 0
+    # The switch. The incoming stack holds a frame of the same layout, so
+    # the CFI above stays true: an unwinder stopped here walks the
+    # generator instead of the caller, and both are well formed.
+    movq %rsp, (%rdi)
+    movq %rsi, %rsp
+    popq %rbx
+    .cfi_adjust_cfa_offset -8
+    .cfi_restore %rbx
+    popq %rbp
+    .cfi_adjust_cfa_offset -8
+    .cfi_restore %rbp
+    # Hand `arg` over and jump to the resume point, leaving the return-stack
+    # entry of the caller's call for `yield_`'s return to pop.
+    movq %rdx, %rax
+    popq %rcx
+    .cfi_adjust_cfa_offset -8
+    .cfi_register %rip, %rcx
+    jmpq *%rcx
 
     # `yield_` (src/arch/x86_64.rs, `suspend`) and a generator's final
-    # switch join here by a jump, with rsp at the caller's frame and `arg`
-    # in rdx.
+    # switch join here by a jump, with rsp at the frame `fibra_0_1_resume`
+    # pushed on the caller's stack and `arg` in rdx.
     .globl fibra_0_1_resume_tail
     .hidden fibra_0_1_resume_tail
 fibra_0_1_resume_tail:
-    fibra_0_1_restore_and_resume 0, 0
+    .cfi_def_cfa_offset 24
+    .cfi_offset %rbx, -24
+    .cfi_offset %rbp, -16
+    .cfi_offset %rip, -8
+    popq %rbx
+    .cfi_adjust_cfa_offset -8
+    .cfi_restore %rbx
+    popq %rbp
+    .cfi_adjust_cfa_offset -8
+    .cfi_restore %rbp
+    movq %rdx, %rax
+    ret
     .cfi_endproc
     .size fibra_0_1_resume, .-fibra_0_1_resume
 
 # A generator's first and last code, as the trampoline is a fiber's, but its
 # final switch goes back to the caller saved by `fibra_0_1_resume`, with no
-# FP words to compare. Same registers on entry; same one-byte `nop` before.
+# FP words to compare. On entry (a jump from `fibra_0_1_resume`): rax = the
+# `arg`, rbx = the data pointer, rbp = the entry function, rsp 16-byte
+# aligned. rbp is zeroed before the call, so that frame-pointer walkers stop
+# here; the same one-byte `nop` before as the fiber trampoline's.
     .globl fibra_0_1_generator_trampoline
     .hidden fibra_0_1_generator_trampoline
     .type fibra_0_1_generator_trampoline,@function
@@ -326,7 +361,9 @@ fibra_0_1_resume_tail:
 fibra_0_1_generator_trampoline:
     movq %rax, %rdi
     movq %rbx, %rsi
-    callq *%r12
+    movq %rbp, %rcx
+    xorl %ebp, %ebp
+    callq *%rcx
     # The final switch: rax is the caller's saved stack pointer, rdx the
     # `arg` it gets.
     movq %rax, %rsp

@@ -387,6 +387,43 @@ fn callee_saved_registers_survive_generator_switches() {
     GENERATOR.with(|c| c.set(std::ptr::null_mut()));
 }
 
+/// Values live across `next` and `yield_` on both sides: in release builds
+/// the optimiser keeps them in registers wherever it may, and the
+/// generator's switches keep only rbx and rbp, telling the compiler that
+/// every other register is clobbered (so it must not keep them in r12-r15
+/// across a switch, where the other side's values land).
+#[test]
+fn live_values_survive_generator_switches() {
+    fn values(seed: u64) -> [u64; 12] {
+        std::array::from_fn(|i| black_box(seed.wrapping_mul(i as u64 + 3) ^ 0xA5A5))
+    }
+    fn step(v: &mut [u64; 12], seed: u64, round: u32, side: &str) -> u64 {
+        let mut acc = 0u64;
+        for (i, x) in v.iter_mut().enumerate() {
+            let want = (seed.wrapping_mul(i as u64 + 3) ^ 0xA5A5).rotate_left(round);
+            assert_eq!(*x, want, "{side}: value {i} changed in round {round}");
+            *x = x.rotate_left(1);
+            acc = acc.wrapping_add(*x);
+        }
+        acc
+    }
+    let g = fibra::Generator::new(|y| {
+        let mut v = values(7);
+        for round in 0..50 {
+            let acc = step(&mut v, 7, round, "generator");
+            y.yield_(acc);
+        }
+    });
+    let mut v = values(1000);
+    let mut round = 0;
+    for acc in g {
+        black_box(acc);
+        black_box(step(&mut v, 1000, round, "caller"));
+        round += 1;
+    }
+    assert_eq!(round, 50);
+}
+
 /// A generator runs like a call on its caller's thread: it shares the
 /// caller's FP environment both ways (a fiber keeps its own: see
 /// `fp_control_state_is_per_fiber`).

@@ -6,6 +6,11 @@
 //! loads `load_sp`, pops the same frame from it, and returns `arg` there.
 //! Every other register is caller-saved, and Rust already treats it as
 //! clobbered by a call to an `extern "C"` function.
+//!
+//! A generator's switches ([`resume`], [`suspend`]) save only rbx, rbp and
+//! the resume point, in a frame of three words; they are inline assembly
+//! that declares every other register clobbered, r12–r15 included, so the
+//! compiler saves only what it has live across them.
 
 use std::arch::{asm, global_asm};
 
@@ -14,7 +19,10 @@ global_asm!(include_str!("../../asm/x86_64.S"), options(att_syntax));
 unsafe extern "C" {
     fn fibra_0_1_switch(save_sp: *mut *mut u8, load_sp: *mut u8, arg: usize) -> usize;
     fn fibra_0_1_trampoline();
-    fn fibra_0_1_resume(save_sp: *mut *mut u8, load_sp: *mut u8, arg: usize) -> usize;
+    /// Not a C function: it keeps only rbx and rbp, so it is called from
+    /// [`resume`]'s inline assembly only (rdi: `save_sp`, rsi: `load_sp`,
+    /// rdx: `arg`; returns in rax).
+    fn fibra_0_1_resume();
     /// Not a function: the second half of `fibra_0_1_resume`, jumped to.
     fn fibra_0_1_resume_tail();
     fn fibra_0_1_generator_trampoline();
@@ -43,6 +51,9 @@ const DEFAULT_FP_WORDS: u64 = 0x1F80 | (0x037F << 32);
 
 /// Bytes of the switch frame: six registers, FP words, return address.
 const FRAME_BYTES: usize = 8 * 8;
+
+/// Bytes of a generator's frame: rbx, rbp, resume point.
+const GENERATOR_FRAME_BYTES: usize = 3 * 8;
 
 /// Bytes above a suspended context's stack pointer that its resumption
 /// touches first: the switch frame, then the frames of the park that made
@@ -87,31 +98,6 @@ pub(crate) fn prefetch<const BYTES: usize>(p: *const u8) {
 /// least 64 bytes below it that nothing else uses, and `data` must stay valid
 /// for whatever `entry` does with it.
 pub(crate) unsafe fn init_stack(top: *mut u8, entry: EntryFn, data: *mut u8) -> *mut u8 {
-    // SAFETY: forwarded from the caller.
-    unsafe { init_frame(top, entry, data, fibra_0_1_trampoline) }
-}
-
-/// Builds the first frame of a generator, to hand to [`resume`]: the same
-/// as [`init_stack`], but its entry's final switch goes back to the caller
-/// of `resume` without FP words (see "Generators" in `asm/x86_64.S`).
-///
-/// # Safety
-///
-/// As for [`init_stack`].
-pub(crate) unsafe fn init_generator_stack(top: *mut u8, entry: EntryFn, data: *mut u8) -> *mut u8 {
-    // SAFETY: forwarded from the caller.
-    unsafe { init_frame(top, entry, data, fibra_0_1_generator_trampoline) }
-}
-
-/// # Safety
-///
-/// As for [`init_stack`].
-unsafe fn init_frame(
-    top: *mut u8,
-    entry: EntryFn,
-    data: *mut u8,
-    trampoline: unsafe extern "C" fn(),
-) -> *mut u8 {
     debug_assert_eq!(
         top as usize % 16,
         0,
@@ -119,18 +105,47 @@ unsafe fn init_frame(
     );
     let sp = top.wrapping_sub(FRAME_BYTES).cast::<u64>();
     let frame: [u64; 8] = [
-        0,                              // r15
-        0,                              // r14
-        0,                              // r13
-        entry as *const () as u64,      // r12: the entry function
-        data as usize as u64,           // rbx: its data
-        0,                              // rbp: the end of the frame-pointer chain
-        DEFAULT_FP_WORDS,               // MXCSR, x87 control word
-        trampoline as *const () as u64, // where the first `ret` goes
+        0,                                        // r15
+        0,                                        // r14
+        0,                                        // r13
+        entry as *const () as u64,                // r12: the entry function
+        data as usize as u64,                     // rbx: its data
+        0,                                        // rbp: the end of the frame-pointer chain
+        DEFAULT_FP_WORDS,                         // MXCSR, x87 control word
+        fibra_0_1_trampoline as *const () as u64, // where the first `ret` goes
     ];
     // SAFETY: the caller guarantees 64 writable bytes below `top`, and `top`
     // is 16-byte aligned, so `sp` is 8-byte aligned for the u64 writes.
     unsafe { sp.cast::<[u64; 8]>().write(frame) };
+    sp.cast()
+}
+
+/// Builds the first frame of a generator, to hand to [`resume`]: the
+/// generator frame of `asm/x86_64.S` (rbx, rbp, resume point), whose
+/// resume point is the generator trampoline, which calls `entry(arg, data)`
+/// and makes the final switch back to the caller of `resume`, without FP
+/// words (see "Generators" there).
+///
+/// # Safety
+///
+/// As for [`init_stack`].
+pub(crate) unsafe fn init_generator_stack(top: *mut u8, entry: EntryFn, data: *mut u8) -> *mut u8 {
+    debug_assert_eq!(
+        top as usize % 16,
+        0,
+        "generator stack top must be 16-byte aligned"
+    );
+    let sp = top.wrapping_sub(GENERATOR_FRAME_BYTES).cast::<u64>();
+    let frame: [u64; 3] = [
+        data as usize as u64,                               // rbx: the entry's data
+        entry as *const () as u64,                          // rbp: the entry function
+        fibra_0_1_generator_trampoline as *const () as u64, // the resume point
+    ];
+    // SAFETY: the caller guarantees 64 writable bytes below `top`, and `top`
+    // is 16-byte aligned, so `sp` is 8-byte aligned for the u64 writes. (Once
+    // the three words are popped, rsp is `top` again: 16-byte aligned at
+    // the trampoline's call, as the ABI wants.)
+    unsafe { sp.cast::<[u64; 3]>().write(frame) };
     sp.cast()
 }
 
@@ -159,27 +174,51 @@ pub(crate) unsafe fn switch(save_sp: *mut *mut u8, load_sp: *mut u8, arg: usize)
 /// function does (see "Generators" in `asm/x86_64.S`). Returns the `arg`
 /// of that `suspend` (or of the generator's final switch).
 ///
+/// The call is made from inline assembly that declares every register but
+/// rbx, rbp and rsp clobbered: `fibra_0_1_resume` saves those two beside
+/// the return address, and the compiler saves whatever else it has live.
+///
 /// # Safety
 ///
 /// As for [`switch`], and `load_sp` must have been saved by [`suspend`] or
-/// built by [`init_generator_stack`]: a context saved by `switch` resumes
-/// with `ret`, and one built by `init_stack` would end through the fiber
-/// trampoline, which compares FP words this routine did not save.
+/// built by [`init_generator_stack`]: a context saved by `switch` has a
+/// frame of another layout.
 #[inline(always)]
 pub(crate) unsafe fn resume(save_sp: *mut *mut u8, load_sp: *mut u8, arg: usize) -> usize {
-    // SAFETY: forwarded from the caller; the routine follows the C ABI and
-    // preserves every callee-saved register of this context.
-    unsafe { fibra_0_1_resume(save_sp, load_sp, arg) }
+    let got: usize;
+    // SAFETY: forwarded from the caller. The routine writes `*save_sp` and
+    // the 24 bytes it pushes below the return address of the call, which
+    // the block may use (no `nostack`; rsp is aligned for a call on entry,
+    // as Rust guarantees); every register it or the generator may change
+    // is declared clobbered, and it comes back (by the `ret` of
+    // `fibra_0_1_resume_tail`) with rbx, rbp and rsp as they were.
+    unsafe {
+        asm!(
+            "call {resume}",
+            resume = sym fibra_0_1_resume,
+            in("rdi") save_sp,
+            in("rsi") load_sp,
+            in("rdx") arg,
+            lateout("rax") got,
+            out("r12") _,
+            out("r13") _,
+            out("r14") _,
+            out("r15") _,
+            clobber_abi("C"),
+            options(att_syntax)
+        );
+    }
+    got
 }
 
 /// Leaves a generator for the context that entered it with [`resume`],
 /// which returns `arg`. Returns when the generator is resumed again.
 ///
-/// The frame it writes is the switch frame of `asm/x86_64.S` (its FP-words
-/// slot left unwritten, as `resume` leaves it), built here in inline
-/// assembly so that no call of its own stands between the generator's code
-/// and the switch (its return would be mispredicted); inline it into the
-/// generator's body to keep the return stack balanced.
+/// The frame it writes is the generator frame of `asm/x86_64.S` (rbx, rbp,
+/// resume point), built here in inline assembly so that no call of its own
+/// stands between the generator's code and the switch (its return would
+/// be mispredicted); inline it into the generator's body to keep the
+/// return stack balanced.
 ///
 /// # Safety
 ///
@@ -188,37 +227,37 @@ pub(crate) unsafe fn resume(save_sp: *mut *mut u8, load_sp: *mut u8, arg: usize)
 /// unwinding may cross the switch.
 #[inline(always)]
 pub(crate) unsafe fn suspend(save_sp: *mut *mut u8, load_sp: *mut u8, arg: usize) {
-    // The block writes a switch frame (resume point, rbp, rbx, r12-r15)
-    // just below the stack pointer, stores the frame's address through
+    // The block writes a generator frame (resume point, rbp, rbx) just
+    // below the stack pointer, stores the frame's address through
     // `save_sp`, and continues on the entering context's frame with the
     // second half of `fibra_0_1_resume`, as its own `ret` would. When the
     // generator is resumed, `fibra_0_1_resume` pops that frame, restoring
-    // every callee-saved register and the stack pointer, and jumps to `2:`.
+    // rbx, rbp and the stack pointer, and jumps to `2:`; every other
+    // register is declared clobbered, r12-r15 included, so the compiler
+    // keeps nothing in them across the block.
     //
     // Stores rather than pushes: the stack pointer of this (inlined, so
     // unknown) function then changes at one instruction only, the load of
     // the entering context's, so the unwind info the compiler wrote for the
     // function stays true at every other instruction of the block, and a
     // profiler's sample there walks the generator's stack correctly. The
-    // 64 bytes written are inside the red zone, which signal delivery
+    // 24 bytes written are inside the red zone, which signal delivery
     // skips, and the compiler keeps nothing there across a block that does
     // not say `nostack`.
     //
-    // Inputs are read before any register but rax (not an input) or rsp
-    // is written, so any register the compiler picks for them works.
+    // Inputs are read before any register but rax (an output that is not
+    // late, so never an input's register) or rsp is written, so any
+    // register the compiler picks for them works; `out` (not late) for
+    // r12-r15 keeps the inputs out of those too.
     // SAFETY: as above, with the caller's guarantees on `save_sp` and
     // `load_sp`; everything else is declared clobbered.
     unsafe {
         asm!(
             "leaq 2f(%rip), %rax",
             "movq %rax, -8(%rsp)",
-            "movq %rbp, -24(%rsp)",
-            "movq %rbx, -32(%rsp)",
-            "movq %r12, -40(%rsp)",
-            "movq %r13, -48(%rsp)",
-            "movq %r14, -56(%rsp)",
-            "movq %r15, -64(%rsp)",
-            "leaq -64(%rsp), %rax",
+            "movq %rbp, -16(%rsp)",
+            "movq %rbx, -24(%rsp)",
+            "leaq -24(%rsp), %rax",
             "movq %rax, ({save})",
             "movq {load}, %rsp",
             "jmp {tail}",
@@ -228,6 +267,10 @@ pub(crate) unsafe fn suspend(save_sp: *mut *mut u8, load_sp: *mut u8, arg: usize
             tail = sym fibra_0_1_resume_tail,
             in("rdx") arg,
             out("rax") _,
+            out("r12") _,
+            out("r13") _,
+            out("r14") _,
+            out("r15") _,
             clobber_abi("C"),
             options(att_syntax)
         );

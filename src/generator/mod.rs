@@ -91,9 +91,6 @@ struct Control<T> {
     cancel: Cell<bool>,
     /// The body's panic, for `next` to re-raise.
     panic: Cell<Option<Box<dyn Any + Send>>>,
-    /// The stack the caller ran on, restored when the generator switches
-    /// back (for the overflow report).
-    caller_header: Cell<*const StackHeader>,
     /// The generator's own stack (its header), for `yield_` to check that
     /// it runs there.
     header: *const StackHeader,
@@ -271,7 +268,6 @@ impl<'a, T> Generator<'a, T> {
             value: Cell::new(None),
             cancel: Cell::new(false),
             panic: Cell::new(None),
-            caller_header: Cell::new(ptr::null()),
             header: stack.header(),
         });
         let (guard_lo, guard_hi) = stack.guard();
@@ -335,7 +331,7 @@ impl<'a, T> Generator<'a, T> {
         self.state = State::Running;
         let control = &*self.control;
         // `header` is the generator's stack's, which it keeps until it ends.
-        control.caller_header.set(enter_stack(control.header));
+        let caller_header = enter_stack(control.header);
         // The generator is suspended (checked above), so `generator_sp`
         // holds a context saved by `suspend` (or built by
         // `init_generator_stack`) on a
@@ -347,7 +343,7 @@ impl<'a, T> Generator<'a, T> {
         // SAFETY: as just argued.
         let finished =
             unsafe { arch::resume(control.caller_sp.as_ptr(), control.generator_sp.get(), 0) };
-        leave_stack(control.caller_header.get());
+        leave_stack(caller_header);
         if finished == 0 {
             self.state = State::Suspended;
             return true;
