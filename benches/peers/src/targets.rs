@@ -89,6 +89,10 @@ pub fn run() {
         .filter(|&n: &usize| n > 0)
         .unwrap_or(5);
     println!("\nIssue 20's targets: fibra / reference per pair, median of {n} pairs (min-max)");
+    // The switch rows' ratios depend on the CPU, not only on the code
+    // (`stmxcsr` and corosensei's round trip cost differently on Zen 2 and
+    // Zen 4): say which one this run had.
+    println!("  on {}", cpu());
     println!(
         "  {:<44} {:>9} {:<6} {:<24} {:>9} {:>7}",
         "", "fibra", "", "reference", "", "ratio"
@@ -264,4 +268,24 @@ fn million_rows(n: usize) {
         "  {:<44} {:>9.0} {:<6} {:<24} {:>9} ({:.0}-{:.0})  <= 4608 B: {}",
         "  resident memory per fiber", b, "B", "", "", lo, hi, verdict
     );
+}
+
+/// The CPU this runs on, as /proc/cpuinfo names it: vendor, family and
+/// model (decimal, as there), and the model name.
+fn cpu() -> String {
+    let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let field = |name: &str| {
+        info.lines()
+            .find(|l| l.split(':').next().is_some_and(|k| k.trim() == name))
+            .and_then(|l| l.split_once(':'))
+            .map_or("?", |(_, v)| v.trim())
+            .to_string()
+    };
+    format!(
+        "{} family {} model {} ({})",
+        field("vendor_id"),
+        field("cpu family"),
+        field("model"),
+        field("model name")
+    )
 }
