@@ -10,25 +10,28 @@
 # frame below, pushed by `fibra_0_1_switch` on the way out and popped on the way
 # back in (addresses grow upwards):
 #
-#     sp + 64  | ...caller's frame...          (16-byte aligned for a new fiber)
-#     sp + 56  | return address                 where `ret` resumes the context
-#     sp + 52  | x87 control word (16 bits) + 16 bits of padding
-#     sp + 48  | MXCSR (32 bits)
-#     sp + 40  | rbp
-#     sp + 32  | rbx
-#     sp + 24  | r12
-#     sp + 16  | r13
-#     sp +  8  | r14
-#     sp +  0  | r15                            <- saved stack pointer
+#     sp + 32  | ...caller's frame...          (16-byte aligned for a new fiber)
+#     sp + 24  | return address                 where `ret` resumes the context
+#     sp + 20  | x87 control word (16 bits) + 16 bits of padding
+#     sp + 16  | MXCSR (32 bits)
+#     sp +  8  | rbp
+#     sp +  0  | rbx                            <- saved stack pointer
 #
-# That is exactly the state the ABI makes callee-saved: rbx, rbp, r12-r15, rsp,
-# the control bits of MXCSR and the x87 control word. Everything else is
-# caller-saved, so the Rust caller has already spilled what it needs.
+# The ABI makes rbx, rbp, r12-r15, rsp, the control bits of MXCSR and the
+# x87 control word callee-saved. The routine keeps rbx, rbp and the FP
+# words itself; r12-r15 it leaves to its one caller, which calls it from
+# inline assembly that declares them clobbered (`switch` in
+# src/arch/x86_64.rs), so the compiler saves them only if they hold
+# something live (the non-inlined Rust function around that call saves
+# them for its own callers anyway: saving them here too was four pushes
+# and four pops a switch for nothing). Everything else is caller-saved.
+# So this routine is not a C function: nothing may call it but that block.
 #
 # A new fiber gets the same frame, built by `init_stack` in Rust: the return
-# address is `fibra_0_1_trampoline`, rbx holds the entry's data pointer, r12
-# the entry function, rbp is zero (frame-pointer walkers stop there), and the
-# FP words are the ABI defaults (MXCSR 0x1F80, x87 CW 0x037F).
+# address is `fibra_0_1_trampoline`, rbx holds the entry's data pointer, rbp
+# the entry function (the trampoline zeroes it, so frame-pointer walkers
+# stop there), and the FP words are the ABI defaults (MXCSR 0x1F80, x87 CW
+# 0x037F).
 
 # ## Why `ret` and not `jmp`
 #
@@ -68,66 +71,48 @@
 
     .text
 
-# The first half of the switch: push the outgoing context's frame, store
-# its stack pointer through rdi and load rsi's. The outgoing FP words are
-# saved in the frame and the x87 one is left in ecx for the second half.
-    .macro fibra_0_1_save_and_load
+# usize fibra_0_1_switch(void **save_sp /* rdi */, void *load_sp /* rsi */, usize arg /* rdx */)
+#
+# Saves the current context, writes its stack pointer to *save_sp, resumes the
+# context whose stack pointer is load_sp and returns `arg` in *that* context
+# (as the return value of its own call to fibra_0_1_switch, or in rax for
+# the trampoline of a new fiber). Clobbers r12-r15 (see "The switch frame").
+    .globl fibra_0_1_switch
+    .hidden fibra_0_1_switch
+    .type fibra_0_1_switch,@function
+    .p2align 4
+fibra_0_1_switch:
+    .cfi_startproc
     # Save MXCSR and the x87 control word of the outgoing context first...
     subq $8, %rsp
     .cfi_adjust_cfa_offset 8
     stmxcsr (%rsp)
     fnstcw 4(%rsp)
-    # ...then its callee-saved registers.
+    # ...then rbp and rbx.
     pushq %rbp
     .cfi_adjust_cfa_offset 8
     .cfi_rel_offset %rbp, 0
     pushq %rbx
     .cfi_adjust_cfa_offset 8
     .cfi_rel_offset %rbx, 0
-    pushq %r12
-    .cfi_adjust_cfa_offset 8
-    .cfi_rel_offset %r12, 0
-    pushq %r13
-    .cfi_adjust_cfa_offset 8
-    .cfi_rel_offset %r13, 0
-    pushq %r14
-    .cfi_adjust_cfa_offset 8
-    .cfi_rel_offset %r14, 0
-    pushq %r15
-    .cfi_adjust_cfa_offset 8
-    .cfi_rel_offset %r15, 0
     # The outgoing x87 control word, to compare with the incoming one.
-    movzwl 52(%rsp), %ecx
+    movzwl 20(%rsp), %ecx
     # The switch itself. The incoming stack holds a frame of the same layout,
     # so the CFI above stays true: an unwinder stopped here walks the incoming
     # context instead of the outgoing one, and both are well formed.
     movq %rsp, (%rdi)
     movq %rsi, %rsp
-    .endm
 
-# The second half: load the incoming context's MXCSR, and its x87 control
-# word if it differs from the outgoing one in ecx; pop its registers and
-# resume it.
-    .macro fibra_0_1_restore_and_resume
+    # A fiber's final switch (the trampoline) joins here by a jump, with the
+    # outgoing x87 control word in ecx.
+fibra_0_1_switch_tail:
     # MXCSR is loaded every time (cheap); the x87 control word only if it
     # differs from the outgoing one (`fldcw` is not).
-    ldmxcsr 48(%rsp)
-    cmpw 52(%rsp), %cx
+    ldmxcsr 16(%rsp)
+    cmpw 20(%rsp), %cx
     jne 4f
 3:
     .cfi_remember_state
-    popq %r15
-    .cfi_adjust_cfa_offset -8
-    .cfi_restore %r15
-    popq %r14
-    .cfi_adjust_cfa_offset -8
-    .cfi_restore %r14
-    popq %r13
-    .cfi_adjust_cfa_offset -8
-    .cfi_restore %r13
-    popq %r12
-    .cfi_adjust_cfa_offset -8
-    .cfi_restore %r12
     popq %rbx
     .cfi_adjust_cfa_offset -8
     .cfi_restore %rbx
@@ -150,28 +135,8 @@
     .cfi_restore_state
     # Out-of-line, rarely taken: the incoming context runs with other FP modes.
 4:
-    fldcw 52(%rsp)
+    fldcw 20(%rsp)
     jmp 3b
-    .endm
-
-# usize fibra_0_1_switch(void **save_sp /* rdi */, void *load_sp /* rsi */, usize arg /* rdx */)
-#
-# Saves the current context, writes its stack pointer to *save_sp, resumes the
-# context whose stack pointer is load_sp and returns `arg` in *that* context
-# (as the return value of its own call to fibra_0_1_switch, or in rax for
-# the trampoline of a new fiber).
-    .globl fibra_0_1_switch
-    .hidden fibra_0_1_switch
-    .type fibra_0_1_switch,@function
-    .p2align 4
-fibra_0_1_switch:
-    .cfi_startproc
-    fibra_0_1_save_and_load
-
-    # A fiber's final switch (the trampoline) joins here by a jump, with the
-    # outgoing x87 control word in ecx.
-fibra_0_1_switch_tail:
-    fibra_0_1_restore_and_resume
     .cfi_endproc
     .size fibra_0_1_switch, .-fibra_0_1_switch
 
@@ -179,10 +144,10 @@ fibra_0_1_switch_tail:
 # the switch, and the last: see "A fiber's first and last switch" below.
 #
 # On entry: rax = the `arg` of the switch that started us, rbx = data pointer,
-# r12 = entry function
+# rbp = entry function
 # `extern "C" fn(arg: usize, data: *mut u8) -> (load_sp, arg)`, rsp 16-byte
 # aligned (so the call below leaves the callee's rsp at 8 mod 16, as the ABI
-# requires).
+# requires). rbp is zeroed before the call: frame-pointer walkers stop here.
 #
 # `.cfi_undefined rip` marks this frame as the root of the fiber's stack:
 # gdb, perf and std::backtrace stop here instead of walking into garbage.
@@ -203,7 +168,9 @@ fibra_0_1_switch_tail:
 fibra_0_1_trampoline:
     movq %rax, %rdi
     movq %rbx, %rsi
-    callq *%r12
+    movq %rbp, %rcx
+    xorl %ebp, %ebp
+    callq *%rcx
     # The entry has returned, in rax and rdx, the context to resume for good
     # and the `arg` it gets: the fiber's final switch. This context is never
     # resumed, so nothing of it is saved: only its x87 control word is read,
@@ -370,8 +337,3 @@ fibra_0_1_generator_trampoline:
     jmp fibra_0_1_resume_tail
     .cfi_endproc
     .size fibra_0_1_generator_trampoline, .-fibra_0_1_generator_trampoline
-
-# The macros are ours alone: undefine them, so that they cannot clash with
-# assembly that follows this file in the same module.
-    .purgem fibra_0_1_save_and_load
-    .purgem fibra_0_1_restore_and_resume

@@ -17,10 +17,10 @@ fn main() {
     for line in [
         "    stmxcsr (%rsp)\n",
         "    fnstcw 4(%rsp)\n",
-        "    movzwl 52(%rsp), %ecx\n",
+        "    movzwl 20(%rsp), %ecx\n",
         "    movzwl 4(%rsp), %ecx\n",
-        "    ldmxcsr 48(%rsp)\n",
-        "    cmpw 52(%rsp), %cx\n",
+        "    ldmxcsr 16(%rsp)\n",
+        "    cmpw 20(%rsp), %cx\n",
         "    jne 4f\n",
     ] {
         assert!(
@@ -32,7 +32,7 @@ fn main() {
     // The floor of any switch that keeps MXCSR: it is stored (the dear
     // `stmxcsr`) and never loaded back, so nothing waits for it; the x87
     // word is kept as shipped.
-    let ldmxcsr = "    ldmxcsr 48(%rsp)\n";
+    let ldmxcsr = "    ldmxcsr 16(%rsp)\n";
     assert!(
         full.contains(ldmxcsr),
         "asm/x86_64.S changed: update build.rs"

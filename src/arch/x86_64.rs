@@ -1,23 +1,27 @@
 //! The Rust face of `asm/x86_64.S`.
 //!
 //! The register contract, repeated from the assembly: `fibra_0_1_switch`
-//! saves rbx, rbp, r12–r15, the return address, MXCSR and the x87 control
-//! word on the outgoing stack, stores that stack pointer through `save_sp`,
-//! loads `load_sp`, pops the same frame from it, and returns `arg` there.
-//! Every other register is caller-saved, and Rust already treats it as
-//! clobbered by a call to an `extern "C"` function.
+//! saves rbx, rbp, the return address, MXCSR and the x87 control word on
+//! the outgoing stack, stores that stack pointer through `save_sp`, loads
+//! `load_sp`, pops the same frame from it, and returns `arg` there. It
+//! clobbers r12–r15 and every caller-saved register: [`switch`] calls it
+//! from inline assembly that says so, and the compiler saves what it has
+//! live (the routine is not a C function, and nothing else calls it).
 //!
 //! A generator's switches ([`resume`], [`suspend`]) save only rbx, rbp and
-//! the resume point, in a frame of three words; they are inline assembly
-//! that declares every other register clobbered, r12–r15 included, so the
-//! compiler saves only what it has live across them.
+//! the resume point, in a frame of three words, the same way: inline
+//! assembly that declares every other register clobbered, r12–r15
+//! included.
 
 use std::arch::{asm, global_asm};
 
 global_asm!(include_str!("../../asm/x86_64.S"), options(att_syntax));
 
 unsafe extern "C" {
-    fn fibra_0_1_switch(save_sp: *mut *mut u8, load_sp: *mut u8, arg: usize) -> usize;
+    /// Not a C function (it clobbers r12–r15): called from [`switch`]'s
+    /// inline assembly only (rdi: `save_sp`, rsi: `load_sp`, rdx: `arg`;
+    /// returns in rax).
+    fn fibra_0_1_switch();
     fn fibra_0_1_trampoline();
     /// Not a C function: it keeps only rbx and rbp, so it is called from
     /// [`resume`]'s inline assembly only (rdi: `save_sp`, rsi: `load_sp`,
@@ -49,8 +53,8 @@ pub(crate) struct FinalSwitch {
 /// that the System V ABI gives a new thread, packed as the frame stores them.
 const DEFAULT_FP_WORDS: u64 = 0x1F80 | (0x037F << 32);
 
-/// Bytes of the switch frame: six registers, FP words, return address.
-const FRAME_BYTES: usize = 8 * 8;
+/// Bytes of the switch frame: rbx, rbp, FP words, return address.
+const FRAME_BYTES: usize = 4 * 8;
 
 /// Bytes of a generator's frame: rbx, rbp, resume point.
 const GENERATOR_FRAME_BYTES: usize = 3 * 8;
@@ -104,19 +108,15 @@ pub(crate) unsafe fn init_stack(top: *mut u8, entry: EntryFn, data: *mut u8) -> 
         "fiber stack top must be 16-byte aligned"
     );
     let sp = top.wrapping_sub(FRAME_BYTES).cast::<u64>();
-    let frame: [u64; 8] = [
-        0,                                        // r15
-        0,                                        // r14
-        0,                                        // r13
-        entry as *const () as u64,                // r12: the entry function
-        data as usize as u64,                     // rbx: its data
-        0,                                        // rbp: the end of the frame-pointer chain
+    let frame: [u64; 4] = [
+        data as usize as u64,                     // rbx: the entry's data
+        entry as *const () as u64,                // rbp: the entry function
         DEFAULT_FP_WORDS,                         // MXCSR, x87 control word
         fibra_0_1_trampoline as *const () as u64, // where the first `ret` goes
     ];
     // SAFETY: the caller guarantees 64 writable bytes below `top`, and `top`
     // is 16-byte aligned, so `sp` is 8-byte aligned for the u64 writes.
-    unsafe { sp.cast::<[u64; 8]>().write(frame) };
+    unsafe { sp.cast::<[u64; 4]>().write(frame) };
     sp.cast()
 }
 
@@ -162,9 +162,31 @@ pub(crate) unsafe fn init_generator_stack(top: *mut u8, entry: EntryFn, data: *m
 /// may cross the switch (fiber entries catch every panic).
 #[inline(always)]
 pub(crate) unsafe fn switch(save_sp: *mut *mut u8, load_sp: *mut u8, arg: usize) -> usize {
-    // SAFETY: forwarded from the caller; the routine follows the C ABI and
-    // preserves every callee-saved register of this context.
-    unsafe { fibra_0_1_switch(save_sp, load_sp, arg) }
+    let got: usize;
+    // SAFETY: forwarded from the caller. The routine writes `*save_sp` and
+    // the frame it pushes below the return address of the call, which the
+    // block may use (no `nostack`; rsp is aligned for a call on entry, as
+    // Rust guarantees); every register it or the contexts that run before
+    // this one resumes may change is declared clobbered, and it comes back
+    // (by a `ret` from another context's switch, or from the final switch
+    // of a fiber) with rbx, rbp, rsp and the FP control words as they were.
+    unsafe {
+        asm!(
+            "call {switch}",
+            switch = sym fibra_0_1_switch,
+            in("rdi") save_sp,
+            in("rsi") load_sp,
+            in("rdx") arg,
+            lateout("rax") got,
+            out("r12") _,
+            out("r13") _,
+            out("r14") _,
+            out("r15") _,
+            clobber_abi("C"),
+            options(att_syntax)
+        );
+    }
+    got
 }
 
 /// Enters a generator: like [`switch`], but the generator's context is

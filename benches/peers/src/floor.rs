@@ -25,16 +25,19 @@ global_asm!(
     options(att_syntax)
 );
 
+// Not C functions: the routine clobbers r12-r15, so it is called from
+// inline assembly that says so (see `ping_pong`), as fibra's `arch::switch`
+// calls it.
 unsafe extern "C" {
-    fn floor_full_switch(save: *mut *mut u8, load: *mut u8, arg: usize) -> usize;
+    fn floor_full_switch();
     fn floor_full_trampoline();
-    fn floor_nofp_switch(save: *mut *mut u8, load: *mut u8, arg: usize) -> usize;
+    fn floor_nofp_switch();
     fn floor_nofp_trampoline();
-    fn floor_store_switch(save: *mut *mut u8, load: *mut u8, arg: usize) -> usize;
+    fn floor_store_switch();
     fn floor_store_trampoline();
 }
 
-type SwitchFn = unsafe extern "C" fn(*mut *mut u8, *mut u8, usize) -> usize;
+type SwitchFn = unsafe extern "C" fn();
 
 /// The two contexts' saved stack pointers and the routine they use.
 struct Pair {
@@ -48,9 +51,22 @@ fn ping_pong(pair: *mut Pair, me: usize, rounds: u64) {
     for _ in 0..rounds {
         // SAFETY: the other context is suspended with its sp in the pair
         // (built by `run` or saved by its own switch), on a live stack.
+        // The routine keeps rbx, rbp and the FP words; everything else is
+        // declared clobbered, as in fibra's `arch::switch`.
         unsafe {
             let other = (*pair).sp[1 - me];
-            ((*pair).switch)(&raw mut (*pair).sp[me], other, 0);
+            std::arch::asm!(
+                "call {f}",
+                f = in(reg) (*pair).switch,
+                in("rdi") &raw mut (*pair).sp[me],
+                in("rsi") other,
+                in("rdx") 0usize,
+                out("r12") _,
+                out("r13") _,
+                out("r14") _,
+                out("r15") _,
+                clobber_abi("C"),
+            );
         }
     }
 }
@@ -69,18 +85,14 @@ fn run(switch: SwitchFn, trampoline: unsafe extern "C" fn()) -> f64 {
         sp: [std::ptr::null_mut(); 2],
         switch,
     };
-    let frame: [u64; 8] = [
-        0,
-        0,
-        0,
-        partner as *const () as u64,    // r12: entry
-        &raw mut pair as u64,           // rbx: its data
-        0,                              // rbp
+    let frame: [u64; 4] = [
+        &raw mut pair as u64,           // rbx: the entry's data
+        partner as *const () as u64,    // rbp: the entry
         0x1F80 | (0x037F << 32),        // MXCSR, x87 CW
         trampoline as *const () as u64, // first ret
     ];
-    let sp = (top - 64) as *mut [u64; 8];
-    // SAFETY: the 64 bytes below the 16-aligned top of `stack` are ours.
+    let sp = (top - 32) as *mut [u64; 4];
+    // SAFETY: the 32 bytes below the 16-aligned top of `stack` are ours.
     unsafe { sp.write(frame) };
     pair.sp[1] = sp.cast();
     let t = Instant::now();
