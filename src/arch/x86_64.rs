@@ -93,6 +93,33 @@ pub(crate) fn prefetch<const BYTES: usize>(p: *const u8) {
     }
 }
 
+/// Calls `$routine` (`fibra_0_1_switch` or `fibra_0_1_resume`) with
+/// `save_sp` in rdi, `load_sp` in rsi and `arg` in rdx, and evaluates to
+/// what it returns in rax. Both routines keep rbx, rbp and rsp only, so the
+/// block declares r12–r15 clobbered besides the C ABI's caller-saved
+/// registers, and the compiler saves around it only what it has live.
+/// Used inside `unsafe`, with the routines' own safety contracts.
+macro_rules! call_routine {
+    ($routine:ident, $save_sp:expr, $load_sp:expr, $arg:expr) => {{
+        let got: usize;
+        asm!(
+            "call {routine}",
+            routine = sym $routine,
+            in("rdi") $save_sp,
+            in("rsi") $load_sp,
+            in("rdx") $arg,
+            lateout("rax") got,
+            out("r12") _,
+            out("r13") _,
+            out("r14") _,
+            out("r15") _,
+            clobber_abi("C"),
+            options(att_syntax)
+        );
+        got
+    }};
+}
+
 /// Builds the first switch frame at the top of a fiber's stack and returns
 /// the stack pointer to hand to [`switch`].
 ///
@@ -162,7 +189,6 @@ pub(crate) unsafe fn init_generator_stack(top: *mut u8, entry: EntryFn, data: *m
 /// may cross the switch (fiber entries catch every panic).
 #[inline(always)]
 pub(crate) unsafe fn switch(save_sp: *mut *mut u8, load_sp: *mut u8, arg: usize) -> usize {
-    let got: usize;
     // SAFETY: forwarded from the caller. The routine writes `*save_sp` and
     // the frame it pushes below the return address of the call, which the
     // block may use (no `nostack`; rsp is aligned for a call on entry, as
@@ -170,23 +196,7 @@ pub(crate) unsafe fn switch(save_sp: *mut *mut u8, load_sp: *mut u8, arg: usize)
     // this one resumes may change is declared clobbered, and it comes back
     // (by a `ret` from another context's switch, or from the final switch
     // of a fiber) with rbx, rbp, rsp and the FP control words as they were.
-    unsafe {
-        asm!(
-            "call {switch}",
-            switch = sym fibra_0_1_switch,
-            in("rdi") save_sp,
-            in("rsi") load_sp,
-            in("rdx") arg,
-            lateout("rax") got,
-            out("r12") _,
-            out("r13") _,
-            out("r14") _,
-            out("r15") _,
-            clobber_abi("C"),
-            options(att_syntax)
-        );
-    }
-    got
+    unsafe { call_routine!(fibra_0_1_switch, save_sp, load_sp, arg) }
 }
 
 /// Enters a generator: like [`switch`], but the generator's context is
@@ -207,30 +217,13 @@ pub(crate) unsafe fn switch(save_sp: *mut *mut u8, load_sp: *mut u8, arg: usize)
 /// frame of another layout.
 #[inline(always)]
 pub(crate) unsafe fn resume(save_sp: *mut *mut u8, load_sp: *mut u8, arg: usize) -> usize {
-    let got: usize;
     // SAFETY: forwarded from the caller. The routine writes `*save_sp` and
     // the 24 bytes it pushes below the return address of the call, which
     // the block may use (no `nostack`; rsp is aligned for a call on entry,
     // as Rust guarantees); every register it or the generator may change
     // is declared clobbered, and it comes back (by the `ret` of
     // `fibra_0_1_resume_tail`) with rbx, rbp and rsp as they were.
-    unsafe {
-        asm!(
-            "call {resume}",
-            resume = sym fibra_0_1_resume,
-            in("rdi") save_sp,
-            in("rsi") load_sp,
-            in("rdx") arg,
-            lateout("rax") got,
-            out("r12") _,
-            out("r13") _,
-            out("r14") _,
-            out("r15") _,
-            clobber_abi("C"),
-            options(att_syntax)
-        );
-    }
-    got
+    unsafe { call_routine!(fibra_0_1_resume, save_sp, load_sp, arg) }
 }
 
 /// Leaves a generator for the context that entered it with [`resume`],
