@@ -53,12 +53,6 @@ pub(crate) struct FinalSwitch {
 /// that the System V ABI gives a new thread, packed as the frame stores them.
 const DEFAULT_FP_WORDS: u64 = 0x1F80 | (0x037F << 32);
 
-/// Bytes of the switch frame: rbx, rbp, FP words, return address.
-const FRAME_BYTES: usize = 4 * 8;
-
-/// Bytes of a generator's frame: rbx, rbp, resume point.
-const GENERATOR_FRAME_BYTES: usize = 3 * 8;
-
 /// Bytes above a suspended context's stack pointer that its resumption
 /// touches first: the switch frame, then the frames of the park that made
 /// it (the scheduler's, the socket's wait, the read or write that waited).
@@ -129,22 +123,14 @@ macro_rules! call_routine {
 /// least 64 bytes below it that nothing else uses, and `data` must stay valid
 /// for whatever `entry` does with it.
 pub(crate) unsafe fn init_stack(top: *mut u8, entry: EntryFn, data: *mut u8) -> *mut u8 {
-    debug_assert_eq!(
-        top as usize % 16,
-        0,
-        "fiber stack top must be 16-byte aligned"
-    );
-    let sp = top.wrapping_sub(FRAME_BYTES).cast::<u64>();
-    let frame: [u64; 4] = [
+    let frame = [
         data as usize as u64,                     // rbx: the entry's data
         entry as *const () as u64,                // rbp: the entry function
         DEFAULT_FP_WORDS,                         // MXCSR, x87 control word
         fibra_0_1_trampoline as *const () as u64, // where the first `ret` goes
     ];
-    // SAFETY: the caller guarantees 64 writable bytes below `top`, and `top`
-    // is 16-byte aligned, so `sp` is 8-byte aligned for the u64 writes.
-    unsafe { sp.cast::<[u64; 4]>().write(frame) };
-    sp.cast()
+    // SAFETY: forwarded from the caller.
+    unsafe { write_first_frame(top, frame) }
 }
 
 /// Builds the first frame of a generator, to hand to [`resume`]: the
@@ -157,22 +143,30 @@ pub(crate) unsafe fn init_stack(top: *mut u8, entry: EntryFn, data: *mut u8) -> 
 ///
 /// As for [`init_stack`].
 pub(crate) unsafe fn init_generator_stack(top: *mut u8, entry: EntryFn, data: *mut u8) -> *mut u8 {
-    debug_assert_eq!(
-        top as usize % 16,
-        0,
-        "generator stack top must be 16-byte aligned"
-    );
-    let sp = top.wrapping_sub(GENERATOR_FRAME_BYTES).cast::<u64>();
-    let frame: [u64; 3] = [
+    let frame = [
         data as usize as u64,                               // rbx: the entry's data
         entry as *const () as u64,                          // rbp: the entry function
         fibra_0_1_generator_trampoline as *const () as u64, // the resume point
     ];
+    // SAFETY: forwarded from the caller.
+    unsafe { write_first_frame(top, frame) }
+}
+
+/// Writes the first frame of a context that has never run just below
+/// `top` and returns its address, the context's stack pointer. Once the
+/// frame is popped rsp is `top` again: 16-byte aligned when the trampoline
+/// calls the entry, as the ABI wants.
+///
+/// # Safety
+///
+/// As for [`init_stack`] (which also bounds the frame: 64 bytes at most).
+unsafe fn write_first_frame<const WORDS: usize>(top: *mut u8, frame: [u64; WORDS]) -> *mut u8 {
+    debug_assert_eq!(top as usize % 16, 0, "a stack top must be 16-byte aligned");
+    const { assert!(WORDS * 8 <= 64) };
+    let sp = top.wrapping_sub(WORDS * 8).cast::<[u64; WORDS]>();
     // SAFETY: the caller guarantees 64 writable bytes below `top`, and `top`
-    // is 16-byte aligned, so `sp` is 8-byte aligned for the u64 writes. (Once
-    // the three words are popped, rsp is `top` again: 16-byte aligned at
-    // the trampoline's call, as the ABI wants.)
-    unsafe { sp.cast::<[u64; 3]>().write(frame) };
+    // is 16-byte aligned, so `sp` is 8-byte aligned for the u64 writes.
+    unsafe { sp.write(frame) };
     sp.cast()
 }
 
@@ -189,13 +183,15 @@ pub(crate) unsafe fn init_generator_stack(top: *mut u8, entry: EntryFn, data: *m
 /// may cross the switch (fiber entries catch every panic).
 #[inline(always)]
 pub(crate) unsafe fn switch(save_sp: *mut *mut u8, load_sp: *mut u8, arg: usize) -> usize {
-    // SAFETY: forwarded from the caller. The routine writes `*save_sp` and
-    // the frame it pushes below the return address of the call, which the
-    // block may use (no `nostack`; rsp is aligned for a call on entry, as
-    // Rust guarantees); every register it or the contexts that run before
-    // this one resumes may change is declared clobbered, and it comes back
-    // (by a `ret` from another context's switch, or from the final switch
-    // of a fiber) with rbx, rbp, rsp and the FP control words as they were.
+    // The routine writes `*save_sp` and the frame it pushes below the
+    // return address of the call, which the block may use (no `nostack`;
+    // rsp is aligned for a call on entry, as Rust guarantees); every
+    // register it or the contexts that run before this one resumes may
+    // change is declared clobbered, and it comes back (by a `ret` from
+    // another context's switch, or from the final switch of a fiber) with
+    // rbx, rbp, rsp and the FP control words as they were.
+    // SAFETY: as just argued, with the caller's guarantees on `save_sp`
+    // and `load_sp`.
     unsafe { call_routine!(fibra_0_1_switch, save_sp, load_sp, arg) }
 }
 
@@ -217,12 +213,14 @@ pub(crate) unsafe fn switch(save_sp: *mut *mut u8, load_sp: *mut u8, arg: usize)
 /// frame of another layout.
 #[inline(always)]
 pub(crate) unsafe fn resume(save_sp: *mut *mut u8, load_sp: *mut u8, arg: usize) -> usize {
-    // SAFETY: forwarded from the caller. The routine writes `*save_sp` and
-    // the 24 bytes it pushes below the return address of the call, which
-    // the block may use (no `nostack`; rsp is aligned for a call on entry,
-    // as Rust guarantees); every register it or the generator may change
-    // is declared clobbered, and it comes back (by the `ret` of
-    // `fibra_0_1_resume_tail`) with rbx, rbp and rsp as they were.
+    // The routine writes `*save_sp` and the 24 bytes it pushes below the
+    // return address of the call, which the block may use (no `nostack`;
+    // rsp is aligned for a call on entry, as Rust guarantees); every
+    // register it or the generator may change is declared clobbered, and
+    // it comes back (by the `ret` of `fibra_0_1_resume_tail`) with rbx,
+    // rbp and rsp as they were.
+    // SAFETY: as just argued, with the caller's guarantees on `save_sp`
+    // and `load_sp`.
     unsafe { call_routine!(fibra_0_1_resume, save_sp, load_sp, arg) }
 }
 
