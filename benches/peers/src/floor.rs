@@ -45,29 +45,36 @@ struct Pair {
     switch: SwitchFn,
 }
 
+/// One switch to the other context of `pair`, from `me`.
+///
+/// The routine keeps rbx, rbp and the FP words; everything else is
+/// declared clobbered, as in fibra's `arch::switch`.
+#[inline(always)]
+fn switch_once(pair: *mut Pair, me: usize) {
+    // SAFETY: the other context is suspended with its sp in the pair
+    // (built by `run` or saved by its own switch), on a live stack.
+    unsafe {
+        let other = (*pair).sp[1 - me];
+        std::arch::asm!(
+            "call {f}",
+            f = in(reg) (*pair).switch,
+            in("rdi") &raw mut (*pair).sp[me],
+            in("rsi") other,
+            in("rdx") 0usize,
+            out("r12") _,
+            out("r13") _,
+            out("r14") _,
+            out("r15") _,
+            clobber_abi("C"),
+        );
+    }
+}
+
 /// Both contexts run this loop, so both call the routine from one site.
 #[inline(never)]
 fn ping_pong(pair: *mut Pair, me: usize, rounds: u64) {
     for _ in 0..rounds {
-        // SAFETY: the other context is suspended with its sp in the pair
-        // (built by `run` or saved by its own switch), on a live stack.
-        // The routine keeps rbx, rbp and the FP words; everything else is
-        // declared clobbered, as in fibra's `arch::switch`.
-        unsafe {
-            let other = (*pair).sp[1 - me];
-            std::arch::asm!(
-                "call {f}",
-                f = in(reg) (*pair).switch,
-                in("rdi") &raw mut (*pair).sp[me],
-                in("rsi") other,
-                in("rdx") 0usize,
-                out("r12") _,
-                out("r13") _,
-                out("r14") _,
-                out("r15") _,
-                clobber_abi("C"),
-            );
-        }
+        switch_once(pair, me);
     }
 }
 
@@ -77,7 +84,35 @@ unsafe extern "C" fn partner(_arg: usize, pair: *mut u8) -> ! {
     }
 }
 
-fn run(switch: SwitchFn, trampoline: unsafe extern "C" fn()) -> f64 {
+/// A yield as a fiber makes it, with no scheduler: a function of its own
+/// that switches and returns to its caller.
+#[inline(never)]
+fn yield_once(pair: *mut Pair, me: usize) {
+    switch_once(pair, me);
+}
+
+/// The measuring context's loop of `yield_once`, a call site of its own.
+#[inline(never)]
+fn loop_here(pair: *mut Pair, _me: usize, rounds: u64) {
+    for _ in 0..rounds {
+        yield_once(pair, 0);
+    }
+}
+
+/// The partner's loop, another call site: each return from `yield_once`
+/// lands where the other context's call left the return stack pointing,
+/// as `yield_now` between two fibers' loops does.
+unsafe extern "C" fn partner_elsewhere(_arg: usize, pair: *mut u8) -> ! {
+    loop {
+        yield_once(pair.cast(), 1);
+        std::hint::black_box(());
+    }
+}
+
+type LoopFn = fn(*mut Pair, usize, u64);
+type EntryFn = unsafe extern "C" fn(usize, *mut u8) -> !;
+
+fn run(switch: SwitchFn, trampoline: unsafe extern "C" fn(), main: LoopFn, entry: EntryFn) -> f64 {
     const ROUNDS: u64 = 20_000_000;
     let stack = vec![0u8; 64 << 10];
     let top = (stack.as_ptr() as usize + stack.len()) & !15;
@@ -87,7 +122,7 @@ fn run(switch: SwitchFn, trampoline: unsafe extern "C" fn()) -> f64 {
     };
     let frame: [u64; 4] = [
         &raw mut pair as u64,           // rbx: the entry's data
-        partner as *const () as u64,    // rbp: the entry
+        entry as *const () as u64,      // rbp: the entry
         0x1F80 | (0x037F << 32),        // MXCSR, x87 CW
         trampoline as *const () as u64, // first ret
     ];
@@ -96,7 +131,7 @@ fn run(switch: SwitchFn, trampoline: unsafe extern "C" fn()) -> f64 {
     unsafe { sp.write(frame) };
     pair.sp[1] = sp.cast();
     let t = Instant::now();
-    ping_pong(&raw mut pair, 0, ROUNDS);
+    main(&raw mut pair, 0, ROUNDS);
     let ns = t.elapsed().as_nanos() as f64 / ROUNDS as f64;
     // The partner stays suspended on `stack` forever: never free it.
     std::mem::forget(stack);
@@ -104,17 +139,35 @@ fn run(switch: SwitchFn, trampoline: unsafe extern "C" fn()) -> f64 {
 }
 
 pub fn with_fp_words() -> f64 {
-    run(floor_full_switch, floor_full_trampoline)
+    run(floor_full_switch, floor_full_trampoline, ping_pong, partner)
 }
 
 pub fn without_fp_words() -> f64 {
-    run(floor_nofp_switch, floor_nofp_trampoline)
+    run(floor_nofp_switch, floor_nofp_trampoline, ping_pong, partner)
 }
 
 /// The floor of any switch that keeps each context's MXCSR: the routine
 /// that stores it (`stmxcsr`, which must be) and never loads it back.
 pub fn mxcsr_stored_only() -> f64 {
-    run(floor_store_switch, floor_store_trampoline)
+    run(
+        floor_store_switch,
+        floor_store_trampoline,
+        ping_pong,
+        partner,
+    )
+}
+
+/// The floor of `yield_now` between two fibers with no scheduler: fibra's
+/// routine as shipped, each context switching from a function of its own
+/// called from a loop of its own, so each return to a loop mispredicts as
+/// it does between two fibers. Per round trip (two yields).
+pub fn two_sites() -> f64 {
+    run(
+        floor_full_switch,
+        floor_full_trampoline,
+        loop_here,
+        partner_elsewhere,
+    )
 }
 
 /// What keeping a context's MXCSR costs a round trip at the least: the two

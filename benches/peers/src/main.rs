@@ -422,6 +422,7 @@ fn main() {
                 ("  same, without FP control words", measure(floor::without_fp_words)),
                 ("  same, MXCSR stored, never loaded", measure(floor::mxcsr_stored_only)),
                 ("  two MXCSR reads (stmxcsr) alone", measure(floor::two_mxcsr_reads)),
+                ("  same routine, two call sites (no scheduler)", measure(floor::two_sites)),
                 ("may yield_now (1 worker)", measure(may_yield)),
                 ("tokio yield_now (current_thread)", measure(tokio_yield)),
             ],

@@ -138,6 +138,15 @@ fn switch_rows(n: usize) {
         "corosensei resume+susp.",
         2.0,
     );
+    // The same switches with no scheduler: fibra's routine called from a
+    // function of each context's own loop, whose returns mispredict as
+    // those of two fibers' loops do (see `floor::two_sites`).
+    Pairs::measure(n, || floor::two_sites() / 2.0, coro).print(
+        "  its floor: the routine, two call sites",
+        "ns",
+        "corosensei resume+susp.",
+        2.0,
+    );
 }
 
 /// A load generator of `echo`: port, connections, message size.
