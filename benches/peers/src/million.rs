@@ -40,7 +40,16 @@ pub fn child(kind: &str, n: usize) {
 /// parks: the time from the first spawn until all are parked.
 fn fibra_spawn(n: usize) -> (f64, f64) {
     let mut out = (0.0, 0.0);
-    fibra::run(|| {
+    // `NO_WATCHDOG=1`: a runtime without the stall warning, so without the
+    // watchdog thread (a process of one thread, as the reference's).
+    let rt = if std::env::var_os("NO_WATCHDOG").is_some_and(|v| v == "1") {
+        fibra::Runtime::builder().stall_warning(Duration::MAX)
+    } else {
+        fibra::Runtime::builder()
+    }
+    .build()
+    .expect("runtime");
+    rt.block_on(|| {
         let before = rss_bytes();
         let t = Instant::now();
         for _ in 0..n {
