@@ -27,7 +27,7 @@ mod x86_64;
 #[cfg(target_arch = "x86_64")]
 pub(crate) use x86_64::{
     EntryFn, FinalSwitch, check_supported, init_generator_stack, init_stack, prefetch,
-    prefetch_frame,
+    prefetch_frame, probe_resume_frame,
 };
 #[cfg(all(target_arch = "x86_64", not(fibra_asan)))]
 pub(crate) use x86_64::{resume, suspend, switch};

