@@ -173,10 +173,10 @@ fn scan_child(kind: &str, depth: u32) -> Ending {
 }
 
 /// An overflow in the push of a switch, on the stack being left, is reported
-/// like any other: the scheduler records the stack it switches to before
-/// the switch pushes its frame on the one it leaves (and the one it leaves
-/// too), and a generator's resume probes the bytes it will push before it
-/// records the generator's stack. Every depth around the first one that overflows must end either
+/// like any other: a fiber's switch and a generator's resume read the
+/// lowest byte they will push on the stack they leave before they record
+/// the stack they go to, so the overflow faults while the stack left is
+/// still the one recorded. Every depth around the first one that overflows must end either
 /// fine or with the fiber's report, never in a bare SIGSEGV. (The window is
 /// a few bytes wide: CI runs this test in release too, where frames are
 /// smallest.)

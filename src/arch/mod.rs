@@ -26,8 +26,8 @@ pub(crate) mod syscall;
 mod x86_64;
 #[cfg(target_arch = "x86_64")]
 pub(crate) use x86_64::{
-    EntryFn, FinalSwitch, check_supported, init_generator_stack, init_stack, prefetch,
-    prefetch_frame, probe_resume_frame,
+    EntryFn, FinalSwitch, RESUME_PUSHES, SWITCH_PUSHES, check_supported, init_generator_stack,
+    init_stack, prefetch, prefetch_frame, probe_pushes,
 };
 #[cfg(all(target_arch = "x86_64", not(fibra_asan)))]
 pub(crate) use x86_64::{resume, suspend, switch};

@@ -87,20 +87,26 @@ pub(crate) fn prefetch<const BYTES: usize>(p: *const u8) {
     }
 }
 
-/// Reads the lowest of the 24 bytes that a [`resume`] made from the same
-/// frame pushes on this stack (the call's return address, then rbp and
-/// rbx), so that if they would run off the stack, the fault comes here,
-/// before anything else happens, and not in the routine. A caller that
-/// tells the overflow handler it is about to run on another stack probes
-/// first, and then need not say which stack it leaves (see
-/// `stack::overflow::set_running_probed`). Inlined: from a frame of its
-/// own it would probe deeper, which only makes it stricter.
+/// Bytes a [`switch`] pushes on the stack it leaves, below the stack
+/// pointer of the code that calls it: the call's return address, the FP
+/// control words, rbp and rbx.
+pub(crate) const SWITCH_PUSHES: usize = 32;
+
+/// Bytes a [`resume`] pushes on its caller's stack: the call's return
+/// address, rbp and rbx.
+pub(crate) const RESUME_PUSHES: usize = 24;
+
+/// Reads the lowest of the `BYTES` below the stack pointer, which a switch
+/// made from the same frame is about to push (see [`SWITCH_PUSHES`] and
+/// [`RESUME_PUSHES`]): if they would run off the stack, the fault comes
+/// here, before the switch, and not in the routine. Inlined: from a frame
+/// of its own it would probe deeper, which only makes it stricter.
 #[inline(always)]
-pub(crate) fn probe_resume_frame() {
-    // SAFETY: reads a byte 24 below the stack pointer, in the area a block
-    // without `nostack` may use, and keeps nothing; it can only fault,
-    // on a stack that has run out, which is what it is for.
-    unsafe { asm!("cmpb $0, -24(%rsp)", options(att_syntax, readonly)) };
+pub(crate) fn probe_pushes<const BYTES: usize>() {
+    // SAFETY: reads a byte `BYTES` below the stack pointer, in the area a
+    // block without `nostack` may use, and keeps nothing; it can only
+    // fault, on a stack that has run out, which is what it is for.
+    unsafe { asm!("cmpb $0, -{n}(%rsp)", n = const BYTES, options(att_syntax, readonly)) };
 }
 
 /// Calls `$routine` (`fibra_0_1_switch` or `fibra_0_1_resume`) with

@@ -9,25 +9,11 @@ use crate::stack::{StackHeader, overflow};
 
 /// Tells the overflow handler which stack this thread now runs on (and so
 /// the runtime, which saves it when it switches the running fiber out);
-/// returns the previous one. Made right before `arch::resume`, whose
-/// pushes on the caller's stack it probes first: an overflow there faults
-/// while the caller's stack is still the running one.
-#[cfg(not(fibra_asan))]
+/// returns the previous one. Made right before `arch::resume`, with
+/// nothing in between (see `overflow::set_running`).
 #[inline(always)]
 pub(super) fn enter_stack(header: *const StackHeader) -> *const StackHeader {
-    arch::probe_resume_frame();
-    overflow::set_running_probed(header)
-}
-
-/// [`enter_stack`] when the switch tells AddressSanitizer about it: that
-/// runs ASan's own calls on the caller's stack between here and the
-/// switch, deeper than the probe reaches, so the stack left is recorded
-/// too, as a fiber's switch records it.
-#[cfg(fibra_asan)]
-#[inline(always)]
-pub(super) fn enter_stack(header: *const StackHeader) -> *const StackHeader {
-    arch::probe_resume_frame();
-    overflow::set_running(header)
+    overflow::set_running::<{ arch::RESUME_PUSHES }>(header)
 }
 
 /// Tells the overflow handler (and the runtime) that the thread is back on

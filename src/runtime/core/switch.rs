@@ -81,8 +81,9 @@ impl Core {
         // The watchdog's one store per switch (see `runtime::watch`).
         self.shared.watch.publish(meta);
         // The stack `from` runs on (its own, or a generator's it is inside)
-        // is kept for when it runs again.
-        let from_header = overflow::set_running(header);
+        // is kept for when it runs again. Nothing below pushes on it before
+        // the switch does (see `overflow::set_running`).
+        let from_header = overflow::set_running::<{ arch::SWITCH_PUSHES }>(header);
         // `from_rec` points into the slab as it is now: nothing above can
         // grow it (no user code runs in here).
         // SAFETY: as argued just above; `from` is in bounds (see there).
