@@ -176,10 +176,10 @@ fn scan_child(kind: &str, depth: u32) -> Ending {
 /// like any other: a fiber's switch and a generator's resume read the
 /// lowest byte they will push on the stack they leave before they record
 /// the stack they go to, so the overflow faults while the stack left is
-/// still the one recorded. Every depth around the first one that overflows must end either
-/// fine or with the fiber's report, never in a bare SIGSEGV. (The window is
-/// a few bytes wide: CI runs this test in release too, where frames are
-/// smallest.)
+/// still the one recorded. Every depth around the first one that overflows
+/// must end either fine or with the fiber's report, never in a bare
+/// SIGSEGV. (The window is a few bytes wide: CI runs this test in release
+/// too, where frames are smallest.)
 #[test]
 fn overflow_during_a_switch_is_reported_at_every_depth() {
     if is_child("overflow_during_a_switch_is_reported_at_every_depth") {
