@@ -187,13 +187,21 @@ pub(crate) fn take(usable: usize) -> io::Result<Stack> {
             .or_else(|| pool.cold.pop())
             .ok_or(pool.chunks)
     });
-    let count = match pooled {
+    let (count, in_burst) = match pooled {
         Ok(Ok(stack)) => return Ok(stack),
-        Ok(Err(mapped)) => chunk_len(usable, mapped),
+        Ok(Err(mapped)) => (chunk_len(usable, mapped), mapped >= CHUNKS_PER_DOUBLING),
         // The thread is exiting: there is no pool to keep the rest in.
-        Err(_) => 1,
+        Err(_) => (1, false),
     };
     let mut fresh = Stack::map_chunk(usable, count)?;
+    if in_burst {
+        // This thread has run out of stacks of this size eight times: a
+        // burst of spawns is under way, and the stacks of this chunk will
+        // be taken in a row. Their top pages, faulted in together, cost
+        // less than a fault each (and at most one page each, 2 MiB for
+        // the largest chunk, before their fibers touch them anyway).
+        advice::populate_tops(&fresh);
+    }
     let stack = fresh.pop().expect("a chunk has at least one stack");
     let _ = POOLS.try_with(|pools| {
         let mut pools = pools.borrow_mut();
@@ -337,7 +345,7 @@ mod tests {
     use std::ptr;
 
     use super::*;
-    use crate::stack::{DEFAULT_STACK_SIZE, MIN_STACK_SIZE, validate_size};
+    use crate::stack::{DEFAULT_STACK_SIZE, MIN_STACK_SIZE, page_size, validate_size};
 
     #[test]
     fn chunks_grow_with_what_a_thread_maps_and_stay_bounded() {
@@ -351,6 +359,64 @@ mod tests {
         assert_eq!(chunk_len(4 << 20, 0), 4);
         assert_eq!(chunk_len(4 << 20, u32::MAX), 64);
         assert_eq!(chunk_len(1 << 30, u32::MAX), 1);
+    }
+
+    /// Whether the page at `addr` is resident (`mincore`).
+    fn resident(addr: *mut u8) -> bool {
+        let page = page_size();
+        let mut vec = 0u8;
+        // SAFETY: `addr` rounded down to its page lies in a mapping of
+        // ours (a stack's); `vec` has room for that one page's byte.
+        let rc = unsafe {
+            libc::mincore(
+                (addr as usize & !(page - 1)) as *mut libc::c_void,
+                page,
+                &raw mut vec,
+            )
+        };
+        assert_eq!(rc, 0, "mincore: {}", io::Error::last_os_error());
+        vec & 1 == 1
+    }
+
+    /// Whether this kernel populates through `process_madvise` (6.13).
+    fn kernel_populates() -> bool {
+        let page = page_size();
+        let stacks = Stack::map_chunk(validate_size(MIN_STACK_SIZE).unwrap(), 1).unwrap();
+        advice::populate_tops(&stacks);
+        resident(stacks[0].top().wrapping_sub(page))
+    }
+
+    #[test]
+    fn a_burst_faults_in_its_stacks_top_pages_together() {
+        // On a thread of its own: the pool is per thread and starts empty.
+        std::thread::spawn(|| {
+            let size = validate_size(MIN_STACK_SIZE).unwrap();
+            // The first chunks are left alone: a program with a few fibers
+            // commits no page of a stack it has not used.
+            let first = take(size).unwrap();
+            let second = take(size).unwrap();
+            assert!(
+                !resident(second.top().wrapping_sub(1)),
+                "an early chunk was populated"
+            );
+            let mut held = vec![first, second];
+            // The stacks of eight chunks, then one from the ninth.
+            while held.len() < CHUNK * CHUNKS_PER_DOUBLING as usize + 1 {
+                held.push(take(size).unwrap());
+            }
+            let next = take(size).unwrap();
+            assert_eq!(
+                resident(next.top().wrapping_sub(1)),
+                kernel_populates(),
+                "a stack of the ninth chunk, not yet used: its top page is \
+                 resident exactly when the kernel can populate"
+            );
+            // The page below the top one is left to the fiber.
+            assert!(!resident(next.top().wrapping_sub(page_size() + 1)));
+            held.push(next);
+        })
+        .join()
+        .unwrap();
     }
 
     fn pooled(usable: usize) -> (usize, usize, usize) {
