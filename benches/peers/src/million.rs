@@ -11,7 +11,11 @@
 //! memory it added per fiber.
 
 use std::process::Command;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+
+/// How long each of fibra's fibers sleeps, in seconds.
+static SLEEP_SECS: AtomicU64 = AtomicU64::new(1);
 
 const FIBERS: usize = 1_000_000;
 const RUNS: usize = 5;
@@ -24,14 +28,18 @@ fn rss_bytes() -> u64 {
     pages * 4096
 }
 
-/// The child's half: `million-child fibra|pages N`. Prints
+/// The child's half: `million-child fibra|pages|guarded|populated N`. Prints
 /// "seconds bytes-per-fiber" and exits.
 pub fn child(kind: &str, n: usize) {
     let (secs, bytes) = match kind {
         "fibra" => fibra_spawn(n),
         "pages" => touch_pages(n, false),
         "guarded" => touch_pages(n, true),
-        _ => panic!("million-child: fibra or pages"),
+        "populated" => {
+            POPULATE.store(1, Ordering::Relaxed);
+            touch_pages(n, true)
+        }
+        _ => panic!("million-child: fibra, pages, guarded or populated"),
     };
     println!("{secs} {bytes}");
 }
@@ -50,10 +58,19 @@ fn fibra_spawn(n: usize) -> (f64, f64) {
     .build()
     .expect("runtime");
     rt.block_on(|| {
+        // `SLEEP_SECS`: how long each fiber sleeps (1 s unless set). A
+        // burst that takes longer than the sleep also wakes and ends its
+        // first fibers before it is over. (Read from a static, so that
+        // the closure stays empty: a capture would grow each fiber's
+        // deferred start.)
+        SLEEP_SECS.store(
+            std::env::var("SLEEP_SECS").map_or(1, |s| s.parse().expect("SLEEP_SECS")),
+            Ordering::Relaxed,
+        );
         let before = rss_bytes();
         let t = Instant::now();
         for _ in 0..n {
-            fibra::spawn(|| fibra::sleep(Duration::from_secs(1)));
+            fibra::spawn(|| fibra::sleep(Duration::from_secs(SLEEP_SECS.load(Ordering::Relaxed))));
         }
         // The root goes behind every new fiber: each starts and parks.
         fibra::yield_now();
@@ -104,6 +121,38 @@ fn guard_chunk(pidfd: libc::c_int, base: *mut u8, first: usize) {
     );
 }
 
+/// `MADV_POPULATE_WRITE` (Linux 5.14; in `process_madvise` since 6.13).
+const MADV_POPULATE_WRITE: libc::c_int = 23;
+
+/// Set by the `populated` kind: each chunk's top pages are faulted in by
+/// one `process_madvise` before the loop writes them, as fibra does for
+/// the chunks of a burst.
+static POPULATE: AtomicU64 = AtomicU64::new(0);
+
+/// Faults in the top page of each of the `CHUNK` slots from `first` on,
+/// in one `process_madvise` on our own pidfd.
+fn populate_chunk(pidfd: libc::c_int, base: *mut u8, first: usize) {
+    let iov: Vec<libc::iovec> = (first..first + CHUNK)
+        .map(|i| libc::iovec {
+            iov_base: base.wrapping_add((i + 1) * SLOT - 4096).cast(),
+            iov_len: 4096,
+        })
+        .collect();
+    // SAFETY: process_madvise reads `iov` (valid, CHUNK entries) and
+    // populates ranges inside our own mapping.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_process_madvise,
+            pidfd,
+            iov.as_ptr(),
+            iov.len(),
+            MADV_POPULATE_WRITE,
+            0,
+        )
+    };
+    assert!(rc >= 0, "populate: {}", std::io::Error::last_os_error());
+}
+
 /// Writes one byte at the top of each of `n` fresh 256 KiB slots (and,
 /// `guarded`, first installs a guard page at the base of each, a chunk of
 /// 32 at a time).
@@ -142,6 +191,9 @@ fn touch_pages(n: usize, guarded: bool) -> (f64, f64) {
     for i in 0..n {
         if guarded && i % CHUNK == 0 && i + CHUNK <= n {
             guard_chunk(pidfd, base, i);
+            if POPULATE.load(Ordering::Relaxed) == 1 {
+                populate_chunk(pidfd, base, i);
+            }
         }
         // SAFETY: inside the mapping: the last 64 bytes of slot i.
         unsafe { base.add((i + 1) * SLOT - 64).write_volatile(1) };
