@@ -25,7 +25,11 @@
 //!
 //! So, however many fibers came and went, a pool holds memory the kernel
 //! cannot take back for at most `WARM_CAPACITY` stacks, plus, for about a
-//! second at most, the stacks of fibers that just ended.
+//! second at most, the stacks of fibers that just ended, plus one page for
+//! each stack of a burst's newest chunk that no fiber has used yet: [`take`]
+//! faults in the top pages of a chunk mapped in a burst, and maps a chunk
+//! only when the pool is empty, so those are the stacks of one chunk (at
+//! most 512 pages, 2 MiB) per thread and stack size.
 
 use std::cell::RefCell;
 use std::io;
@@ -173,7 +177,9 @@ thread_local! {
 }
 
 /// A stack with `usable` bytes (validated by [`validate_size`]), from this
-/// thread's pool when one of that size is free.
+/// thread's pool when one of that size is free; else from a new chunk,
+/// whose stacks' top pages are faulted in together when this thread has
+/// mapped [`CHUNKS_PER_DOUBLING`] chunks of that size before (a burst).
 pub(crate) fn take(usable: usize) -> io::Result<Stack> {
     // A free stack, or how many chunks of this size were mapped before.
     let pooled = POOLS.try_with(|pools| {
