@@ -92,13 +92,37 @@ const MADV_GUARD_INSTALL: libc::c_int = 102;
 /// once a thread has mapped many (its first chunks are smaller).
 const CHUNK: usize = 512;
 
+/// `MADV_POPULATE_WRITE` (Linux 5.14; in `process_madvise` since 6.13).
+const MADV_POPULATE_WRITE: libc::c_int = 23;
+
+/// Set by the `populated` kind: each chunk's top pages are faulted in by
+/// one `process_madvise` before the loop writes them, as fibra does for
+/// the chunks of a burst.
+static POPULATE: AtomicU64 = AtomicU64::new(0);
+
 /// Installs a guard page at the base of each of the `CHUNK` slots from
-/// `first` on, in one `process_madvise` on our own pidfd, as fibra does
-/// for each chunk of stacks it maps.
+/// `first` on, as fibra does for each chunk of stacks it maps.
 fn guard_chunk(pidfd: libc::c_int, base: *mut u8, first: usize) {
+    advise_chunk(pidfd, base, first, 0, MADV_GUARD_INSTALL);
+}
+
+/// Faults in the top page of each of the `CHUNK` slots from `first` on.
+fn populate_chunk(pidfd: libc::c_int, base: *mut u8, first: usize) {
+    advise_chunk(pidfd, base, first, SLOT - 4096, MADV_POPULATE_WRITE);
+}
+
+/// `advice` for the page at `offset` in each of the `CHUNK` slots from
+/// `first` on, in one `process_madvise` on our own pidfd.
+fn advise_chunk(
+    pidfd: libc::c_int,
+    base: *mut u8,
+    first: usize,
+    offset: usize,
+    advice: libc::c_int,
+) {
     let iov: Vec<libc::iovec> = (first..first + CHUNK)
         .map(|i| libc::iovec {
-            iov_base: base.wrapping_add(i * SLOT).cast(),
+            iov_base: base.wrapping_add(i * SLOT + offset).cast(),
             iov_len: 4096,
         })
         .collect();
@@ -110,47 +134,15 @@ fn guard_chunk(pidfd: libc::c_int, base: *mut u8, first: usize) {
             pidfd,
             iov.as_ptr(),
             iov.len(),
-            MADV_GUARD_INSTALL,
+            advice,
             0,
         )
     };
     assert!(
         rc >= 0,
-        "process_madvise: {}",
+        "process_madvise({advice}): {}",
         std::io::Error::last_os_error()
     );
-}
-
-/// `MADV_POPULATE_WRITE` (Linux 5.14; in `process_madvise` since 6.13).
-const MADV_POPULATE_WRITE: libc::c_int = 23;
-
-/// Set by the `populated` kind: each chunk's top pages are faulted in by
-/// one `process_madvise` before the loop writes them, as fibra does for
-/// the chunks of a burst.
-static POPULATE: AtomicU64 = AtomicU64::new(0);
-
-/// Faults in the top page of each of the `CHUNK` slots from `first` on,
-/// in one `process_madvise` on our own pidfd.
-fn populate_chunk(pidfd: libc::c_int, base: *mut u8, first: usize) {
-    let iov: Vec<libc::iovec> = (first..first + CHUNK)
-        .map(|i| libc::iovec {
-            iov_base: base.wrapping_add((i + 1) * SLOT - 4096).cast(),
-            iov_len: 4096,
-        })
-        .collect();
-    // SAFETY: process_madvise reads `iov` (valid, CHUNK entries) and
-    // populates ranges inside our own mapping.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_process_madvise,
-            pidfd,
-            iov.as_ptr(),
-            iov.len(),
-            MADV_POPULATE_WRITE,
-            0,
-        )
-    };
-    assert!(rc >= 0, "populate: {}", std::io::Error::last_os_error());
 }
 
 /// Writes one byte at the top of each of `n` fresh 256 KiB slots (and,
