@@ -41,6 +41,7 @@ pub(crate) mod overflow;
 pub(crate) mod pin;
 mod pool;
 mod spare;
+mod unmap;
 
 pub(crate) use pool::{give_back, release_pending, release_stale_pending, take};
 pub(crate) use spare::Spare;

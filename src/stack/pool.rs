@@ -34,6 +34,7 @@
 use std::cell::RefCell;
 use std::io;
 
+use super::unmap::unmap;
 use super::{Stack, advice};
 
 /// How many free stacks a thread keeps with their memory, for reuse.
@@ -108,7 +109,7 @@ impl Pool {
 
     /// Marks the memory of up to [`RELEASE_BATCH`] pending stacks free and
     /// moves them to the cold tier; returns the stacks that did not fit
-    /// there, to [`unmap`].
+    /// there, to [`unmap`](super::unmap::unmap).
     fn release_pending(&mut self) -> Vec<Stack> {
         if self.pending.is_empty() {
             return Vec::new();
@@ -133,42 +134,6 @@ impl Drop for Pool {
         all.append(&mut self.cold);
         unmap(all);
     }
-}
-
-/// Unmaps stacks, one `munmap` per run of adjacent ones: the stacks of a
-/// chunk are adjacent, and unmapping them one by one would split a VMA
-/// each time (a million fibers ending took seconds that way).
-fn unmap(stacks: Vec<Stack>) {
-    if stacks.is_empty() {
-        return;
-    }
-    let ranges: Vec<(usize, usize)> = stacks
-        .into_iter()
-        .map(|stack| {
-            let range = (stack.base.as_ptr() as usize, stack.len);
-            std::mem::forget(stack); // unmapped below, as part of its run
-            range
-        })
-        .collect();
-    for (start, len) in runs(ranges) {
-        crate::arch::range_unmapped(start, start + len);
-        // SAFETY: each run is made of whole stacks we owned and have
-        // forgotten; no fiber runs on them.
-        unsafe { libc::munmap(start as *mut libc::c_void, len) };
-    }
-}
-
-/// Merges `(start, len)` ranges into runs of adjacent ones, sorted.
-fn runs(mut ranges: Vec<(usize, usize)>) -> Vec<(usize, usize)> {
-    ranges.sort_unstable();
-    let mut runs: Vec<(usize, usize)> = Vec::new();
-    for (base, len) in ranges {
-        match runs.last_mut() {
-            Some((start, run_len)) if *start + *run_len == base => *run_len += len,
-            _ => runs.push((base, len)),
-        }
-    }
-    runs
 }
 
 thread_local! {
@@ -227,7 +192,7 @@ pub(crate) fn take(usable: usize) -> io::Result<Stack> {
 /// Returns a stack whose fiber has ended to this thread's pool (see the
 /// module docs for the tiers).
 pub(crate) fn give_back(stack: Stack) {
-    let unmap = POOLS.try_with(|pools| {
+    let to_unmap = POOLS.try_with(|pools| {
         let mut pools = pools.borrow_mut();
         let usable = stack.usable();
         let i = match pools.iter().position(|p| p.usable == usable) {
@@ -252,10 +217,10 @@ pub(crate) fn give_back(stack: Stack) {
         }
     });
     // Outside the closure, so that munmap runs with the pool unborrowed.
-    if let Ok(stacks) = unmap
+    if let Ok(stacks) = to_unmap
         && !stacks.is_empty()
     {
-        self::unmap(stacks);
+        unmap(stacks);
     }
 }
 
@@ -330,12 +295,12 @@ fn release_pending_slow() -> bool {
             // Taken back by spawns since they were queued.
             return None;
         }
-        let unmap: Vec<Stack> = pools.iter_mut().flat_map(|p| p.release_pending()).collect();
-        Some((unmap, pools.iter().any(|p| !p.pending.is_empty())))
+        let to_unmap: Vec<Stack> = pools.iter_mut().flat_map(|p| p.release_pending()).collect();
+        Some((to_unmap, pools.iter().any(|p| !p.pending.is_empty())))
     });
     let left = match released {
-        Ok(Some((unmap, left))) => {
-            self::unmap(unmap);
+        Ok(Some((to_unmap, left))) => {
+            unmap(to_unmap);
             left
         }
         Ok(None) | Err(_) => false,
@@ -537,18 +502,5 @@ mod tests {
         assert_eq!(pooled(size).1, 10);
         release_stale_pending(|| now + RELEASE_GAP_NS);
         assert_eq!(pooled(size).1, 0);
-    }
-
-    #[test]
-    fn unmapping_coalesces_adjacent_stacks_in_any_order() {
-        let ranges = vec![(500, 100), (100, 100), (200, 100), (700, 50), (400, 100)];
-        assert_eq!(runs(ranges), vec![(100, 200), (400, 200), (700, 50)]);
-        // And the real thing: a chunk with a hole, unmapped out of order.
-        let mut stacks = Stack::map_chunk(validate_size(MIN_STACK_SIZE).unwrap(), 6).unwrap();
-        let kept = stacks.remove(2);
-        stacks.reverse();
-        unmap(stacks);
-        // SAFETY: the kept stack's usable memory is still ours.
-        unsafe { kept.top().sub(1).write(7) };
     }
 }
