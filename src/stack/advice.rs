@@ -96,9 +96,11 @@ fn unsupported(e: &io::Error) -> bool {
 /// run no longer interrupted by a fault.
 ///
 /// Best effort: where the kernel refuses (`process_madvise` takes this
-/// advice only since Linux 6.13) it is not tried again, and any other
-/// failure (a memory limit, no free fd for the pidfd) only means that the
-/// fibers fault their pages in as they run, as without this call.
+/// advice only since Linux 6.13), or a call stops part-way (which `batch`
+/// reports as `EINVAL`: a range it could not populate, under a memory
+/// limit say), it is not tried again in this process; any other failure
+/// (no free fd for the pidfd) skips this call only. Either way the fibers
+/// fault their pages in as they run, as without this call.
 pub(super) fn populate_tops(stacks: &[Stack]) {
     static SUPPORTED: AtomicU8 = AtomicU8::new(1);
     if SUPPORTED.load(Ordering::Relaxed) == 0 {
