@@ -196,6 +196,11 @@ fn cannot_spawn(e: std::io::Error) -> ! {
 ///     assert_eq!(turns.get(), 1);
 /// });
 /// ```
+// Inlined into the caller: one frame fewer between the caller and the
+// switch (`Core::switch_to`), so a yield does not pay the call, return and
+// five register saves and restores of a frame of its own (about 2 ns a
+// yield on the Zen 4 host: `-- switch`, README).
+#[inline]
 pub fn yield_now() {
     match context::current() {
         Some(core) => {
