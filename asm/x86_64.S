@@ -22,10 +22,10 @@
 # words itself; r12-r15 it leaves to its one caller, which calls it from
 # inline assembly that declares them clobbered (`switch` in
 # src/arch/x86_64.rs), so the compiler saves them only if they hold
-# something live (the non-inlined Rust function around that call saves
-# them for its own callers anyway: saving them here too was four pushes
-# and four pops a switch for nothing). Everything else is caller-saved.
-# So this routine is not a C function: nothing may call it but that block.
+# something live, and the function that parks (the block is inlined into
+# it) has saved them for its own callers in its prologue anyway.
+# Everything else is caller-saved. So this routine is not a C function:
+# nothing may call it but that block.
 #
 # A new fiber gets the same frame, built by `init_stack` in Rust: the return
 # address is `fibra_0_1_trampoline`, rbx holds the entry's data pointer, rbp
@@ -35,14 +35,17 @@
 
 # ## Why `ret` and not `jmp`
 #
-# Every fiber switch goes through one non-inlined Rust function, so every
-# suspended context was suspended from the same call site and resumes at the
-# same return address. The return stack buffer therefore predicts our `ret`
-# correctly, and, unlike Boost.Context's `pop; jmp`, a `ret` keeps the RSB
-# balanced for the caller's own returns. A fiber's first entry and its final
-# switch are jumps, so that they keep it balanced too (see "A fiber's first
-# and last switch" below). Generators pair a call with a return instead: see
-# "Generators" below.
+# A `ret` keeps the return stack buffer balanced for the resumed context's
+# own returns, unlike Boost.Context's `pop; jmp`. The block that calls this
+# routine is inlined into the code that parks (`Core::switch_to` in
+# src/runtime/core/switch.rs), so our `ret` is predicted right when the
+# outgoing context called it from the same place (two fibers yielding in
+# one loop, many fibers waiting in the same `read`) and mispredicted once
+# otherwise, where a Rust frame of its own around the call only moved that
+# misprediction to the frame's return and added its register saves. A
+# fiber's first entry and its final switch are jumps, so that they keep the
+# buffer balanced too (see "A fiber's first and last switch" below).
+# Generators pair a call with a return instead: see "Generators" below.
 #
 # ## The FP control words: what they cost, and why MXCSR is loaded blind
 #
