@@ -13,8 +13,9 @@
 //!
 //! The first method that fails with `EINVAL`, `ENOSYS` or `EPERM` is not
 //! tried again in this process. Any other failure of the batch — the pidfd
-//! it needs cannot be opened at the fd limit — falls back to the next
-//! method for that call only: a fiber's stack never needs a free fd.
+//! it needs cannot be opened at the fd limit, or a range fails with another
+//! error (see [`advise`]) — falls back to the next method for that call
+//! only: a fiber's stack never needs a free fd.
 
 use std::io;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
@@ -96,11 +97,10 @@ fn unsupported(e: &io::Error) -> bool {
 /// run no longer interrupted by a fault.
 ///
 /// Best effort: where the kernel refuses (`process_madvise` takes this
-/// advice only since Linux 6.13), or a call stops part-way (which `batch`
-/// reports as `EINVAL`: a range it could not populate, under a memory
-/// limit say), it is not tried again in this process; any other failure
-/// (no free fd for the pidfd) skips this call only. Either way the fibers
-/// fault their pages in as they run, as without this call.
+/// advice only since Linux 6.13), it is not tried again in this process;
+/// any other failure (no free fd for the pidfd, a page it cannot populate
+/// under a memory limit) skips the rest of this call only. Either way the
+/// fibers fault their pages in as they run, as without this call.
 pub(super) fn populate_tops(stacks: &[Stack]) {
     static SUPPORTED: AtomicU8 = AtomicU8::new(1);
     if SUPPORTED.load(Ordering::Relaxed) == 0 {
@@ -147,7 +147,7 @@ fn batch(
 ) -> io::Result<()> {
     let pidfd = own_pidfd()?;
     for group in stacks.chunks(512) {
-        let iov: Vec<libc::iovec> = group
+        let mut iov: Vec<libc::iovec> = group
             .iter()
             .map(|s| {
                 let (start, len) = range(s);
@@ -157,14 +157,34 @@ fn batch(
                 }
             })
             .collect();
-        let total: usize = iov.iter().map(|v| v.iov_len).sum();
-        // SAFETY: valid iovecs naming ranges of our own stack mappings.
+        advise(pidfd, &mut iov, advice)?;
+    }
+    Ok(())
+}
+
+/// `advice` over every range of `iov` (none empty), by `process_madvise`
+/// on `pidfd`, which names our own process.
+///
+/// The kernel stops at the first range it fails on and, if it advised any
+/// before it, returns how many bytes it did, not the error. So a call that
+/// stops part-way is made again from where it stopped: the range that
+/// failed comes first then, and if it fails again its error is this
+/// function's (if it does not, the call goes on). Reported as `EINVAL`
+/// before, a `MADV_POPULATE_WRITE` stopped by `ENOMEM` under a memory
+/// limit looked like advice the kernel does not take, which turned it off
+/// for the rest of the process.
+fn advise(pidfd: libc::c_int, iov: &mut [libc::iovec], advice: libc::c_int) -> io::Result<()> {
+    let mut rest = iov;
+    while !rest.is_empty() {
+        // SAFETY: `rest` is valid iovecs naming ranges of our own mappings
+        // (the callers' ranges: our stacks, or a test's own pages), read by
+        // the kernel during the call only.
         let done = unsafe {
             libc::syscall(
                 libc::SYS_process_madvise,
                 pidfd,
-                iov.as_ptr(),
-                iov.len(),
+                rest.as_ptr(),
+                rest.len(),
                 advice,
                 0,
             )
@@ -172,8 +192,22 @@ fn batch(
         if done < 0 {
             return Err(io::Error::last_os_error());
         }
-        if done as usize != total {
-            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        if done == 0 {
+            // Nothing advised and no error: do not loop on it.
+            return Err(io::Error::other("process_madvise advised nothing"));
+        }
+        // Skip the ranges advised whole; one advised in part goes on from
+        // where it stopped.
+        let mut done = done as usize;
+        while let [first, ..] = rest
+            && done >= first.iov_len
+        {
+            done -= first.iov_len;
+            rest = &mut rest[1..];
+        }
+        if let [first, ..] = rest {
+            first.iov_base = first.iov_base.wrapping_byte_add(done);
+            first.iov_len -= done;
         }
     }
     Ok(())
@@ -212,5 +246,69 @@ fn own_pidfd() -> io::Result<libc::c_int> {
             Ok(theirs as u32 as libc::c_int)
         }
         Err(_) => Ok(fd), // a stale owner's entry changed meanwhile: use ours, uncached
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ptr;
+
+    use super::*;
+    use crate::stack::tests::resident;
+
+    /// A range the kernel fails on after advising others gives its own
+    /// error, not a made-up one: `ENOMEM` for a page that is not mapped,
+    /// where a partial count read as `EINVAL` turned populating off for
+    /// good. The ranges before it are advised, the ones after it are not.
+    #[test]
+    fn a_call_stopped_part_way_reports_the_failing_range_s_error() {
+        let page = page_size();
+        // SAFETY: a fresh private anonymous mapping of four pages, ours
+        // alone; checked below.
+        let base = unsafe {
+            libc::mmap(
+                ptr::null_mut(),
+                4 * page,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(base, libc::MAP_FAILED, "{}", io::Error::last_os_error());
+        let base = base.cast::<u8>();
+        let at = |i: usize| base.wrapping_add(i * page);
+        // SAFETY: the third page of our own mapping, which nothing uses.
+        assert_eq!(unsafe { libc::munmap(at(2).cast(), page) }, 0);
+        let pidfd = own_pidfd().expect("a pidfd of our own");
+        let iovec = |i: usize| libc::iovec {
+            iov_base: at(i).cast(),
+            iov_len: page,
+        };
+        // The first page asks whether this kernel populates through
+        // `process_madvise` at all (6.13 and later).
+        match advise(pidfd, &mut [iovec(0)], MADV_POPULATE_WRITE) {
+            Err(e) if unsupported(&e) => {
+                eprintln!("skipped: process_madvise does not populate here ({e})");
+            }
+            other => {
+                other.expect("populating a mapped page");
+                assert!(resident(at(0)));
+                let result = advise(
+                    pidfd,
+                    &mut [iovec(1), iovec(2), iovec(3)],
+                    MADV_POPULATE_WRITE,
+                );
+                let err = result.expect_err("the second range is not mapped");
+                assert_eq!(err.raw_os_error(), Some(libc::ENOMEM), "{err}");
+                assert!(!unsupported(&err));
+                assert!(resident(at(1)), "the range before it was advised");
+                assert!(!resident(at(3)), "the range after it was not");
+            }
+        }
+        for i in [0, 1, 3] {
+            // SAFETY: the pages of our own mapping that are left.
+            unsafe { libc::munmap(at(i).cast(), page) };
+        }
     }
 }

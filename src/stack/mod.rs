@@ -263,6 +263,25 @@ fn max_map_count() -> Option<u64> {
 mod tests {
     use super::*;
 
+    /// Whether the page at `addr` is resident (`mincore`): for the tests of
+    /// the stack layer's advice to the kernel.
+    pub(super) fn resident(addr: *mut u8) -> bool {
+        let page = page_size();
+        let mut vec = 0u8;
+        // SAFETY: `addr` rounded down to its page lies in a mapping of
+        // the calling test's (a stack, or pages it mapped); `vec` has room
+        // for that one page's byte.
+        let rc = unsafe {
+            libc::mincore(
+                (addr as usize & !(page - 1)) as *mut libc::c_void,
+                page,
+                &raw mut vec,
+            )
+        };
+        assert_eq!(rc, 0, "mincore: {}", io::Error::last_os_error());
+        vec & 1 == 1
+    }
+
     #[test]
     fn sizes_are_validated_and_rounded() {
         assert_eq!(

@@ -316,6 +316,7 @@ mod tests {
     use std::ptr;
 
     use super::*;
+    use crate::stack::tests::resident;
     use crate::stack::{DEFAULT_STACK_SIZE, MIN_STACK_SIZE, page_size, validate_size};
 
     #[test]
@@ -330,23 +331,6 @@ mod tests {
         assert_eq!(chunk_len(4 << 20, 0), 4);
         assert_eq!(chunk_len(4 << 20, u32::MAX), 64);
         assert_eq!(chunk_len(1 << 30, u32::MAX), 1);
-    }
-
-    /// Whether the page at `addr` is resident (`mincore`).
-    fn resident(addr: *mut u8) -> bool {
-        let page = page_size();
-        let mut vec = 0u8;
-        // SAFETY: `addr` rounded down to its page lies in a mapping of
-        // ours (a stack's); `vec` has room for that one page's byte.
-        let rc = unsafe {
-            libc::mincore(
-                (addr as usize & !(page - 1)) as *mut libc::c_void,
-                page,
-                &raw mut vec,
-            )
-        };
-        assert_eq!(rc, 0, "mincore: {}", io::Error::last_os_error());
-        vec & 1 == 1
     }
 
     /// Whether this kernel populates through `process_madvise` (6.13),
