@@ -256,12 +256,8 @@ mod tests {
     use super::*;
     use crate::stack::tests::resident;
 
-    /// A range the kernel fails on after advising others gives its own
-    /// error, not a made-up one: `ENOMEM` for a page that is not mapped,
-    /// where a partial count read as `EINVAL` turned populating off for
-    /// good. The ranges before it are advised, the ones after it are not.
-    #[test]
-    fn a_call_stopped_part_way_reports_the_failing_range_s_error() {
+    /// Four fresh private pages, the third unmapped; returns the first.
+    fn pages_with_a_hole() -> *mut u8 {
         let page = page_size();
         // SAFETY: a fresh private anonymous mapping of four pages, ours
         // alone; checked below.
@@ -277,9 +273,51 @@ mod tests {
         };
         assert_ne!(base, libc::MAP_FAILED, "{}", io::Error::last_os_error());
         let base = base.cast::<u8>();
-        let at = |i: usize| base.wrapping_add(i * page);
         // SAFETY: the third page of our own mapping, which nothing uses.
-        assert_eq!(unsafe { libc::munmap(at(2).cast(), page) }, 0);
+        let rc = unsafe { libc::munmap(base.wrapping_add(2 * page).cast(), page) };
+        assert_eq!(rc, 0, "{}", io::Error::last_os_error());
+        base
+    }
+
+    /// Unmaps what [`pages_with_a_hole`] left mapped.
+    fn unmap_pages(base: *mut u8) {
+        for i in [0, 1, 3] {
+            // SAFETY: the pages of our own mapping that are left.
+            unsafe { libc::munmap(base.wrapping_add(i * page_size()).cast(), page_size()) };
+        }
+    }
+
+    /// The same as the next test with advice every `process_madvise` takes
+    /// (Linux 5.10), so that it runs where populating through it does not:
+    /// `MADV_WILLNEED` stops at the hole with `ENOMEM` too.
+    #[test]
+    fn a_willneed_stopped_part_way_reports_enomem() {
+        let base = pages_with_a_hole();
+        let page = page_size();
+        let mut iov = [1, 2, 3].map(|i| libc::iovec {
+            iov_base: base.wrapping_add(i * page).cast(),
+            iov_len: page,
+        });
+        let pidfd = own_pidfd().expect("a pidfd of our own");
+        let err = advise(pidfd, &mut iov, libc::MADV_WILLNEED)
+            .expect_err("the second range is not mapped");
+        if matches!(err.raw_os_error(), Some(libc::ENOSYS)) {
+            eprintln!("skipped: no process_madvise here ({err})");
+        } else {
+            assert_eq!(err.raw_os_error(), Some(libc::ENOMEM), "{err}");
+        }
+        unmap_pages(base);
+    }
+
+    /// A range the kernel fails on after advising others gives its own
+    /// error, not a made-up one: `ENOMEM` for a page that is not mapped,
+    /// where a partial count read as `EINVAL` turned populating off for
+    /// good. The ranges before it are advised, the ones after it are not.
+    #[test]
+    fn a_call_stopped_part_way_reports_the_failing_range_s_error() {
+        let page = page_size();
+        let base = pages_with_a_hole();
+        let at = |i: usize| base.wrapping_add(i * page);
         let pidfd = own_pidfd().expect("a pidfd of our own");
         let iovec = |i: usize| libc::iovec {
             iov_base: at(i).cast(),
@@ -306,9 +344,6 @@ mod tests {
                 assert!(!resident(at(3)), "the range after it was not");
             }
         }
-        for i in [0, 1, 3] {
-            // SAFETY: the pages of our own mapping that are left.
-            unsafe { libc::munmap(at(i).cast(), page) };
-        }
+        unmap_pages(base);
     }
 }
