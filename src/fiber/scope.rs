@@ -219,7 +219,7 @@ impl<T> ScopedJoinHandle<'_, T> {
     /// ```
     /// fibra::run(|| fibra::scope(|s| assert_eq!(s.spawn(|| 1).join().unwrap(), 1)));
     /// ```
-    pub fn join(self) -> Result<T, crate::JoinError> {
+    pub fn join(self) -> Result<T, super::JoinError> {
         self.inner.join()
     }
 
@@ -258,7 +258,7 @@ impl<T> ScopedJoinHandle<'_, T> {
     ///     assert_eq!(h.join().unwrap(), id);
     /// }));
     /// ```
-    pub fn fiber(&self) -> &crate::Fiber {
+    pub fn fiber(&self) -> &super::Fiber {
         self.inner.fiber()
     }
 }

@@ -198,7 +198,7 @@ type Invariant<'a> = fn(&'a ()) -> &'a ();
 
 impl<T> Generator<'static, T> {
     /// A generator running `body` on a stack of the default size
-    /// ([`DEFAULT_STACK_SIZE`](crate::DEFAULT_STACK_SIZE)). The body does
+    /// ([`DEFAULT_STACK_SIZE`](stack::DEFAULT_STACK_SIZE)). The body does
     /// not start until the first `next`.
     ///
     /// # Panics
@@ -219,7 +219,7 @@ impl<T> Generator<'static, T> {
     where
         F: FnOnce(&Yielder<T>) + 'static,
     {
-        match Generator::with_stack_size(crate::DEFAULT_STACK_SIZE, body) {
+        match Generator::with_stack_size(stack::DEFAULT_STACK_SIZE, body) {
             Ok(g) => g,
             Err(e) => panic!("fibra::Generator::new: cannot create a stack: {e}"),
         }

@@ -50,7 +50,7 @@ impl<T> Generator<'static, T> {
     where
         F: FnOnce(&Yielder<T>),
     {
-        match Generator::scoped_with_stack_size(crate::DEFAULT_STACK_SIZE, body, f) {
+        match Generator::scoped_with_stack_size(crate::stack::DEFAULT_STACK_SIZE, body, f) {
             Ok(r) => r,
             Err(e) => panic!("fibra::Generator::scoped: cannot create a stack: {e}"),
         }
