@@ -205,6 +205,7 @@ pub mod signal;
 mod stack;
 pub mod sync;
 mod time;
+mod timer;
 
 pub use blocking::{max_blocking_threads, set_max_blocking_threads, spawn_blocking};
 pub use fiber::{

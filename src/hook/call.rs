@@ -9,7 +9,7 @@ use super::sys::{self, EAGAIN};
 use super::wait::{self, Waited};
 use crate::io::Interest;
 use crate::runtime::core::Core;
-use crate::time::clock;
+use crate::timer::clock;
 
 /// `RWF_NOWAIT`: this `preadv2`/`pwritev2` must not block (Linux ≥ 4.14;
 /// for sockets the kernel turns it into `MSG_DONTWAIT`).

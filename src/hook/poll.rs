@@ -15,7 +15,7 @@ use crate::io::Interest;
 use crate::runtime::core::Core;
 use crate::runtime::readiness::FdWaiter;
 use crate::runtime::wait_on::WaitOn;
-use crate::time::clock;
+use crate::timer::clock;
 
 /// poll(2).
 ///

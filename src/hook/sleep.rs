@@ -11,7 +11,7 @@ use super::sys;
 use crate::runtime::core::Core;
 use crate::runtime::park::park_regardless;
 use crate::runtime::wait_on::WaitOn;
-use crate::time::clock;
+use crate::timer::clock;
 
 /// nanosleep(2).
 ///

@@ -18,7 +18,7 @@ use crate::runtime::core::Core;
 use crate::runtime::park::{Parked, park};
 use crate::runtime::readiness::FdWaiter;
 use crate::runtime::wait_on::WaitOn;
-use crate::time::clock;
+use crate::timer::clock;
 
 /// Waits until `fd` is ready for `interest`, or `timeout` passes, and
 /// returns the readiness found (a subset of `interest`; a hang-up or error

@@ -23,7 +23,7 @@ use crate::runtime::core::Core;
 use crate::runtime::park::{Parked, park};
 use crate::runtime::readiness::{self, FdWaiter};
 use crate::runtime::wait_on::WaitOn;
-use crate::time::clock;
+use crate::timer::clock;
 
 /// Per-socket state beside the fd.
 #[derive(Debug)]

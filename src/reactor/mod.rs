@@ -87,8 +87,8 @@ use timerfd::{new_timerfd, set_timerfd};
 use waiters::{Waiter, Waiters};
 
 use crate::runtime::token::WakeToken;
-use crate::time::clock;
-use crate::time::wheel::{Fired, Wheel};
+use crate::timer::clock;
+use crate::timer::wheel::{Fired, Wheel};
 
 /// The mio token of the runtime's `Waker`.
 pub(crate) const WAKER: Token = Token(usize::MAX);

@@ -11,7 +11,7 @@ use mio::unix::SourceFd;
 use super::Interest;
 use super::timerfd::{new_timerfd, set_timerfd};
 use super::{Reactor, TASK_TIMER};
-use crate::time::wheel::TimerKey;
+use crate::timer::wheel::TimerKey;
 
 /// Wakers handed out of the reactor, to be woken (`wake`) or dropped
 /// (`drop`) where no borrow of fibra's state is live; see [`Polled`].
@@ -86,7 +86,7 @@ impl Reactor {
         debug_assert!(self.task_timerfd.is_some());
         if self.task_timers.is_empty() {
             // The first sleep in a while (see `Wheel::catch_up`).
-            self.task_timers.catch_up(crate::time::clock::now_ns());
+            self.task_timers.catch_up(crate::timer::clock::now_ns());
         }
         self.task_timers.insert(deadline, waker)
     }

@@ -69,8 +69,8 @@ use crate::runtime::token::{Key, WakeToken};
 use crate::runtime::wait_on::{StoredWait, WaitOn};
 use crate::runtime::watch::Meta;
 use crate::stack::{self, Spare, Stack, overflow};
-use crate::time::clock;
-use crate::time::wheel::{Fired, Wheel};
+use crate::timer::clock;
+use crate::timer::wheel::{Fired, Wheel};
 
 /// The slot of the root context (the thread's own stack).
 pub(crate) const ROOT: Key = 0;

@@ -192,10 +192,10 @@ impl Runtime {
             // not do: the timerfd also fires when the wheel cascades. (The
             // polls of `run_idle_once` may have readied a fiber already:
             // then there is nothing to wait for.)
-            let deadline = timeout.map(crate::time::clock::after_ns);
+            let deadline = timeout.map(crate::timer::clock::after_ns);
             while !core.has_ready() {
                 let left = deadline
-                    .map(|d| Duration::from_nanos(d.saturating_sub(crate::time::clock::now_ns())));
+                    .map(|d| Duration::from_nanos(d.saturating_sub(crate::timer::clock::now_ns())));
                 core.poll(left);
                 if left.is_some_and(|l| l.is_zero()) {
                     break;

@@ -96,7 +96,7 @@ fn stalled(shared: &Shared, word: usize, waited: Duration) -> Option<FiberInfo> 
     if word == 0 {
         return None; // waiting in epoll then: it will answer
     }
-    let running = shared.watch.running_now(crate::time::clock::now_ns())?;
+    let running = shared.watch.running_now(crate::timer::clock::now_ns())?;
     let unmarked = |w: usize| w & !crate::runtime::watch::SEEN;
     if unmarked(shared.watch.word.load(std::sync::atomic::Ordering::Acquire)) != unmarked(word) {
         return None;

@@ -23,7 +23,7 @@ use crate::runtime::core::record::{TimeoutScope, Wake};
 use crate::runtime::shared::{Remote, Shared};
 use crate::runtime::token::WakeToken;
 use crate::runtime::wait_on::WaitOn;
-use crate::time::clock;
+use crate::timer::clock;
 
 /// The unwind payload of a cancelled fiber.
 pub(crate) struct CancelUnwind;

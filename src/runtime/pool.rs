@@ -46,7 +46,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
 use crate::runtime::shared::Shared;
-use crate::time::clock;
+use crate::timer::clock;
 
 /// How many jobs a worker takes from an inbox at a time.
 const JOB_BATCH: usize = 64;

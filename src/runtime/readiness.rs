@@ -40,7 +40,7 @@ use crate::runtime::core::Core;
 use crate::runtime::core::record::Wake;
 use crate::runtime::token::WakeToken;
 #[cfg(feature = "futures-io")]
-use crate::time::wheel::TimerKey;
+use crate::timer::wheel::TimerKey;
 
 /// The current fiber's wait for an fd's readiness, in its runtime's
 /// reactor: registered for the fiber's next park, and removed when this is

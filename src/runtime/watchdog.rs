@@ -24,7 +24,7 @@ use std::time::Duration;
 use crate::runtime::registry;
 use crate::runtime::watch::{self, Report, Running, SEEN, Watch, describe, warn_ended};
 use crate::runtime::watchdog_sleep::{ASLEEP, WAKE, lock};
-use crate::time::clock;
+use crate::timer::clock;
 
 /// The default of `runtime::Builder::stall_warning`.
 pub(crate) const DEFAULT_STALL: Duration = Duration::from_millis(100);

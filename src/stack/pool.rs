@@ -447,7 +447,7 @@ mod tests {
             .collect();
         many.into_iter().for_each(give_back);
         assert_eq!(pooled(size).1, 10);
-        let now = crate::time::clock::now_ns();
+        let now = crate::timer::clock::now_ns();
         release_stale_pending(|| now); // the first look starts the backlog's age
         assert_eq!(pooled(size).1, 10);
         release_stale_pending(|| now + PENDING_MAX_AGE_NS - 1); // too young
@@ -491,7 +491,7 @@ mod tests {
             .map(|_| take(size).unwrap())
             .collect();
         many.into_iter().for_each(give_back);
-        let seen = crate::time::clock::now_ns();
+        let seen = crate::timer::clock::now_ns();
         release_stale_pending(|| seen);
         assert_eq!(pooled(size).1, RELEASE_BATCH + 10);
         let now = seen + PENDING_MAX_AGE_NS;

@@ -19,7 +19,7 @@ use std::sync::{Arc, Mutex as InnerLock};
 
 use crate::runtime::park::Unparker;
 use crate::sync::waiters::{Node, WaitList, Wakeups, Woken, lock, park_until_served};
-use crate::time::clock;
+use crate::timer::clock;
 
 pub(crate) struct Chan<T> {
     state: InnerLock<State<T>>,

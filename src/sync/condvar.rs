@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::sync::mutex::MutexGuard;
 use crate::sync::waiters::{Node, WaitList, Wakeups, lock, park_until_served};
-use crate::time::clock;
+use crate::timer::clock;
 
 /// A condition variable with std's interface, paired with
 /// [`fibra::sync::Mutex`](crate::sync::Mutex). Waiting parks the fiber

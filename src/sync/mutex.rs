@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use crate::sync::poison;
 use crate::sync::semaphore::RawSemaphore;
-use crate::time::clock;
+use crate::timer::clock;
 
 /// A mutual-exclusion lock with std's interface, whose `lock` parks the
 /// calling fiber (its runtime runs other fibers meanwhile) or blocks the

@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use crate::sync::waiters::{Node, WaitList, Wakeups, Woken, lock, park_until_served};
-use crate::time::clock;
+use crate::timer::clock;
 
 const WAITERS: usize = 1;
 /// Permits are counted from bit 1 up.

@@ -1,15 +1,13 @@
 //! Time: sleeping and deadlines for fibers.
 //!
-//! Timers live in a hierarchical wheel per runtime ([`wheel`]): arming and
-//! cancelling cost O(1), a timer never fires before its deadline, and timers
-//! due together fire in deadline order. When nothing is ready the runtime
-//! sleeps in `epoll_wait` until the next deadline (a timerfd), so idle
-//! runtimes cost nothing.
+//! Timers live in a hierarchical wheel per runtime (`timer/wheel.rs`, below
+//! the scheduler): arming and cancelling cost O(1), a timer never fires
+//! before its deadline, and timers due together fire in deadline order.
+//! When nothing is ready the runtime sleeps in `epoll_wait` until the next
+//! deadline (a timerfd), so idle runtimes cost nothing.
 
-pub(crate) mod clock;
 #[cfg(feature = "futures-io")]
 mod sleep;
-pub(crate) mod wheel;
 
 #[cfg(feature = "futures-io")]
 pub use sleep::Sleep;
@@ -22,6 +20,7 @@ use crate::runtime::context;
 use crate::runtime::park::{Parked, TimeoutUnwind, check_unwind, park};
 use crate::runtime::wait_on::WaitOn;
 use crate::stack::pin::StackPin;
+use crate::timer::clock;
 
 /// Blocks the current fiber for at least `d` while other fibers run. Outside
 /// a runtime, sleeps the thread.

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use crate::runtime::context;
 use crate::runtime::readiness;
 use crate::runtime::registry::RuntimeId;
-use crate::time::clock;
-use crate::time::wheel::TimerKey;
+use crate::timer::clock;
+use crate::timer::wheel::TimerKey;
 
 /// A future that completes once its deadline has passed: what
 /// [`sleep`](crate::sleep) is to a fiber, for async code (hyper's

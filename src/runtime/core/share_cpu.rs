@@ -21,7 +21,7 @@
 //! 16 times [`SHARE_AFTER_NS`], so a thread alone on its core pays next to
 //! nothing for it.
 
-use crate::time::clock;
+use crate::timer::clock;
 
 /// How long a runtime thread runs without a context switch before it
 /// offers its CPU to the threads waiting for it (ns).

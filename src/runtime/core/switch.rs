@@ -1,7 +1,7 @@
 //! Switching, parking and waking: every context switch of a runtime.
 
 use super::*;
-use crate::time::wheel::TimerKey;
+use crate::timer::wheel::TimerKey;
 
 impl Core {
     // ----- switching ----------------------------------------------------
