@@ -20,12 +20,12 @@ use std::sync::Arc;
 
 use crate::arch;
 use crate::fiber::join::{FiberEnd, FiberRef, JoinError, JoinHandle, packet};
+use crate::reactor::token::Key;
 use crate::runtime::context;
 use crate::runtime::core::Core;
 use crate::runtime::core::first_frame::{FirstFrame, deferred_sp};
 use crate::runtime::fiber_id::FiberId;
 use crate::runtime::park::CancelUnwind;
-use crate::runtime::token::Key;
 use crate::runtime::watch::Meta;
 use crate::stack::{Stack, StackHeader};
 

@@ -6,11 +6,11 @@
 
 use std::sync::{Arc, Mutex};
 
+use crate::reactor::token::Key;
 use crate::runtime::context;
 use crate::runtime::fiber_id::FiberId;
 use crate::runtime::registry::{self, RuntimeId};
 use crate::runtime::shared::Remote;
-use crate::runtime::token::Key;
 
 /// Where a fiber lives, to cancel it.
 #[derive(Clone)]

@@ -5,7 +5,7 @@
 
 use std::cell::{Cell, RefCell};
 
-use crate::runtime::token::WakeToken;
+use crate::reactor::token::WakeToken;
 
 /// What a scope's fibers share with it; lives on the scope owner's stack.
 pub(crate) struct ScopeData {

@@ -78,6 +78,7 @@ mod interest;
 mod sockets;
 mod tasks;
 mod timerfd;
+pub(crate) mod token;
 mod waiters;
 
 use fd_map::FdMap;
@@ -86,7 +87,7 @@ pub(crate) use tasks::TaskWakes;
 use timerfd::{new_timerfd, set_timerfd};
 use waiters::{Waiter, Waiters};
 
-use crate::runtime::token::WakeToken;
+use crate::reactor::token::WakeToken;
 use crate::timer::clock;
 use crate::timer::wheel::{Fired, Wheel};
 

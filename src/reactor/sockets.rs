@@ -9,7 +9,7 @@ use mio::unix::SourceFd;
 
 use super::Interest;
 use super::{Reactor, Registration, Source, Waiter, mio_token, to_mio};
-use crate::runtime::token::WakeToken;
+use crate::reactor::token::WakeToken;
 
 impl Reactor {
     /// The source of socket `owner` on `fd`, registering the fd (for reading

@@ -8,7 +8,7 @@
 //! one more cold cache line (and often page) a round trip.
 
 use crate::reactor::Interest;
-use crate::runtime::token::WakeToken;
+use crate::reactor::token::WakeToken;
 
 /// One fiber waiting on a source.
 #[derive(Clone, Copy)]

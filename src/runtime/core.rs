@@ -58,6 +58,7 @@ use std::num::NonZeroU64;
 use std::sync::Arc;
 
 use crate::arch;
+use crate::reactor::token::{Key, WakeToken};
 use crate::reactor::{Polled, Reactor};
 use crate::runtime::blocks::Blocks;
 use crate::runtime::fiber_info::{FiberInfo, FiberState, Section};
@@ -65,7 +66,6 @@ use crate::runtime::pool::WorkerLink;
 use crate::runtime::registry::{self, RuntimeId};
 use crate::runtime::run_queue::RunQueue;
 use crate::runtime::shared::{DumpAnswer, Remote, Shared};
-use crate::runtime::token::{Key, WakeToken};
 use crate::runtime::wait_on::{StoredWait, WaitOn};
 use crate::runtime::watch::Meta;
 use crate::stack::{self, Spare, Stack, overflow};

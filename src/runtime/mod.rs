@@ -75,7 +75,6 @@ pub(crate) mod registry;
 mod run_queue;
 pub(crate) mod shared;
 mod thread_exit;
-pub(crate) mod token;
 pub(crate) mod wait_on;
 pub(crate) mod watch;
 pub(crate) mod watchdog;

@@ -17,11 +17,11 @@ use std::ptr;
 use std::sync::Arc;
 use std::thread::Thread;
 
+use crate::reactor::token::WakeToken;
 use crate::runtime::context;
 use crate::runtime::core::Core;
 use crate::runtime::core::record::{TimeoutScope, Wake};
 use crate::runtime::shared::{Remote, Shared};
-use crate::runtime::token::WakeToken;
 use crate::runtime::wait_on::WaitOn;
 use crate::timer::clock;
 

@@ -35,10 +35,10 @@ use std::os::fd::RawFd;
 #[cfg(feature = "futures-io")]
 use std::task::Waker;
 
+use crate::reactor::token::WakeToken;
 use crate::reactor::{Interest, Reactor, Registration};
 use crate::runtime::core::Core;
 use crate::runtime::core::record::Wake;
-use crate::runtime::token::WakeToken;
 #[cfg(feature = "futures-io")]
 use crate::timer::wheel::TimerKey;
 

@@ -7,7 +7,7 @@
 //! no bounds check. It only grows: a runtime's peak of ready fibers is a
 //! good guess for its next one.
 
-use crate::runtime::token::Key;
+use crate::reactor::token::Key;
 
 pub(crate) struct RunQueue {
     /// `slots.len()` is a power of two; the queue is `len` keys from `head`,

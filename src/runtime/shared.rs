@@ -17,9 +17,9 @@ use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::thread::ThreadId;
 
 use crate::reactor::WAKER;
+use crate::reactor::token::{Key, WakeToken};
 use crate::runtime::fiber_id::FiberId;
 use crate::runtime::fiber_info::Section;
-use crate::runtime::token::{Key, WakeToken};
 use crate::runtime::watch::Watch;
 
 /// What a dump request runs with the runtime's fibers (see `runtime::dump`).

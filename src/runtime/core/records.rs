@@ -21,8 +21,8 @@
 use std::ops::{Index, IndexMut};
 use std::ptr;
 
+use crate::reactor::token::Key;
 use crate::runtime::core::record::{Record, State};
-use crate::runtime::token::Key;
 use crate::stack::Stack;
 
 pub(crate) struct Records {
