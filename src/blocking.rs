@@ -33,9 +33,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
-use crate::runtime::context;
-use crate::runtime::park::Unparker;
-use crate::runtime::wait_on::WaitOn;
+use crate::scheduler::context;
+use crate::scheduler::park::Unparker;
+use crate::scheduler::wait_on::WaitOn;
 
 /// The cap on pool threads unless [`set_max_blocking_threads`] changes it:
 /// tokio's default too.
@@ -287,7 +287,7 @@ fn wait<T>(slot: &Slot<T>, mut park: impl FnMut()) -> T {
             let mut state = slot.lock().unwrap_or_else(|e| e.into_inner());
             if let Some(outcome) = state.outcome.take() {
                 drop(state);
-                crate::runtime::park::retire_token();
+                crate::scheduler::park::retire_token();
                 return match outcome {
                     Ok(value) => value,
                     Err(payload) => panic::resume_unwind(payload),
@@ -341,7 +341,7 @@ where
     let job_slot = slot.clone();
     submit(Box::new(move || complete(&job_slot, f)));
     wait(&slot, || {
-        crate::runtime::park::park_current(None, WaitOn::Blocking);
+        crate::scheduler::park::park_current(None, WaitOn::Blocking);
     })
 }
 
@@ -370,6 +370,6 @@ where
     let job: Job = unsafe { std::mem::transmute::<Box<dyn FnOnce() + Send + '_>, Job>(job) };
     submit(job);
     wait(&slot, || {
-        crate::runtime::park::park_uncancellable(core, None, WaitOn::Blocking);
+        crate::scheduler::park::park_uncancellable(core, None, WaitOn::Blocking);
     })
 }

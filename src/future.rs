@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Wake, Waker};
 
-use crate::runtime::park::{self, Unparker, park_current};
-use crate::runtime::wait_on::WaitOn;
+use crate::scheduler::park::{self, Unparker, park_current};
+use crate::scheduler::wait_on::WaitOn;
 
 /// Runs `future` to completion from a fiber (which parks while the future
 /// is pending, so its runtime runs on) or from a plain thread (which

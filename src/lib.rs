@@ -201,6 +201,7 @@ pub mod net;
 pub mod process;
 mod reactor;
 pub mod runtime;
+mod scheduler;
 pub mod signal;
 mod stack;
 pub mod sync;

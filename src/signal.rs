@@ -20,8 +20,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use libc::c_int;
 
-use crate::runtime::park::{Unparker, park_current};
-use crate::runtime::wait_on::WaitOn;
+use crate::scheduler::park::{Unparker, park_current};
+use crate::scheduler::wait_on::WaitOn;
 
 /// Signals a handler may not be installed for: they cannot be caught, or
 /// they report faults that the process must not survive silently.
@@ -242,7 +242,7 @@ pub fn wait(signals: &[c_int]) -> io::Result<c_int> {
             if let Some(signal) = slot.0 {
                 drop(slot);
                 // The dispatcher may still be about to wake the token it saw.
-                crate::runtime::park::retire_token();
+                crate::scheduler::park::retire_token();
                 return Ok(signal);
             }
             slot.1 = Unparker::current();

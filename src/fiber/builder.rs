@@ -4,7 +4,7 @@ use std::io;
 use std::sync::Arc;
 
 use crate::fiber::{JoinHandle, spawn_on};
-use crate::runtime::context;
+use crate::scheduler::context;
 use crate::stack;
 
 /// Configures a fiber before spawning it, like `std::thread::Builder`.

@@ -5,7 +5,7 @@
 //! top of the new stack (no heap allocation for them), the first switch
 //! frame just below. Two kinds of fiber keep their start off the stack
 //! instead, their first frame built by the switch that first runs them
-//! (see `runtime::core::first_frame`): one whose closure is too large to
+//! (see `scheduler::core::first_frame`): one whose closure is too large to
 //! leave room for its own frames (over a quarter of the stack), and one
 //! spawned behind [`DEFER_AFTER`] queued fibers, whose stack would have
 //! left the caches by the time it runs. A spawn puts such a start in the
@@ -21,12 +21,12 @@ use std::sync::Arc;
 use crate::arch;
 use crate::fiber::join::{FiberEnd, FiberRef, JoinError, JoinHandle, packet};
 use crate::reactor::token::Key;
-use crate::runtime::context;
-use crate::runtime::core::Core;
-use crate::runtime::core::first_frame::{FirstFrame, deferred_sp};
-use crate::runtime::fiber_id::FiberId;
-use crate::runtime::park::CancelUnwind;
-use crate::runtime::watch::Meta;
+use crate::scheduler::context;
+use crate::scheduler::core::Core;
+use crate::scheduler::core::first_frame::{FirstFrame, deferred_sp};
+use crate::scheduler::fiber_id::FiberId;
+use crate::scheduler::park::CancelUnwind;
+use crate::scheduler::watch::Meta;
 use crate::stack::{Stack, StackHeader};
 
 /// Fibers queued ahead of a new one from which on its start is deferred
@@ -178,7 +178,7 @@ where
     // The fiber's `Meta` stays right below the header (never moved, never
     // overwritten by the fiber's frames) until the stack is given back.
     let header = stack.header();
-    let below = crate::runtime::watch::meta_below(header);
+    let below = crate::scheduler::watch::meta_below(header);
     debug_assert_eq!(below as usize % align_of::<Meta>(), 0);
     let size = size_of::<Start<F, T>>();
     let align = align_of::<Start<F, T>>().max(16);

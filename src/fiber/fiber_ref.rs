@@ -7,10 +7,10 @@
 use std::sync::{Arc, Mutex};
 
 use crate::reactor::token::Key;
-use crate::runtime::context;
-use crate::runtime::fiber_id::FiberId;
-use crate::runtime::registry::{self, RuntimeId};
-use crate::runtime::shared::Remote;
+use crate::scheduler::context;
+use crate::scheduler::fiber_id::FiberId;
+use crate::scheduler::registry::{self, RuntimeId};
+use crate::scheduler::shared::Remote;
 
 /// Where a fiber lives, to cancel it.
 #[derive(Clone)]

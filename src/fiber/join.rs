@@ -7,10 +7,10 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use crate::fiber::Fiber;
-use crate::runtime::context;
-use crate::runtime::fiber_id::FiberId;
-use crate::runtime::park::Unparker;
-use crate::runtime::registry::{self, RuntimeId};
+use crate::scheduler::context;
+use crate::scheduler::fiber_id::FiberId;
+use crate::scheduler::park::Unparker;
+use crate::scheduler::registry::{self, RuntimeId};
 
 pub(crate) use crate::fiber::fiber_ref::FiberRef;
 pub use crate::fiber::join_error::JoinError;

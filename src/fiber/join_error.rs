@@ -4,7 +4,7 @@ use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 
-use crate::runtime::fiber_id::FiberId;
+use crate::scheduler::fiber_id::FiberId;
 
 /// Why a fiber gave no result: it panicked, or it was cancelled.
 pub struct JoinError {

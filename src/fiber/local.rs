@@ -5,7 +5,7 @@
 //!
 //! A spawned fiber's values are boxed in [`Locals`], a map made on first
 //! use and kept by a pointer in the fiber's `Meta` at the top of its own
-//! stack (see `runtime::watch`), keyed by the address of their `static`
+//! stack (see `scheduler::watch`), keyed by the address of their `static`
 //! key. Only that fiber touches them, on its
 //! thread, while it runs; every access is a short borrow of the map that
 //! ends before user code runs (an initializer, the caller's closure, a
@@ -35,10 +35,10 @@
 
 use std::fmt;
 
-use crate::runtime::context;
-use crate::runtime::core::Core;
-use crate::runtime::locals::Locals;
-use crate::runtime::watch::Meta;
+use crate::scheduler::context;
+use crate::scheduler::core::Core;
+use crate::scheduler::locals::Locals;
+use crate::scheduler::watch::Meta;
 use crate::stack::pin::StackPin;
 
 /// A key of fiber-local storage, made by [`fiber_local!`](crate::fiber_local):

@@ -50,8 +50,8 @@ pub(crate) use entry::spawn_on;
 
 use std::sync::Arc;
 
-pub use crate::runtime::fiber_id::FiberId;
-use crate::runtime::{context, park};
+pub use crate::scheduler::fiber_id::FiberId;
+use crate::scheduler::{context, park};
 
 /// A handle to a fiber: its id and name. See [`current`].
 #[derive(Clone, Debug)]

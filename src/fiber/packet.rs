@@ -12,12 +12,12 @@ use std::task::{Context, Poll};
 use crate::fiber::Fiber;
 use crate::fiber::fiber_ref::FiberRef;
 use crate::fiber::scope_data::ScopeData;
-use crate::runtime::blocks::{self, BLOCK};
-use crate::runtime::context;
-use crate::runtime::core::Core;
-use crate::runtime::fiber_id::FiberId;
-use crate::runtime::park::{Unparker, park_current};
-use crate::runtime::wait_on::WaitOn;
+use crate::scheduler::blocks::{self, BLOCK};
+use crate::scheduler::context;
+use crate::scheduler::core::Core;
+use crate::scheduler::fiber_id::FiberId;
+use crate::scheduler::park::{Unparker, park_current};
+use crate::scheduler::wait_on::WaitOn;
 
 use crate::fiber::JoinError;
 

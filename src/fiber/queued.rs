@@ -14,9 +14,9 @@ use std::sync::Arc;
 use crate::fiber::entry::start_fiber;
 use crate::fiber::fiber_ref::{FiberRef, Placement};
 use crate::fiber::join::{FiberEnd, JoinError, JoinHandle, packet};
-use crate::runtime::core::Core;
-use crate::runtime::core::job::Job;
-use crate::runtime::fiber_id::FiberId;
+use crate::scheduler::core::Core;
+use crate::scheduler::core::job::Job;
+use crate::scheduler::fiber_id::FiberId;
 
 /// What makes a [`Job`] (the worker pool's type) out of a closure: the
 /// pool moves jobs between threads and starts them, and knows nothing of

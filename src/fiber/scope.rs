@@ -19,10 +19,10 @@ use std::ptr;
 use crate::fiber::JoinHandle;
 use crate::fiber::entry::{OnExit, spawn_unchecked};
 use crate::fiber::scope_data::ScopeData;
-use crate::runtime::context;
-use crate::runtime::core::Core;
-use crate::runtime::park;
-use crate::runtime::wait_on::WaitOn;
+use crate::scheduler::context;
+use crate::scheduler::core::Core;
+use crate::scheduler::park;
+use crate::scheduler::wait_on::WaitOn;
 use crate::stack::pin::StackPin;
 
 /// A scope to spawn borrowing fibers in; see [`scope`].
@@ -127,7 +127,7 @@ unsafe fn fiber_exited(data: *const ()) {
         && let Some(owner) = data.owner.get()
         && let Some(core) = context::current()
     {
-        core.wake(owner, crate::runtime::core::record::Wake::Unparked);
+        core.wake(owner, crate::scheduler::core::record::Wake::Unparked);
     }
 }
 

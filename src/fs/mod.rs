@@ -73,7 +73,7 @@ pub use file::File;
 pub use open_options::OpenOptions;
 pub use std::fs::{FileType, Metadata, Permissions};
 
-use crate::runtime::context;
+use crate::scheduler::context;
 
 thread_local! {
     /// Pool trips made by this thread's fibers for `fibra::fs`.
@@ -112,7 +112,7 @@ where
         return f();
     }
     POOL_TRIPS.with(|trips| trips.set(trips.get() + 1));
-    crate::spawn_blocking(f)
+    crate::blocking::spawn_blocking(f)
 }
 
 /// Reads the whole file at `path`, like [`std::fs::read`], in one pool

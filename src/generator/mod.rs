@@ -66,7 +66,7 @@ use std::panic::{self, AssertUnwindSafe};
 use std::ptr;
 
 use crate::arch;
-use crate::runtime::core::FiberId;
+use crate::scheduler::core::FiberId;
 use crate::stack::{self, Stack, StackHeader, overflow};
 
 mod entry;

@@ -62,7 +62,7 @@ impl<T> Yielder<T> {
             );
         }
         if control.cancel.get() {
-            if crate::runtime::park::unwinding() {
+            if crate::scheduler::park::unwinding() {
                 return; // a destructor yielding during the cancel: drop it
             }
             panic::resume_unwind(Box::new(GeneratorCancel));

@@ -8,7 +8,7 @@ use super::fds;
 use super::sys::{self, EAGAIN};
 use super::wait::{self, Waited};
 use crate::io::Interest;
-use crate::runtime::core::Core;
+use crate::scheduler::core::Core;
 use crate::timer::clock;
 
 /// `RWF_NOWAIT`: this `preadv2`/`pwritev2` must not block (Linux ≥ 4.14;

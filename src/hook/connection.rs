@@ -8,7 +8,7 @@ use super::call::{Call, Step, finish, hooked};
 use super::sys::{self, EAGAIN};
 use super::wait::{self, Waited};
 use crate::io::Interest;
-use crate::runtime::core::Core;
+use crate::scheduler::core::Core;
 
 /// accept(2).
 ///

@@ -97,9 +97,9 @@ mod wait;
 
 use libc::c_int;
 
-use crate::runtime::context;
-use crate::runtime::core::Core;
-use crate::runtime::core::callback;
+use crate::scheduler::context;
+use crate::scheduler::core::Core;
+use crate::scheduler::core::callback;
 
 /// The runtime a hooked call may park in: a runtime is entered on this
 /// thread (the caller is one of its fibers or a `block_on` closure), and

@@ -12,9 +12,9 @@ use libc::{c_int, nfds_t, pollfd};
 use super::sys;
 use super::wait::{self, Waited};
 use crate::io::Interest;
-use crate::runtime::core::Core;
-use crate::runtime::readiness::FdWaiter;
-use crate::runtime::wait_on::WaitOn;
+use crate::scheduler::core::Core;
+use crate::scheduler::readiness::FdWaiter;
+use crate::scheduler::wait_on::WaitOn;
 use crate::timer::clock;
 
 /// poll(2).

@@ -8,9 +8,9 @@
 use libc::{c_int, clockid_t, timespec};
 
 use super::sys;
-use crate::runtime::core::Core;
-use crate::runtime::park::park_regardless;
-use crate::runtime::wait_on::WaitOn;
+use crate::scheduler::core::Core;
+use crate::scheduler::park::park_regardless;
+use crate::scheduler::wait_on::WaitOn;
 use crate::timer::clock;
 
 /// nanosleep(2).

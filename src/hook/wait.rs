@@ -2,7 +2,7 @@
 //!
 //! A hook is an `extern "C"` function called by code (std's, a C
 //! library's) that declared it cannot unwind, so the cancellation and
-//! `fibra::timeout` unwinds of `runtime::park` must not start here. A
+//! `fibra::timeout` unwinds of `scheduler::park` must not start here. A
 //! hooked call that would wait in a cancelled fiber, or past its
 //! `fibra::timeout`, fails instead (`ECANCELED`, `ETIMEDOUT`); the fiber
 //! unwinds at its next fibra park point.
@@ -10,10 +10,10 @@
 use libc::c_int;
 
 use crate::io::Interest;
-use crate::runtime::core::Core;
-use crate::runtime::park::{Halted, park_without_unwind};
-use crate::runtime::readiness::{self, FdWaiter};
-use crate::runtime::wait_on::WaitOn;
+use crate::scheduler::core::Core;
+use crate::scheduler::park::{Halted, park_without_unwind};
+use crate::scheduler::readiness::{self, FdWaiter};
+use crate::scheduler::wait_on::WaitOn;
 
 /// How a wait in a hook ended.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -54,7 +54,7 @@ impl From<Halted> for Waited {
 }
 
 /// Parks the current context until woken or `deadline`, as
-/// `runtime::park::park` does, but reporting cancellation and an expired
+/// `scheduler::park::park` does, but reporting cancellation and an expired
 /// `fibra::timeout` instead of unwinding.
 ///
 /// Inlined, so that the frames above the switch are the ones there were

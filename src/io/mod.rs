@@ -13,11 +13,11 @@ use std::io;
 use std::os::fd::RawFd;
 use std::time::Duration;
 
-use crate::runtime::context;
-use crate::runtime::core::Core;
-use crate::runtime::park::{Parked, park};
-use crate::runtime::readiness::FdWaiter;
-use crate::runtime::wait_on::WaitOn;
+use crate::scheduler::context;
+use crate::scheduler::core::Core;
+use crate::scheduler::park::{Parked, park};
+use crate::scheduler::readiness::FdWaiter;
+use crate::scheduler::wait_on::WaitOn;
 use crate::timer::clock;
 
 /// Waits until `fd` is ready for `interest`, or `timeout` passes, and

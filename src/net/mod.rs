@@ -88,8 +88,6 @@
 
 mod addr;
 #[cfg(feature = "futures-io")]
-pub(crate) mod fallback;
-#[cfg(feature = "futures-io")]
 mod futures_io;
 mod macros;
 mod registration;

@@ -18,11 +18,11 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use crate::io::Interest;
-use crate::runtime::context;
-use crate::runtime::core::Core;
-use crate::runtime::park::{Parked, park};
-use crate::runtime::readiness::{self, FdWaiter};
-use crate::runtime::wait_on::WaitOn;
+use crate::scheduler::context;
+use crate::scheduler::core::Core;
+use crate::scheduler::park::{Parked, park};
+use crate::scheduler::readiness::{self, FdWaiter};
+use crate::scheduler::wait_on::WaitOn;
 use crate::timer::clock;
 
 /// Per-socket state beside the fd.
@@ -34,7 +34,7 @@ pub(crate) struct Registration {
     read_timeout: AtomicU64,
     write_timeout: AtomicU64,
     /// A task polled the socket on a thread without a runtime: its waker
-    /// went to the fallback reactor (`net::fallback`), which must hear of
+    /// went to the fallback reactor (`runtime::fallback`), which must hear of
     /// the socket's end.
     #[cfg(feature = "futures-io")]
     in_fallback: AtomicBool,
@@ -98,7 +98,7 @@ impl Registration {
             Some(core) => readiness::register_task(core, fd, self.uid, interest, cx.waker()),
             None => {
                 self.in_fallback.store(true, Ordering::Relaxed);
-                crate::net::fallback::register(fd, self.uid, interest, cx.waker().clone());
+                crate::runtime::fallback::register(fd, self.uid, interest, cx.waker().clone());
                 Ok(())
             }
         };
@@ -334,7 +334,7 @@ impl Registration {
     pub(crate) fn deregister(&self, fd: RawFd) {
         #[cfg(feature = "futures-io")]
         if self.in_fallback.load(Ordering::Relaxed) {
-            crate::net::fallback::forget(fd, self.uid);
+            crate::runtime::fallback::forget(fd, self.uid);
         }
         if let Some(core) = context::current() {
             readiness::deregister_socket(core, fd, self.uid);

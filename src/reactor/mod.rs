@@ -12,7 +12,7 @@
 //! Besides the sources, the epoll set holds two fds of the runtime's own:
 //!
 //! - the `mio::Waker` (an eventfd), written by other threads that queued a
-//!   message for this runtime (see `runtime::shared`);
+//!   message for this runtime (see `scheduler::shared`);
 //! - a timerfd set to the timer wheel's next expiration, so the epoll fd is
 //!   readable when a timer is due. That is what lets an outer event loop
 //!   nest a runtime by polling its fd alone, and it gives sleeps nanosecond

@@ -17,7 +17,7 @@ use crate::timer::wheel::TimerKey;
 /// (`drop`) where no borrow of fibra's state is live; see [`Polled`].
 ///
 /// Dropping it wakes and drops them through the scheduler's door for user
-/// code: its `Drop` is the scheduler's (`runtime/core/callback.rs`), so the
+/// code: its `Drop` is the scheduler's (`scheduler/core/callback.rs`), so the
 /// reactor needs nothing of the scheduler.
 #[derive(Default)]
 pub(crate) struct TaskWakes {

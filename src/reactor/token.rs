@@ -8,7 +8,7 @@
 /// A fiber's slot in its runtime.
 pub(crate) type Key = u32;
 
-/// Names one park of one fiber; see "Park tokens" in `runtime/core.rs`.
+/// Names one park of one fiber; see "Park tokens" in `scheduler/core.rs`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct WakeToken {
     pub(crate) key: Key,

@@ -8,9 +8,10 @@ use std::panic::{self, AssertUnwindSafe};
 use std::time::Duration;
 
 use crate::fiber::{self, JoinHandle};
-use crate::runtime::context::{Enter, close};
-use crate::runtime::core::{Core, Until};
-use crate::runtime::{Builder, Dump, Runtime, WorkerMetrics, thread_exit};
+use crate::runtime::{Builder, Dump, Runtime, WorkerMetrics};
+use crate::scheduler::context::{Enter, close};
+use crate::scheduler::core::{Core, Until};
+use crate::scheduler::thread_exit;
 
 /// A runtime on the thread that drives it: the default flavor of [`Runtime`].
 pub struct CurrentThread {
@@ -331,7 +332,7 @@ impl Runtime {
 
     /// This runtime's id in the registry (for tests).
     #[cfg(test)]
-    pub(crate) fn id(&self) -> crate::runtime::registry::RuntimeId {
+    pub(crate) fn id(&self) -> crate::scheduler::registry::RuntimeId {
         self.core().id
     }
 }

@@ -5,17 +5,17 @@
 //! runtime running elsewhere (a worker, or any runtime for the SIGQUIT
 //! dump) is a message: the runtime answers at its next poll. One that does
 //! not answer because a fiber runs without blocking is answered for from
-//! what it publishes for the stall watchdog (`runtime::watch`): that fiber,
+//! what it publishes for the stall watchdog (`scheduler::watch`): that fiber,
 //! running, and for how long. One that does not answer within
 //! [`ANSWER_WITHIN`] otherwise (a runtime nobody drives) is listed as such.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-pub(crate) use crate::runtime::fiber_info::Dump;
-use crate::runtime::fiber_info::{ANSWER_WITHIN, FiberInfo, FiberState, Section};
-use crate::runtime::registry;
-use crate::runtime::shared::{Remote, Shared};
+pub(crate) use crate::scheduler::fiber_info::Dump;
+use crate::scheduler::fiber_info::{ANSWER_WITHIN, FiberInfo, FiberState, Section};
+use crate::scheduler::registry;
+use crate::scheduler::shared::{Remote, Shared};
 use crate::sync::mpsc;
 
 /// How long a runtime must have run one context without a switch, while a
@@ -97,7 +97,7 @@ fn stalled(shared: &Shared, word: usize, waited: Duration) -> Option<FiberInfo> 
         return None; // waiting in epoll then: it will answer
     }
     let running = shared.watch.running_now(crate::timer::clock::now_ns())?;
-    let unmarked = |w: usize| w & !crate::runtime::watch::SEEN;
+    let unmarked = |w: usize| w & !crate::scheduler::watch::SEEN;
     if unmarked(shared.watch.word.load(std::sync::atomic::Ordering::Acquire)) != unmarked(word) {
         return None;
     }

@@ -58,34 +58,18 @@
 //! # Ok::<(), std::io::Error>(())
 //! ```
 
-pub(crate) mod blocks;
 mod builder;
-pub(crate) mod context;
-pub(crate) mod core;
 mod current_thread;
 mod dump;
-pub(crate) mod fiber_id;
-mod fiber_info;
-pub(crate) mod locals;
-mod metrics;
-pub(crate) mod park;
-mod pool;
-pub(crate) mod readiness;
-pub(crate) mod registry;
-mod run_queue;
-pub(crate) mod shared;
-mod thread_exit;
-pub(crate) mod wait_on;
-pub(crate) mod watch;
-pub(crate) mod watchdog;
-mod watchdog_sleep;
+#[cfg(feature = "futures-io")]
+pub(crate) mod fallback;
 mod workers;
 
+pub use crate::scheduler::fiber_info::{Dump, FiberInfo, FiberState};
+pub use crate::scheduler::metrics::WorkerMetrics;
 pub use builder::Builder;
 pub use current_thread::CurrentThread;
 pub use dump::dump_on_sigquit;
-pub use fiber_info::{Dump, FiberInfo, FiberState};
-pub use metrics::WorkerMetrics;
 pub use workers::Workers;
 
 /// A fiber runtime. See the [module docs](self).

@@ -8,12 +8,12 @@ use std::thread;
 
 use crate::fiber::JoinHandle;
 use crate::runtime::Runtime;
-use crate::runtime::context::{self, Enter, close};
-use crate::runtime::core::job::Job;
-use crate::runtime::core::{Core, Tuning, Until};
 use crate::runtime::dump::{self, Dump};
-use crate::runtime::metrics::WorkerMetrics;
-use crate::runtime::pool::{Pool, WorkerLink};
+use crate::scheduler::context::{self, Enter, close};
+use crate::scheduler::core::job::Job;
+use crate::scheduler::core::{Core, Tuning, Until};
+use crate::scheduler::metrics::WorkerMetrics;
+use crate::scheduler::pool::{Pool, WorkerLink};
 
 /// The worker threads of a [`Runtime`] built with
 /// [`workers`](crate::runtime::Builder::workers): the runtime's flavor, as
@@ -107,7 +107,7 @@ fn worker_main(
             return;
         }
     };
-    crate::runtime::watchdog::install_panic_hook();
+    crate::scheduler::watchdog::install_panic_hook();
     own.started(core.shared.clone());
     let _ = report.send(Ok(()));
     drop(report);

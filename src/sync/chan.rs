@@ -17,7 +17,7 @@ use std::collections::VecDeque;
 use std::sync::mpsc::{RecvError, RecvTimeoutError, TryRecvError, TrySendError};
 use std::sync::{Arc, Mutex as InnerLock};
 
-use crate::runtime::park::Unparker;
+use crate::scheduler::park::Unparker;
 use crate::sync::waiters::{Node, WaitList, Wakeups, Woken, lock, park_until_served};
 use crate::timer::clock;
 

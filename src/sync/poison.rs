@@ -9,7 +9,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{LockResult, PoisonError};
 
-use crate::runtime::park;
+use crate::scheduler::park;
 
 pub(crate) struct Flag {
     failed: AtomicBool,

@@ -82,8 +82,8 @@ use std::ptr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
-use crate::runtime::park::{Parked, Unparker, park_current};
-use crate::runtime::wait_on::WaitOn;
+use crate::scheduler::park::{Parked, Unparker, park_current};
+use crate::scheduler::wait_on::WaitOn;
 
 /// A waiter's place in a [`WaitList`], carrying a payload `P` that the
 /// waiter and its notifier exchange under the lock.

@@ -16,9 +16,9 @@ use std::fmt;
 use std::panic::{self, AssertUnwindSafe};
 use std::time::{Duration, Instant};
 
-use crate::runtime::context;
-use crate::runtime::park::{Parked, TimeoutUnwind, check_unwind, park};
-use crate::runtime::wait_on::WaitOn;
+use crate::scheduler::context;
+use crate::scheduler::park::{Parked, TimeoutUnwind, check_unwind, park};
+use crate::scheduler::wait_on::WaitOn;
 use crate::stack::pin::StackPin;
 use crate::timer::clock;
 
@@ -81,7 +81,7 @@ pub fn sleep_until(deadline: Instant) {
 }
 
 /// Sleeps until `deadline`, the clock having read `now` just before.
-fn sleep_ns(core: &crate::runtime::core::Core, now: u64, deadline: u64) {
+fn sleep_ns(core: &crate::scheduler::core::Core, now: u64, deadline: u64) {
     if deadline <= now {
         // Already due: no timer, but a yield, so that a loop of due sleeps
         // neither starves the other fibers nor keeps its runtime from
@@ -89,7 +89,7 @@ fn sleep_ns(core: &crate::runtime::core::Core, now: u64, deadline: u64) {
         // budget after which the runtime polls), a cancel among them. And,
         // on both sides of the switch, a point where cancellation and
         // timeouts take effect.
-        crate::runtime::park::yield_current(core);
+        crate::scheduler::park::yield_current(core);
         check_unwind(core);
         return;
     }

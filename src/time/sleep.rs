@@ -6,9 +6,9 @@ use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use crate::runtime::context;
-use crate::runtime::readiness;
-use crate::runtime::registry::RuntimeId;
+use crate::scheduler::context;
+use crate::scheduler::readiness;
+use crate::scheduler::registry::RuntimeId;
 use crate::timer::clock;
 use crate::timer::wheel::TimerKey;
 
@@ -137,7 +137,7 @@ impl Future for Sleep {
                     Err(waker) => {
                         // No timerfd (out of fds): the fallback's timer
                         // still works.
-                        crate::net::fallback::timer(this.deadline_ns, waker.clone());
+                        crate::runtime::fallback::timer(this.deadline_ns, waker.clone());
                         this.armed = Armed::Fallback(waker);
                     }
                 }
@@ -146,7 +146,7 @@ impl Future for Sleep {
                 if !matches!(&this.armed, Armed::Fallback(w) if w.will_wake(cx.waker())) {
                     this.disarm();
                     let waker = cx.waker().clone();
-                    crate::net::fallback::timer(this.deadline_ns, waker.clone());
+                    crate::runtime::fallback::timer(this.deadline_ns, waker.clone());
                     this.armed = Armed::Fallback(waker);
                 }
             }

@@ -1,19 +1,19 @@
 //! A fiber's record, as the scheduler keeps it in its slab
-//! ([`Records`](crate::runtime::core::records::Records)): its saved stack
+//! ([`Records`](crate::scheduler::core::records::Records)): its saved stack
 //! pointer, stack, park state and what it waits for, and the small types
 //! of its fields ([`State`], [`Wake`], [`TimeoutScope`]).
 //!
 //! The fields the rest of the runtime must not touch are `pub(super)`:
-//! only the scheduler (`runtime::core` and its files) reads and writes them.
+//! only the scheduler (`scheduler::core` and its files) reads and writes them.
 
 use std::num::NonZeroU64;
 use std::ptr;
 use std::sync::Arc;
 
 use super::flags::Flags;
-use crate::runtime::fiber_id::FiberId;
-use crate::runtime::wait_on::StoredWait;
-use crate::runtime::watch::Meta;
+use crate::scheduler::fiber_id::FiberId;
+use crate::scheduler::wait_on::StoredWait;
+use crate::scheduler::watch::Meta;
 use crate::stack::{Stack, StackHeader};
 
 /// `Record::waiting_until` of a park without a deadline.
@@ -27,7 +27,7 @@ pub(crate) enum State {
     Parked,
     /// Finished; its record waits for `after_switch` to remove it.
     Done,
-    /// Not a fiber: a free slot of [`Records`](crate::runtime::core::records::Records).
+    /// Not a fiber: a free slot of [`Records`](crate::scheduler::core::records::Records).
     Vacant,
 }
 
@@ -50,7 +50,7 @@ pub(crate) struct TimeoutScope {
 pub(crate) struct Record {
     /// The saved stack pointer while the context is not running.
     pub(super) sp: *mut u8,
-    /// Its identity for the watchdog (see `runtime::watch`): at the top of
+    /// Its identity for the watchdog (see `scheduler::watch`): at the top of
     /// its stack, or in `Shared` for the root.
     pub(crate) meta: *const Meta,
     /// `None` for the root, which runs on the thread's stack.
@@ -85,7 +85,7 @@ pub(crate) struct Record {
 }
 
 impl Record {
-    /// The record of a vacant slot (see [`Records`](crate::runtime::core::records::Records)): it owns nothing.
+    /// The record of a vacant slot (see [`Records`](crate::scheduler::core::records::Records)): it owns nothing.
     pub(crate) fn vacant() -> Record {
         Record {
             sp: ptr::null_mut(),

@@ -4,16 +4,16 @@
 //! sleep. The reactor is the runtime's (it lives in `Local`), and these
 //! functions are the only door to it from above: `io::wait`'s loop, a
 //! socket's "try, park on `WouldBlock`, try again" and a hooked call's wait
-//! are written with them and [`park`](crate::runtime::park::park), and take
+//! are written with them and [`park`](crate::scheduler::park::park), and take
 //! no borrow of the runtime's state themselves.
 //!
 //! ## Ground rules
 //!
 //! Every borrow of `Local` here keeps the scheduler's (see
-//! `runtime::core`):
+//! `scheduler::core`):
 //!
 //! - It is taken on the runtime's thread: a `&Core` is only ever had from
-//!   `runtime::context` (`current`, `expect`) or the runtime's own code,
+//!   `scheduler::context` (`current`, `expect`) or the runtime's own code,
 //!   which give the runtime entered on the calling thread, and a `Core` is
 //!   not `Sync` (its `Local` is in an `UnsafeCell`).
 //! - It ends before anything that may run user code: waking a park (which
@@ -37,8 +37,8 @@ use std::task::Waker;
 
 use crate::reactor::token::WakeToken;
 use crate::reactor::{Interest, Reactor, Registration};
-use crate::runtime::core::Core;
-use crate::runtime::core::record::Wake;
+use crate::scheduler::core::Core;
+use crate::scheduler::core::record::Wake;
 #[cfg(feature = "futures-io")]
 use crate::timer::wheel::TimerKey;
 

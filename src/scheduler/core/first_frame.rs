@@ -26,8 +26,8 @@ use std::panic::Location;
 use std::ptr::NonNull;
 
 use crate::arch::{self, EntryFn};
-use crate::runtime::fiber_id::FiberId;
-use crate::runtime::watch::{Meta, meta_below};
+use crate::scheduler::fiber_id::FiberId;
+use crate::scheduler::watch::{Meta, meta_below};
 use crate::stack::{Stack, StackHeader};
 
 /// What the first switch to a deferred fiber needs: the head of its boxed

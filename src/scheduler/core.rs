@@ -60,14 +60,14 @@ use std::sync::Arc;
 use crate::arch;
 use crate::reactor::token::{Key, WakeToken};
 use crate::reactor::{Polled, Reactor};
-use crate::runtime::blocks::Blocks;
-use crate::runtime::fiber_info::{FiberInfo, FiberState, Section};
-use crate::runtime::pool::WorkerLink;
-use crate::runtime::registry::{self, RuntimeId};
-use crate::runtime::run_queue::RunQueue;
-use crate::runtime::shared::{DumpAnswer, Remote, Shared};
-use crate::runtime::wait_on::{StoredWait, WaitOn};
-use crate::runtime::watch::Meta;
+use crate::scheduler::blocks::Blocks;
+use crate::scheduler::fiber_info::{FiberInfo, FiberState, Section};
+use crate::scheduler::pool::WorkerLink;
+use crate::scheduler::registry::{self, RuntimeId};
+use crate::scheduler::run_queue::RunQueue;
+use crate::scheduler::shared::{DumpAnswer, Remote, Shared};
+use crate::scheduler::wait_on::{StoredWait, WaitOn};
+use crate::scheduler::watch::Meta;
 use crate::stack::{self, Spare, Stack, overflow};
 use crate::timer::clock;
 use crate::timer::wheel::{Fired, Wheel};
@@ -110,7 +110,7 @@ use flags::Flags;
 use job::Job;
 // Also `fibra::FiberId` (through `fiber`); the runtime takes it from
 // `fiber_id`.
-pub use crate::runtime::fiber_id::FiberId;
+pub use crate::scheduler::fiber_id::FiberId;
 use record::{NO_DEADLINE, Record, State, TimeoutScope, Wake};
 use records::Records;
 
@@ -255,7 +255,7 @@ impl Core {
             worker,
         };
         if stall_ns != u64::MAX {
-            crate::runtime::watchdog_sleep::register();
+            crate::scheduler::watchdog_sleep::register();
         }
         Ok(core)
     }
@@ -343,7 +343,7 @@ impl Core {
         let cancelled = l.closing;
         let key = l.fibers.insert_with(|| Record {
             sp,
-            meta: crate::runtime::watch::meta_below(stack.header()),
+            meta: crate::scheduler::watch::meta_below(stack.header()),
             flags: Flags::new(cancelled),
             running_header: stack.header(),
             stack: Some(stack),

@@ -45,7 +45,7 @@ use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering, 
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::Duration;
 
-use crate::runtime::shared::Shared;
+use crate::scheduler::shared::Shared;
 use crate::timer::clock;
 
 /// How many jobs a worker takes from an inbox at a time.
@@ -179,14 +179,14 @@ impl<J> Pool<J> {
             .unwrap_or(start)
     }
 
-    pub(crate) fn metrics(&self) -> Vec<crate::runtime::metrics::WorkerMetrics> {
+    pub(crate) fn metrics(&self) -> Vec<crate::scheduler::metrics::WorkerMetrics> {
         self.slots
             .iter()
             .enumerate()
             .map(|(worker, slot)| {
                 let alive = slot.metrics.alive.load(Ordering::Relaxed);
                 let ready = slot.metrics.ready.load(Ordering::Relaxed).min(alive);
-                crate::runtime::metrics::WorkerMetrics {
+                crate::scheduler::metrics::WorkerMetrics {
                     worker,
                     alive,
                     ready,

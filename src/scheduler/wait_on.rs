@@ -6,7 +6,7 @@ use std::os::fd::RawFd;
 use std::ptr;
 
 use crate::reactor::Interest;
-use crate::runtime::fiber_id::FiberId;
+use crate::scheduler::fiber_id::FiberId;
 
 /// What a park waits for, as [`Runtime::dump`](crate::Runtime::dump) shows it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

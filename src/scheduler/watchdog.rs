@@ -6,7 +6,7 @@
 //! does when its root waits or leaves, the watchdog when it sees the word
 //! change (it samples every millisecond while a stall goes on, so the
 //! total is right to about that). Nothing of this is on the switch path,
-//! which only stores the word (see `runtime::watch`).
+//! which only stores the word (see `scheduler::watch`).
 //!
 //! It starts when the first runtime with a warning has been built (a
 //! process that only makes unwatched runtimes, or fails to make one, gets
@@ -21,9 +21,9 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use crate::runtime::registry;
-use crate::runtime::watch::{self, Report, Running, SEEN, Watch, describe, warn_ended};
-use crate::runtime::watchdog_sleep::{ASLEEP, WAKE, lock};
+use crate::scheduler::registry;
+use crate::scheduler::watch::{self, Report, Running, SEEN, Watch, describe, warn_ended};
+use crate::scheduler::watchdog_sleep::{ASLEEP, WAKE, lock};
 use crate::timer::clock;
 
 /// The default of `runtime::Builder::stall_warning`.
@@ -119,7 +119,7 @@ fn watch_loop() {
 /// every word; a runtime stores its word, then loads `ASLEEP`. One of us
 /// sees the other's store.
 fn try_sleep(
-    runtimes: Vec<(String, std::sync::Arc<crate::runtime::shared::Shared>)>,
+    runtimes: Vec<(String, std::sync::Arc<crate::scheduler::shared::Shared>)>,
     generation: u64,
 ) {
     {
@@ -236,7 +236,7 @@ pub(crate) fn install_panic_hook() {
     INSTALLED.call_once(|| {
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
-            if let Some(core) = crate::runtime::context::current()
+            if let Some(core) = crate::scheduler::context::current()
                 && let Some(r) = core.shared.watch.running_here()
             {
                 let fiber = describe(r.id, r.name.as_deref(), false);

@@ -22,7 +22,7 @@ use std::ops::{Index, IndexMut};
 use std::ptr;
 
 use crate::reactor::token::Key;
-use crate::runtime::core::record::{Record, State};
+use crate::scheduler::core::record::{Record, State};
 use crate::stack::Stack;
 
 pub(crate) struct Records {

@@ -86,7 +86,7 @@ impl Core {
         };
         l.current = to;
         l.resumed += u64::from(to != ROOT);
-        // The watchdog's one store per switch (see `runtime::watch`).
+        // The watchdog's one store per switch (see `scheduler::watch`).
         self.shared.watch.publish(meta);
         // The stack `from` runs on (its own, or a generator's it is inside)
         // is kept for when it runs again. Nothing below pushes on it before
@@ -143,7 +143,7 @@ impl Core {
         debug_assert_eq!(rec.state, State::Done);
         let span = rec.span.take();
         // The stack holds the fiber's `Meta`, and the record its name: a
-        // watchdog may be reading them (see `runtime::watch`).
+        // watchdog may be reading them (see `scheduler::watch`).
         self.shared.watch.wait_unread(rec.meta);
         if let Some(stack) = l.fibers.vacate(key) {
             l.spare.give_back(stack);
@@ -243,7 +243,7 @@ impl Core {
 
     /// Parks the current context until it is woken with its token, or until
     /// `deadline` (ns). Neither unwinds nor looks at cancellation: see
-    /// `runtime::park` for the layer that does.
+    /// `scheduler::park` for the layer that does.
     ///
     /// Inlined: see [`Core::switch_to`] on frames above a switch.
     #[inline(always)]

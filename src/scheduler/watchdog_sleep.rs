@@ -39,7 +39,7 @@ pub(crate) fn register() {
 }
 
 /// Whether the watchdog sleeps until a runtime runs: see
-/// [`Watch::publish_busy`](crate::runtime::watch::Watch::publish_busy).
+/// [`Watch::publish_busy`](crate::scheduler::watch::Watch::publish_busy).
 #[inline(always)]
 pub(crate) fn asleep() -> bool {
     ASLEEP.load(Ordering::Relaxed)

@@ -1,5 +1,5 @@
 //! Where one fiber's `fiber_local!` values are kept: the map a pointer in
-//! its `Meta` (see `runtime::watch`) leads to. The values are made, found
+//! its `Meta` (see `scheduler::watch`) leads to. The values are made, found
 //! and dropped by `fiber::local`, the public face of fiber-local storage.
 
 use std::any::Any;

@@ -1,10 +1,10 @@
-//! A worker's side of the pool (see `runtime/pool.rs`): the scheduler of a
+//! A worker's side of the pool (see `scheduler/pool.rs`): the scheduler of a
 //! runtime of several workers starts the jobs it takes from its inbox,
 //! steals from busy workers when it has nothing to run, and sleeps when it
 //! finds nothing, without losing a wake-up.
 
 use super::*;
-use crate::runtime::pool::STEAL_AFTER;
+use crate::scheduler::pool::STEAL_AFTER;
 
 impl Core {
     /// Starts a batch of jobs from the worker's own inbox; returns whether
@@ -32,7 +32,7 @@ impl Core {
     }
 
     /// Called when no fiber of this worker is ready: finds jobs, or sleeps
-    /// until something happens (see `runtime/pool.rs`).
+    /// until something happens (see `scheduler/pool.rs`).
     pub(super) fn wait_for_work(&self, worker: &WorkerLink<Job>, closing: bool) {
         if closing {
             self.poll(None); // shutting down: no new fibers

@@ -13,9 +13,9 @@ use std::cell::Cell;
 use std::ptr;
 
 use crate::reactor::TaskWakes;
-use crate::runtime::core::record::State;
-use crate::runtime::core::{Core, ROOT};
-use crate::runtime::registry;
+use crate::scheduler::core::record::State;
+use crate::scheduler::core::{Core, ROOT};
+use crate::scheduler::registry;
 use crate::stack::overflow;
 use crate::stack::pin::StackPin;
 
@@ -106,7 +106,7 @@ impl<'a> Enter<'a> {
         l.entered = true;
         // The root runs on whatever stack called us: a generator's, maybe.
         l.fibers[ROOT].running_header = overflow::running();
-        // The root runs (the watchdog's word; see `runtime::watch`).
+        // The root runs (the watchdog's word; see `scheduler::watch`).
         core.publish_root_running();
         let unwinding = std::thread::panicking();
         if unwinding {
@@ -143,7 +143,7 @@ impl Drop for Enter<'_> {
 /// runtime out of the registry; during thread-local destruction, leaks
 /// them instead (see `thread_exit`).
 pub(crate) fn close(core: &Core) {
-    if crate::runtime::thread_exit::destroying() {
+    if crate::scheduler::thread_exit::destroying() {
         core.abandon();
     } else {
         let enter = Enter::nested(core);

@@ -53,8 +53,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, Once};
 use std::time::Duration;
 
-use crate::runtime::fiber_id::FiberId;
-use crate::runtime::watchdog_sleep;
+use crate::scheduler::fiber_id::FiberId;
+use crate::scheduler::watchdog_sleep;
 use crate::stack::StackHeader;
 
 /// Whether the hazard's Dekker pair uses an asymmetric fence: a compiler
@@ -125,7 +125,7 @@ pub(crate) struct Meta {
     pub(crate) location: Option<&'static Location<'static>>,
     /// The fiber's `fiber_local!` values (see `fiber::local`): touched only
     /// by the fiber itself, on its thread, while it runs.
-    pub(crate) locals: Cell<*mut crate::runtime::locals::Locals>,
+    pub(crate) locals: Cell<*mut crate::scheduler::locals::Locals>,
 }
 
 impl Meta {

@@ -6,7 +6,7 @@ use std::fmt;
 use std::panic::Location;
 use std::time::Duration;
 
-use crate::runtime::fiber_id::FiberId;
+use crate::scheduler::fiber_id::FiberId;
 
 /// How long a dump waits for runtimes on other threads to answer.
 pub(crate) const ANSWER_WITHIN: Duration = Duration::from_secs(1);

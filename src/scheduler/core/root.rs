@@ -74,7 +74,7 @@ impl Core {
     }
 
     /// Publishes that the root runs, after a wait or on entry (see
-    /// `runtime::watch`).
+    /// `scheduler::watch`).
     pub(crate) fn publish_root_running(&self) {
         self.shared.watch.publish_busy();
     }
@@ -463,7 +463,7 @@ impl Core {
 
     /// Leaks every fiber instead of finishing it: for a runtime dropped
     /// while its thread destroys its thread-locals, whose parked fibers may
-    /// borrow destroyed ones (see `runtime::thread_exit`). Nothing of a
+    /// borrow destroyed ones (see `scheduler::thread_exit`). Nothing of a
     /// fiber runs again or is dropped: its stack stays mapped (a parked
     /// fiber's frames may be linked into wait lists that other threads
     /// still walk), and its span is forgotten with it. Its `JoinHandle`
@@ -507,7 +507,7 @@ impl Core {
         if let Some((running, total)) = self.shared.watch.take_ended(clock::now_ns()) {
             let thread = self.shared.thread_name.as_str();
             self.callback("event", || {
-                crate::runtime::watch::warn_ended(thread, &running, total)
+                crate::scheduler::watch::warn_ended(thread, &running, total)
             });
         }
     }

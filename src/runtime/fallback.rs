@@ -17,8 +17,8 @@ use std::sync::{Mutex, OnceLock};
 use std::task::Waker;
 
 use crate::io::Interest;
-use crate::runtime::context;
-use crate::runtime::readiness;
+use crate::scheduler::context;
+use crate::scheduler::readiness;
 use crate::sync::mpsc;
 
 enum Request {
@@ -41,7 +41,7 @@ fn send(request: Request) {
         let (tx, rx) = mpsc::channel();
         std::thread::Builder::new()
             .name("fibra-io".into())
-            .spawn(move || crate::run(move || serve(rx)))
+            .spawn(move || super::run(move || serve(rx)))
             .expect("fibra: cannot start the fallback reactor's thread");
         Mutex::new(tx)
     });

@@ -18,11 +18,11 @@ use std::sync::Arc;
 use std::thread::Thread;
 
 use crate::reactor::token::WakeToken;
-use crate::runtime::context;
-use crate::runtime::core::Core;
-use crate::runtime::core::record::{TimeoutScope, Wake};
-use crate::runtime::shared::{Remote, Shared};
-use crate::runtime::wait_on::WaitOn;
+use crate::scheduler::context;
+use crate::scheduler::core::Core;
+use crate::scheduler::core::record::{TimeoutScope, Wake};
+use crate::scheduler::shared::{Remote, Shared};
+use crate::scheduler::wait_on::WaitOn;
 use crate::timer::clock;
 
 /// The unwind payload of a cancelled fiber.

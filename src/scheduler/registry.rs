@@ -9,7 +9,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use crate::runtime::shared::Shared;
+use crate::scheduler::shared::Shared;
 
 /// A runtime's id: its slot and that slot's generation (a dropped runtime's
 /// id never names a later one).

@@ -1,6 +1,6 @@
 //! A [`Job`]: a fiber that has not started yet, as a runtime of workers
 //! keeps it: a `Send` closure that creates the fiber on whichever worker
-//! starts it. The pool (`runtime/pool.rs`) moves jobs between threads, and
+//! starts it. The pool (`scheduler/pool.rs`) moves jobs between threads, and
 //! a worker's scheduler starts them (`core/worker.rs`); what a job holds
 //! (the fiber's closure and its join handle's end) is made in
 //! `fiber::queued`, which fills in `Job::new`.

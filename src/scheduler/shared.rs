@@ -18,9 +18,9 @@ use std::thread::ThreadId;
 
 use crate::reactor::WAKER;
 use crate::reactor::token::{Key, WakeToken};
-use crate::runtime::fiber_id::FiberId;
-use crate::runtime::fiber_info::Section;
-use crate::runtime::watch::Watch;
+use crate::scheduler::fiber_id::FiberId;
+use crate::scheduler::fiber_info::Section;
+use crate::scheduler::watch::Watch;
 
 /// What a dump request runs with the runtime's fibers (see `runtime::dump`).
 pub(crate) type DumpAnswer = Box<dyn FnOnce(Section) + Send>;
@@ -47,7 +47,7 @@ pub(crate) struct Shared {
     /// line is a subscriber's code, which must not run there.
     wake_error: AtomicI32,
     /// What the watchdog and dumps read while the runtime runs (see
-    /// `runtime::watch`).
+    /// `scheduler::watch`).
     pub(crate) watch: Watch,
 }
 
