@@ -13,6 +13,8 @@
 //! destructor that blocks does block instead of aborting the process with a
 //! panic inside a panic.
 
+use std::num::NonZeroU64;
+use std::panic::{self, AssertUnwindSafe};
 use std::ptr;
 use std::sync::Arc;
 use std::thread::Thread;
@@ -23,14 +25,15 @@ use crate::scheduler::core::Core;
 use crate::scheduler::core::record::{TimeoutScope, Wake};
 use crate::scheduler::shared::{Remote, Shared};
 use crate::scheduler::wait_on::WaitOn;
+use crate::stack::pin::StackPin;
 use crate::timer::clock;
 
 /// The unwind payload of a cancelled fiber.
 pub(crate) struct CancelUnwind;
 
 /// The unwind payload of an expired `fibra::timeout`.
-pub(crate) struct TimeoutUnwind {
-    pub(crate) id: std::num::NonZeroU64,
+struct TimeoutUnwind {
+    id: NonZeroU64,
 }
 
 /// How a park in a fiber ended, when it did not unwind.
@@ -104,6 +107,38 @@ fn check_unwind_slow(core: &Core) -> Option<TimeoutScope> {
         Ok(scope) => scope,
         Err(payload) => unwind(core, payload),
     }
+}
+
+/// Runs `f` on the running context with a deadline (ns): where `f` is
+/// still blocked at `deadline`, its park unwinds it (its destructors run)
+/// and this returns `None`. The scope of `fibra::timeout`. Scopes nest;
+/// the earliest deadline wins; a panic of `f` passes through unchanged.
+pub(crate) fn with_deadline<T>(core: &Core, deadline: u64, f: impl FnOnce() -> T) -> Option<T> {
+    // The deadline is set on the running fiber and taken back below: this
+    // frame must not be suspended by a generator in between.
+    let _pin = StackPin::new();
+    let id = next_scope_id();
+    let previous = core.set_timeout(deadline, id);
+    let result = panic::catch_unwind(AssertUnwindSafe(f));
+    core.restore_timeout(previous);
+    if result.is_err() {
+        core.mark_unwinding(false); // caught here
+    }
+    match result {
+        Ok(value) => Some(value),
+        Err(payload) => match payload.downcast_ref::<TimeoutUnwind>() {
+            Some(t) if t.id == id => None,
+            _ => panic::resume_unwind(payload),
+        },
+    }
+}
+
+/// A new id for a deadline scope, so that an unwind is caught by the scope
+/// whose deadline started it and passes through the others.
+fn next_scope_id() -> NonZeroU64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NonZeroU64::new(NEXT.fetch_add(1, Ordering::Relaxed)).expect("timeout ids exhausted")
 }
 
 /// Starts unwinding the current fiber with one of our payloads.

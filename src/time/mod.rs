@@ -13,13 +13,12 @@ mod sleep;
 pub use sleep::Sleep;
 
 use std::fmt;
-use std::panic::{self, AssertUnwindSafe};
 use std::time::{Duration, Instant};
 
 use crate::scheduler::context;
-use crate::scheduler::park::{Parked, TimeoutUnwind, check_unwind, park};
+use crate::scheduler::core::Core;
+use crate::scheduler::park::{self, Parked, check_unwind, park};
 use crate::scheduler::wait_on::WaitOn;
-use crate::stack::pin::StackPin;
 use crate::timer::clock;
 
 /// Blocks the current fiber for at least `d` while other fibers run. Outside
@@ -81,7 +80,7 @@ pub fn sleep_until(deadline: Instant) {
 }
 
 /// Sleeps until `deadline`, the clock having read `now` just before.
-fn sleep_ns(core: &crate::scheduler::core::Core, now: u64, deadline: u64) {
+fn sleep_ns(core: &Core, now: u64, deadline: u64) {
     if deadline <= now {
         // Already due: no timer, but a yield, so that a loop of due sleeps
         // neither starves the other fibers nor keeps its runtime from
@@ -89,7 +88,7 @@ fn sleep_ns(core: &crate::scheduler::core::Core, now: u64, deadline: u64) {
         // budget after which the runtime polls), a cancel among them. And,
         // on both sides of the switch, a point where cancellation and
         // timeouts take effect.
-        crate::scheduler::park::yield_current(core);
+        park::yield_current(core);
         check_unwind(core);
         return;
     }
@@ -148,28 +147,5 @@ impl From<Elapsed> for std::io::Error {
 #[track_caller]
 pub fn timeout<T>(d: Duration, f: impl FnOnce() -> T) -> Result<T, Elapsed> {
     let core = context::expect("fibra::timeout");
-    // The deadline is set on the running fiber and taken back below: this
-    // frame must not be suspended by a generator in between.
-    let _pin = StackPin::new();
-    let deadline = clock::after_ns(d);
-    let id = next_timeout_id();
-    let previous = core.set_timeout(deadline, id);
-    let result = panic::catch_unwind(AssertUnwindSafe(f));
-    core.restore_timeout(previous);
-    if result.is_err() {
-        core.mark_unwinding(false); // caught here
-    }
-    match result {
-        Ok(value) => Ok(value),
-        Err(payload) => match payload.downcast_ref::<TimeoutUnwind>() {
-            Some(t) if t.id == id => Err(Elapsed(())),
-            _ => panic::resume_unwind(payload),
-        },
-    }
-}
-
-fn next_timeout_id() -> std::num::NonZeroU64 {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static NEXT: AtomicU64 = AtomicU64::new(1);
-    std::num::NonZeroU64::new(NEXT.fetch_add(1, Ordering::Relaxed)).expect("timeout ids exhausted")
+    park::with_deadline(core, clock::after_ns(d), f).ok_or(Elapsed(()))
 }
