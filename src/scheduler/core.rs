@@ -94,6 +94,7 @@ const IDLE_RELEASE_NS: u64 = 5_000_000;
 
 pub(crate) mod callback;
 mod current;
+mod dump;
 pub(crate) mod first_frame;
 mod flags;
 pub(crate) mod job;
@@ -101,6 +102,7 @@ pub(crate) mod record;
 mod records;
 mod root;
 mod share_cpu;
+mod shutdown;
 mod switch;
 mod wake;
 mod worker;

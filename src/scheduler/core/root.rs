@@ -1,5 +1,5 @@
-//! The root loop: polling for I/O, timers and messages from other threads,
-//! dumps and shutdown.
+//! The root loop: polling for I/O, timers and messages from other threads.
+//! A runtime's dump section is `dump.rs`, its end `shutdown.rs`.
 
 use super::*;
 
@@ -366,68 +366,6 @@ impl Core {
         any
     }
 
-    /// Answers the dump requests [`Core::take_remote`] kept, if any.
-    #[cold]
-    #[inline(never)]
-    fn answer_dumps(&self) {
-        // SAFETY: on the runtime's thread; short borrow, ended before the
-        // answers (user code).
-        let dumps = std::mem::take(&mut unsafe { self.local() }.dumps);
-        for answer in dumps {
-            answer(self.dump_section());
-        }
-    }
-
-    /// This runtime's fibers, for a dump.
-    pub(crate) fn dump_section(&self) -> Section {
-        // SAFETY: on the runtime's thread; short borrow.
-        let l = unsafe { self.local() };
-        let now = clock::now_ns();
-        let fibers = l
-            .fibers
-            .iter()
-            .filter(|(key, rec)| *key != ROOT || rec.state != State::Running)
-            .filter(|(_, rec)| rec.state != State::Done)
-            .map(|(key, rec)| {
-                let parked = rec.state == State::Parked;
-                let waiting = rec.waiting_on.get().filter(|_| parked);
-                FiberInfo {
-                    id: rec.id,
-                    name: rec.name.as_deref().map(str::to_owned),
-                    root: key == ROOT,
-                    state: match rec.state {
-                        State::Ready => FiberState::Ready,
-                        State::Parked => FiberState::Parked,
-                        State::Running | State::Done | State::Vacant => FiberState::Running,
-                    },
-                    waiting_on: waiting.map(|on| on.to_string()),
-                    deadline_in: waiting
-                        .and((rec.waiting_until != NO_DEADLINE).then_some(rec.waiting_until))
-                        .map(|d| std::time::Duration::from_nanos(d.saturating_sub(now))),
-                    running_for: None,
-                    spawned_at: rec.spawned_at(),
-                    // A context not running has saved its stack pointer in
-                    // its own stack.
-                    stack_used: match (&rec.stack, rec.state) {
-                        (Some(stack), State::Parked | State::Ready) => {
-                            // (Not when it parked inside a generator: its
-                            // sp is on the generator's stack then.)
-                            let (base, top) = (stack.base() as usize, stack.top() as usize);
-                            let sp = rec.sp as usize;
-                            (base..top).contains(&sp).then(|| top - sp)
-                        }
-                        _ => None,
-                    },
-                }
-            })
-            .collect();
-        Section {
-            thread: self.shared.thread_name.clone(),
-            fibers: Some(fibers),
-            stalled: None,
-        }
-    }
-
     /// Leaves the runtime to an outer loop: its fd must be readable when it
     /// has work, so arm the timerfd for the next timer and, if fibers are
     /// ready, wake the waker.
@@ -441,49 +379,6 @@ impl Core {
         if !l.run_queue.is_empty() {
             self.shared.wake_fd();
         }
-    }
-
-    /// Cancels every fiber and runs them until all have finished.
-    pub(crate) fn shutdown(&self) {
-        // SAFETY: on the runtime's thread; short borrow, ended before the
-        // cancellations (traced: a subscriber's code).
-        let l = unsafe { self.local() };
-        l.closing = true;
-        let all: Vec<(Key, FiberId)> = l
-            .fibers
-            .iter()
-            .filter(|(key, _)| *key != ROOT)
-            .map(|(key, rec)| (key, rec.id))
-            .collect();
-        for (key, id) in all {
-            self.cancel(key, id);
-        }
-        self.run_root(Until::NoFibers);
-    }
-
-    /// Leaks every fiber instead of finishing it: for a runtime dropped
-    /// while its thread destroys its thread-locals, whose parked fibers may
-    /// borrow destroyed ones (see `scheduler::thread_exit`). Nothing of a
-    /// fiber runs again or is dropped: its stack stays mapped (a parked
-    /// fiber's frames may be linked into wait lists that other threads
-    /// still walk), and its span is forgotten with it. Its `JoinHandle`
-    /// never completes.
-    pub(crate) fn abandon(&self) {
-        // SAFETY: on the runtime's thread; no user code runs in here.
-        let l = unsafe { self.local() };
-        l.closing = true;
-        let keys: Vec<Key> = l
-            .fibers
-            .iter()
-            .filter(|(key, _)| *key != ROOT)
-            .map(|(key, _)| key)
-            .collect();
-        for key in keys {
-            std::mem::forget(l.fibers[key].span.take());
-            std::mem::forget(l.fibers.vacate(key));
-        }
-        l.live = 0;
-        while l.run_queue.pop_front().is_some() {}
     }
 
     /// The root waits or leaves: a stall the watchdog warned about (the
