@@ -38,7 +38,7 @@
 # A `ret` keeps the return stack buffer balanced for the resumed context's
 # own returns, unlike Boost.Context's `pop; jmp`. The block that calls this
 # routine is inlined into the code that parks (`Core::switch_to` in
-# src/runtime/core/switch.rs), so our `ret` is predicted right when the
+# src/scheduler/core/switch.rs), so our `ret` is predicted right when the
 # outgoing context called it from the same place (two fibers yielding in
 # one loop, many fibers waiting in the same `read`) and mispredicted once
 # otherwise, where a Rust frame of its own around the call only moved that
