@@ -96,6 +96,7 @@ pub(crate) mod callback;
 mod current;
 mod dump;
 pub(crate) mod first_frame;
+mod first_run;
 mod flags;
 pub(crate) mod job;
 pub(crate) mod record;
@@ -160,6 +161,9 @@ pub(crate) struct Local {
     pub(crate) closing: bool,
     /// Switches into fibers, for `turn`'s count.
     pub(crate) resumed: u64,
+    /// Fibers next to have their first frame built whose stack's top page
+    /// the last batch of `populate_ahead` (see `core/switch.rs`) faulted in.
+    populated_ahead: u32,
     /// Socket calls since `resumed` was `io_since` (see [`IO_BUDGET`]).
     io_calls: u32,
     io_since: u64,
@@ -238,6 +242,7 @@ impl Core {
                 entered: false,
                 closing: false,
                 resumed: 0,
+                populated_ahead: 0,
                 io_calls: 0,
                 io_since: 0,
                 unwinding_suspended: 0,

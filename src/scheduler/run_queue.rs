@@ -87,6 +87,12 @@ impl RunQueue {
         (self.len > 1).then(|| self.get(1))
     }
 
+    /// The key `i` places after [`RunQueue::front`], left in place.
+    #[inline]
+    pub(crate) fn nth(&self, i: usize) -> Option<Key> {
+        (self.len > i).then(|| self.get(i))
+    }
+
     #[inline]
     pub(crate) fn pop_front(&mut self) -> Option<Key> {
         if self.len == 0 {

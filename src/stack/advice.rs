@@ -18,7 +18,7 @@
 //! only: a fiber's stack never needs a free fd.
 
 use std::io;
-use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, Ordering};
 
 use super::{Stack, page_size};
 
@@ -90,20 +90,19 @@ fn unsupported(e: &io::Error) -> bool {
 
 /// Faults in the top page of every stack, where a fiber's header and first
 /// frames go, in one `process_madvise` call per 512 stacks, instead of the
-/// page fault each new fiber would otherwise take when it first runs. A
-/// burst of a million spawns was faster so in 31 of 38 alternated rounds
-/// (see the README), though a profile shows the kernel's walk of the pages
-/// costing about what the traps did: the gain may be each fiber's first
-/// run no longer interrupted by a fault.
+/// page fault each new fiber would otherwise take when it first runs. The
+/// scheduler asks for it right before the fibers run, a batch of them in a
+/// row (see `scheduler::core::switch`), so that each fiber writes its page
+/// while the page and its translation are still in the caches.
 ///
 /// Best effort: where the kernel refuses (`process_madvise` takes this
-/// advice only since Linux 6.13), it is not tried again in this process;
-/// any other failure (no free fd for the pidfd, a page it cannot populate
-/// under a memory limit) skips the rest of this call only. Either way the
-/// fibers fault their pages in as they run, as without this call.
-pub(super) fn populate_tops(stacks: &[Stack]) {
-    static SUPPORTED: AtomicU8 = AtomicU8::new(1);
-    if SUPPORTED.load(Ordering::Relaxed) == 0 {
+/// advice only since Linux 6.13), it is not tried again in this process
+/// ([`populates`] turns false); any other failure (no free fd for the
+/// pidfd, a page it cannot populate under a memory limit) skips the rest
+/// of this call only. Either way the fibers fault their pages in as they
+/// run, as without this call.
+pub(crate) fn populate_tops(stacks: &[&Stack]) {
+    if !populates() {
         return;
     }
     let page = page_size();
@@ -111,10 +110,18 @@ pub(super) fn populate_tops(stacks: &[Stack]) {
         (s.top().wrapping_sub(page), page)
     }) {
         Ok(()) => {}
-        Err(e) if unsupported(&e) => SUPPORTED.store(0, Ordering::Relaxed),
+        Err(e) if unsupported(&e) => POPULATES.store(false, Ordering::Relaxed),
         Err(_) => {}
     }
 }
+
+/// Whether [`populate_tops`] may do anything here: false once the kernel
+/// has refused it, so that callers need not gather stacks for nothing.
+pub(crate) fn populates() -> bool {
+    POPULATES.load(Ordering::Relaxed)
+}
+
+static POPULATES: AtomicBool = AtomicBool::new(true);
 
 /// Marks the memory of the stacks' usable parts as free (`MADV_FREE`): the
 /// kernel reclaims it when it needs memory, and until then a stack reused
@@ -140,8 +147,8 @@ pub(super) fn free_memory(stacks: &[Stack]) {
 /// One `advice` over a range of each stack, in `process_madvise` calls on a
 /// pidfd of our own process. Fails when that pidfd cannot be opened (no
 /// fd free): callers fall back to one `madvise` per stack.
-fn batch(
-    stacks: &[Stack],
+fn batch<S: std::borrow::Borrow<Stack>>(
+    stacks: &[S],
     advice: libc::c_int,
     range: impl Fn(&Stack) -> (*mut u8, usize),
 ) -> io::Result<()> {
@@ -150,7 +157,7 @@ fn batch(
         let mut iov: Vec<libc::iovec> = group
             .iter()
             .map(|s| {
-                let (start, len) = range(s);
+                let (start, len) = range(s.borrow());
                 libc::iovec {
                     iov_base: start.cast(),
                     iov_len: len,

@@ -142,9 +142,9 @@ thread_local! {
 }
 
 /// A stack with `usable` bytes (validated by [`validate_size`]), from this
-/// thread's pool when one of that size is free; else from a new chunk,
-/// whose stacks' top pages are faulted in together when this thread has
-/// mapped [`CHUNKS_PER_DOUBLING`] chunks of that size before (a burst).
+/// thread's pool when one of that size is free; else from a new chunk. Its
+/// pages are left to the fiber, or to `populate_tops` right before a
+/// burst's fibers run.
 pub(crate) fn take(usable: usize) -> io::Result<Stack> {
     // A free stack, or how many chunks of this size were mapped before.
     let pooled = POOLS.try_with(|pools| {
@@ -158,21 +158,13 @@ pub(crate) fn take(usable: usize) -> io::Result<Stack> {
             .or_else(|| pool.cold.pop())
             .ok_or(pool.chunks)
     });
-    let (count, in_burst) = match pooled {
+    let count = match pooled {
         Ok(Ok(stack)) => return Ok(stack),
-        Ok(Err(mapped)) => (chunk_len(usable, mapped), mapped >= CHUNKS_PER_DOUBLING),
+        Ok(Err(mapped)) => chunk_len(usable, mapped),
         // The thread is exiting: there is no pool to keep the rest in.
-        Err(_) => (1, false),
+        Err(_) => 1,
     };
     let mut fresh = Stack::map_chunk(usable, count)?;
-    if in_burst {
-        // This thread has run out of stacks of this size eight times: a
-        // burst of spawns is under way, and the stacks of this chunk will
-        // be taken in a row. Their top pages, faulted in together, cost
-        // less than a fault each (and at most one page each, 2 MiB for
-        // the largest chunk, before their fibers touch them anyway).
-        advice::populate_tops(&fresh);
-    }
     let stack = fresh.pop().expect("a chunk has at least one stack");
     let _ = POOLS.try_with(|pools| {
         let mut pools = pools.borrow_mut();
@@ -316,8 +308,7 @@ mod tests {
     use std::ptr;
 
     use super::*;
-    use crate::stack::tests::resident;
-    use crate::stack::{DEFAULT_STACK_SIZE, MIN_STACK_SIZE, page_size, validate_size};
+    use crate::stack::{DEFAULT_STACK_SIZE, MIN_STACK_SIZE, validate_size};
 
     #[test]
     fn chunks_grow_with_what_a_thread_maps_and_stay_bounded() {
@@ -331,62 +322,6 @@ mod tests {
         assert_eq!(chunk_len(4 << 20, 0), 4);
         assert_eq!(chunk_len(4 << 20, u32::MAX), 64);
         assert_eq!(chunk_len(1 << 30, u32::MAX), 1);
-    }
-
-    /// Whether this kernel populates through `process_madvise` (6.13),
-    /// asked directly, not through the code under test (a `populate_tops`
-    /// that did nothing would otherwise pass as "unsupported").
-    fn kernel_populates() -> bool {
-        let page = page_size();
-        let stacks = Stack::map_chunk(validate_size(MIN_STACK_SIZE).unwrap(), 1).unwrap();
-        let top = stacks[0].top().wrapping_sub(page);
-        // SAFETY: pidfd_open of our own pid; checked below.
-        let pidfd = unsafe { libc::syscall(libc::SYS_pidfd_open, libc::getpid(), 0) } as i32;
-        assert!(pidfd >= 0, "pidfd_open: {}", io::Error::last_os_error());
-        let iov = libc::iovec {
-            iov_base: top.cast(),
-            iov_len: page,
-        };
-        // SAFETY: one valid iovec naming the top page of a stack we just
-        // mapped; MADV_POPULATE_WRITE (23) leaves its contents as they are.
-        let done =
-            unsafe { libc::syscall(libc::SYS_process_madvise, pidfd, &raw const iov, 1, 23, 0) };
-        // SAFETY: our own fd, closed once.
-        unsafe { libc::close(pidfd) };
-        done == page as libc::c_long && resident(top)
-    }
-
-    #[test]
-    fn a_burst_faults_in_its_stacks_top_pages_together() {
-        // On a thread of its own: the pool is per thread and starts empty.
-        std::thread::spawn(|| {
-            let size = validate_size(MIN_STACK_SIZE).unwrap();
-            // The first chunks are left alone: a program with a few fibers
-            // commits no page of a stack it has not used.
-            let first = take(size).unwrap();
-            let second = take(size).unwrap();
-            assert!(
-                !resident(second.top().wrapping_sub(1)),
-                "an early chunk was populated"
-            );
-            let mut held = vec![first, second];
-            // The stacks of eight chunks, then one from the ninth.
-            while held.len() < CHUNK * CHUNKS_PER_DOUBLING as usize + 1 {
-                held.push(take(size).unwrap());
-            }
-            let next = take(size).unwrap();
-            assert_eq!(
-                resident(next.top().wrapping_sub(1)),
-                kernel_populates(),
-                "a stack of the ninth chunk, not yet used: its top page is \
-                 resident exactly when the kernel can populate"
-            );
-            // The page below the top one is left to the fiber.
-            assert!(!resident(next.top().wrapping_sub(page_size() + 1)));
-            held.push(next);
-        })
-        .join()
-        .unwrap();
     }
 
     fn pooled(usable: usize) -> (usize, usize, usize) {

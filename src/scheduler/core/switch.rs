@@ -101,29 +101,6 @@ impl Core {
         (save, load)
     }
 
-    /// `to` has never run, and its record's `sp` stands for its deferred
-    /// start (see `first_frame`): builds its first frame on its stack, which
-    /// is its own and untouched, and stores the real `sp` in the record, so
-    /// that from its first switch in on nothing reads the start's box
-    /// through it (which may be freed as soon as the fiber runs, or at its
-    /// end, maybe before it ever switches out). No user code runs in here.
-    #[cold]
-    #[inline(never)]
-    fn build_first_frame(l: &mut Local, to: Key) {
-        let rec = &mut l.fibers[to];
-        let head = first_frame::deferred(rec.sp).expect("fibra: no deferred start");
-        // A record with a deferred `sp` always has a stack: `add_fiber`
-        // took one.
-        let stack = rec
-            .stack
-            .as_ref()
-            .expect("fibra: a deferred start without a stack");
-        // SAFETY: as argued in the doc comment; `head` is the live box
-        // `fiber::entry` made (freed only by the fiber, which has not run).
-        let sp = unsafe { first_frame::build(stack, rec.id, rec.name.as_deref(), head) };
-        rec.sp = sp;
-    }
-
     /// Runs in the resumed context right after every switch: frees the
     /// fiber that just finished, if that switch was its last.
     #[inline(always)]
