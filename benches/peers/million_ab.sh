@@ -1,7 +1,8 @@
 #!/bin/bash
 # A million fresh fibers, for one or more fibra-peers binaries (a build
 # before a change and one after, say), in alternated rounds: one line per
-# round with each binary's seconds and its ratio to the first binary's.
+# round with each binary's seconds, its ratio to the first binary's and
+# the child's user time (from /usr/bin/time, Debian package `time`).
 #
 #   [KIND=fibra] [N=1000000] benches/peers/million_ab.sh ROUNDS BIN...
 #
@@ -12,13 +13,15 @@
 set -u
 R=$1; shift
 n=${N:-1000000}
+t=$(mktemp /tmp/million_ab.XXXXXX)
 for r in $(seq "$R"); do
   line="$r"; first=""
   for b in "$@"; do
     "$b" million-child pages $((n * 13 / 10)) >/dev/null
-    s=$("$b" million-child "${KIND:-fibra}" "$n" | awk '{print $1}')
+    s=$(/usr/bin/time -f %U -o "$t" "$b" million-child "${KIND:-fibra}" "$n" | awk '{print $1}')
     [ -z "$first" ] && first=$s
-    line="$line $(basename "$b") $(printf %.3f "$s") ($(awk -v s="$s" -v f="$first" 'BEGIN { printf "%.3f", s / f }'))"
+    line="$line $(basename "$b") $(printf %.3f "$s") ($(awk -v s="$s" -v f="$first" 'BEGIN { printf "%.3f", s / f }'), user $(cat "$t") s)"
   done
   echo "$line"
 done
+rm -f "$t"

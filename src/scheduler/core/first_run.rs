@@ -44,8 +44,8 @@ impl Core {
     /// a row, each writing its first frame there, so each writes a page
     /// that was just cleared and whose translation is fresh. Populated at
     /// spawn instead (a chunk of stacks at a time), a burst's pages had
-    /// left the caches by the time their fibers ran: a million spawns took
-    /// 0.88x the time this way (eight alternated rounds; see the README).
+    /// left the caches by the time their fibers ran (a million spawns take
+    /// 0.84x the time this way: see the README).
     /// What the next batch finds already resident (a fiber that did not
     /// run in queue order, a stack reused from the pool) costs the kernel
     /// a walk, not a page.
