@@ -9,6 +9,9 @@ use super::*;
 /// `process_madvise` call's worth.
 const POPULATE_AHEAD: usize = 512;
 
+/// The fewest stacks [`Core::populate_ahead`] calls the kernel for.
+const POPULATE_AT_LEAST: usize = 16;
+
 impl Core {
     /// `to` has never run, and its record's `sp` stands for its deferred
     /// start (see `first_frame`): builds its first frame on its stack, which
@@ -39,16 +42,20 @@ impl Core {
     }
 
     /// Faults in, in one call, the top page of `to`'s stack and of the
-    /// stacks of the next [`POPULATE_AHEAD`] - 1 fibers in the run queue
-    /// that have not run either: deferred fibers come in bursts and run in
-    /// a row, each writing its first frame there, so each writes a page
-    /// that was just cleared and whose translation is fresh. Populated at
-    /// spawn instead (a chunk of stacks at a time), a burst's pages had
-    /// left the caches by the time their fibers ran (a million spawns take
-    /// 0.84x the time this way: see the README).
-    /// What the next batch finds already resident (a fiber that did not
-    /// run in queue order, a stack reused from the pool) costs the kernel
-    /// a walk, not a page.
+    /// stacks of the fibers right behind it in the run queue that have not
+    /// run either ([`POPULATE_AHEAD`] at most): deferred fibers come in
+    /// bursts and run in a row, each writing its first frame there, so each
+    /// writes a page that was just cleared and whose translation is fresh.
+    /// Populated at spawn instead (a chunk of stacks at a time), a burst's
+    /// pages had left the caches by the time their fibers ran (a million
+    /// spawns take 0.84x the time this way: see the README).
+    ///
+    /// Each fiber is looked at once: the run of deferred fibers found is
+    /// counted in `populated_ahead` whether or not it was populated, and
+    /// the look stops at the first fiber that has run. A run shorter than
+    /// [`POPULATE_AT_LEAST`] is not a burst: a fiber deferred behind a long
+    /// queue of woken ones keeps its stack as it is (reused from the pool,
+    /// most likely resident) rather than pay a syscall of its own.
     #[cold]
     #[inline(never)]
     fn populate_ahead(l: &mut Local, to: Key) {
@@ -58,22 +65,18 @@ impl Core {
         let mut stacks = Vec::with_capacity(POPULATE_AHEAD);
         stacks.extend(l.fibers[to].stack.as_ref());
         let mut i = 0;
-        // The queue may hold fibers that have run between the deferred
-        // ones: look at twice the batch at most.
         while stacks.len() < POPULATE_AHEAD
-            && i < 2 * POPULATE_AHEAD
             && let Some(key) = l.run_queue.nth(i)
+            && let Some(rec) = l.fibers.get(key)
+            && first_frame::deferred(rec.sp).is_some()
         {
             i += 1;
-            if let Some(rec) = l.fibers.get(key)
-                && first_frame::deferred(rec.sp).is_some()
-                && key != to
-            {
-                stacks.extend(rec.stack.as_ref());
-            }
+            stacks.extend(rec.stack.as_ref());
         }
-        stack::populate_tops(&stacks);
-        l.populated_ahead = (stacks.len() as u32).saturating_sub(1);
+        if stacks.len() >= POPULATE_AT_LEAST {
+            stack::populate_tops(&stacks);
+        }
+        l.populated_ahead = i as u32;
     }
 }
 
@@ -86,28 +89,26 @@ mod tests {
     use crate::scheduler::context;
     use crate::stack::tests::{kernel_populates, resident};
 
-    /// What the probed fibers saw when they ran: (spawn index, how many of
-    /// the deferred fibers' top pages were resident).
-    type Seen = Rc<RefCell<Vec<(usize, usize)>>>;
-
-    #[test]
-    fn a_burst_s_stacks_are_faulted_in_a_batch_at_a_time_as_its_fibers_start() {
-        // On a thread of its own: the stack pool is per thread, and fresh
-        // stacks have no page resident until something writes or populates.
-        std::thread::spawn(|| {
-            const N: usize = 1000;
+    /// Spawns `n` fibers in a row on a thread and runtime of their own (the
+    /// stack pool is per thread, and a fresh stack has no page resident
+    /// until something writes or populates it). Returns the spawn index of
+    /// the first fiber whose start was deferred, how many were, and, for
+    /// each fiber at `first + offset` (`offsets`, -1 for the one before it),
+    /// how many of the deferred fibers' top pages were resident when it ran.
+    fn burst(n: usize, offsets: &'static [isize]) -> (usize, usize, Vec<usize>) {
+        std::thread::spawn(move || {
             let rt = crate::Runtime::new().unwrap();
             rt.block_on(|| {
                 let tops: Rc<RefCell<Vec<*mut u8>>> = Rc::default();
                 let probes: Rc<RefCell<Vec<usize>>> = Rc::default();
-                let seen: Seen = Rc::default();
-                for i in 0..N {
+                let seen: Rc<RefCell<Vec<usize>>> = Rc::default();
+                for i in 0..n {
                     let (tops, probes, seen) = (tops.clone(), probes.clone(), seen.clone());
                     crate::fiber::spawn(move || {
                         if probes.borrow().contains(&i) {
                             let tops = tops.borrow();
                             let count = tops.iter().filter(|&&top| resident(top.wrapping_sub(1)));
-                            seen.borrow_mut().push((i, count.count()));
+                            seen.borrow_mut().push(count.count());
                         }
                     });
                 }
@@ -124,9 +125,7 @@ mod tests {
                         tops.borrow_mut().push(rec.stack.as_ref().unwrap().top());
                     }
                 }
-                let first = first.expect("a burst of 1000 defers some starts");
-                let deferred = tops.borrow().len();
-                assert!(first > 0 && deferred > POPULATE_AHEAD, "{first} {deferred}");
+                let first = first.expect("a burst defers some starts");
                 assert_eq!(
                     tops.borrow()
                         .iter()
@@ -135,23 +134,51 @@ mod tests {
                     0,
                     "a deferred fiber's stack is not touched at spawn"
                 );
-                *probes.borrow_mut() = vec![first - 1, first, first + POPULATE_AHEAD];
+                *probes.borrow_mut() = offsets
+                    .iter()
+                    .map(|&o| first.checked_add_signed(o).unwrap())
+                    .collect();
                 crate::yield_now(); // every fiber runs once, in order
-                let batched = kernel_populates();
-                let expect = |batch, one_by_one| if batched { batch } else { one_by_one };
-                assert_eq!(
-                    *seen.borrow(),
-                    [
-                        (first - 1, 0),
-                        (first, expect(POPULATE_AHEAD, 1)),
-                        (first + POPULATE_AHEAD, expect(deferred, POPULATE_AHEAD + 1)),
-                    ],
-                    "the last fiber not deferred sees none of the pages; the first \
-                     deferred one, the first batch; the first of the next batch, all"
-                );
-            });
+                let deferred = tops.borrow().len();
+                let seen = seen.borrow().clone();
+                (first, deferred, seen)
+            })
         })
         .join()
-        .unwrap();
+        .unwrap()
+    }
+
+    #[test]
+    fn a_burst_s_stacks_are_faulted_in_a_batch_at_a_time_as_its_fibers_start() {
+        let (first, deferred, seen) = burst(1000, &[-1, 0, POPULATE_AHEAD as isize]);
+        assert!(first > 0 && deferred > POPULATE_AHEAD, "{first} {deferred}");
+        let expect = |batch, one_by_one| {
+            if kernel_populates() {
+                batch
+            } else {
+                one_by_one
+            }
+        };
+        assert_eq!(
+            seen,
+            [
+                0,
+                expect(POPULATE_AHEAD, 1),
+                expect(deferred, POPULATE_AHEAD + 1)
+            ],
+            "the last fiber not deferred sees none of the pages; the first \
+             deferred one, the first batch; the first of the next batch, all"
+        );
+    }
+
+    #[test]
+    fn a_few_deferred_fibers_are_left_to_fault_their_own_pages() {
+        // Fewer than POPULATE_AT_LEAST in a row: no call to the kernel.
+        let (first, deferred, seen) = burst(260, &[0, 3]);
+        assert!(
+            first > 0 && deferred < POPULATE_AT_LEAST,
+            "{first} {deferred}"
+        );
+        assert_eq!(seen, [1, 4], "each page comes in as its fiber first runs");
     }
 }
