@@ -162,7 +162,7 @@ pub(crate) struct Local {
     /// Switches into fibers, for `turn`'s count.
     pub(crate) resumed: u64,
     /// Fibers next to have their first frame built whose stack's top page
-    /// the last batch of `populate_ahead` (see `core/switch.rs`) faulted in.
+    /// the last look of `populate_ahead` (see `core/first_run.rs`) covered.
     populated_ahead: u32,
     /// Socket calls since `resumed` was `io_since` (see [`IO_BUDGET`]).
     io_calls: u32,

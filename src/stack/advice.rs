@@ -92,7 +92,7 @@ fn unsupported(e: &io::Error) -> bool {
 /// frames go, in one `process_madvise` call per 512 stacks, instead of the
 /// page fault each new fiber would otherwise take when it first runs. The
 /// scheduler asks for it right before the fibers run, a batch of them in a
-/// row (see `scheduler::core::switch`), so that each fiber writes its page
+/// row (see `scheduler::core::first_run`), so that each fiber writes its page
 /// while the page and its translation are still in the caches.
 ///
 /// Best effort: where the kernel refuses (`process_madvise` takes this

@@ -17,10 +17,12 @@
 //! The switch that first runs it (`hand_over`, through [`build`]) writes
 //! the `Meta`, the header and the first frame, puts the real stack pointer
 //! in the record and switches in: the stack is touched once, right before
-//! the fiber runs on it, and a fresh page is faulted in hot. The fiber frees
-//! a heap box once it has its start out of it: at once for a small start,
-//! at its end for a large one (see `fiber::entry`); the packet's room goes
-//! with the packet, which outlives the fiber's start.
+//! the fiber runs on it, and a fresh page comes in hot (faulted in then,
+//! or, in a burst, populated with the next ones' just before: see
+//! `first_run.rs`). The fiber frees a heap box once it has its start out
+//! of it: at once for a small start, at its end for a large one (see
+//! `fiber::entry`); the packet's room goes with the packet, which outlives
+//! the fiber's start.
 
 use std::panic::Location;
 use std::ptr::NonNull;
