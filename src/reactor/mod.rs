@@ -70,9 +70,10 @@ use std::task::Waker;
 use std::time::Duration;
 
 use mio::unix::SourceFd;
-use mio::{Events, Poll, Token};
+use mio::{Poll, Token};
 use slab::Slab;
 
+mod events;
 mod fd_map;
 mod interest;
 mod sockets;
@@ -81,6 +82,7 @@ mod timerfd;
 pub(crate) mod token;
 mod waiters;
 
+use events::Events;
 use fd_map::FdMap;
 pub use interest::Interest;
 pub(crate) use tasks::TaskWakes;
@@ -214,7 +216,7 @@ impl Reactor {
         )?;
         Ok(Reactor {
             poll,
-            events: Events::with_capacity(1024),
+            events: Events::new(),
             sources: Slab::new(),
             by_fd: FdMap::default(),
             timerfd,
@@ -409,18 +411,14 @@ impl Reactor {
         wake: &mut Vec<WakeToken>,
     ) -> io::Result<Polled> {
         let mut polled = Polled::default();
-        match self.poll.poll(&mut self.events, timeout) {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => return Ok(polled),
-            Err(e) => return Err(e),
-        }
+        self.events.wait(self.poll.as_raw_fd(), timeout)?;
         polled.any = !self.events.is_empty();
-        for event in self.events.iter() {
-            match event.token() {
+        for (tok, bits) in self.events.iter() {
+            match Token(tok) {
                 WAKER => polled.remote = true,
                 TIMER => self.armed = None, // expired; the caller advances the wheel
                 TASK_TIMER => self.task_armed = None, // expired; `poll` advances the wheel
-                Token(tok) => {
+                _ => {
                     let (key, generation) = (tok & 0xFFFF_FFFF, (tok >> 32) as u32);
                     let Some(src) = self.sources.get_mut(key) else {
                         continue;
@@ -428,20 +426,9 @@ impl Reactor {
                     if src.generation != generation {
                         continue; // an event of a registration that is gone
                     }
-                    let mut ready = Interest::EMPTY;
-                    if event.is_readable() || event.is_read_closed() || event.is_error() {
-                        ready = ready | Interest::READABLE;
-                    }
-                    if event.is_writable() || event.is_write_closed() || event.is_error() {
-                        ready = ready | Interest::WRITABLE;
-                    }
+                    let (ready, closed) = events::readiness(bits);
                     src.drained = Interest(src.drained.0 & !ready.0);
-                    if event.is_read_closed() || event.is_error() {
-                        src.closed = src.closed | Interest::READABLE;
-                    }
-                    if event.is_write_closed() || event.is_error() {
-                        src.closed = src.closed | Interest::WRITABLE;
-                    }
+                    src.closed = src.closed | closed;
                     src.waiters.mark_ready(ready, wake);
                     // (`push`, not `extend`: `extend` from an `Option` is
                     // more code on the path of every event.)

@@ -1,0 +1,180 @@
+//! The kernel's events, read straight: `epoll_wait` as a system call into
+//! a buffer of the reactor's own, and what an event's bits mean for a
+//! source.
+//!
+//! mio registers the fds (its `Registry`), but the wait after every turn
+//! that finds nothing to run is the one call of the reactor on the path of
+//! every round trip of a connection, and mio's `Poll::poll` goes through
+//! libc's `epoll_wait`. That is a cancellation point: in a process of
+//! several threads (a runtime's watchdog is one) libc turns asynchronous
+//! cancellation on and off around it, two calls more per wait that fibra
+//! never needs (as for `recv` and `send`, see `arch::syscall`). Then each
+//! of mio's event tests (`is_readable`, `is_read_closed`...) looks at the
+//! bits again; [`readiness`] reads them once.
+
+use std::io;
+use std::os::fd::RawFd;
+use std::time::Duration;
+
+use super::Interest;
+use crate::arch::syscall;
+
+/// How many events one wait takes at most.
+const CAPACITY: usize = 1024;
+
+/// The events of the last wait.
+pub(super) struct Events {
+    buf: Vec<libc::epoll_event>,
+    len: usize,
+}
+
+impl Events {
+    pub(super) fn new() -> Events {
+        Events {
+            buf: vec![libc::epoll_event { events: 0, u64: 0 }; CAPACITY],
+            len: 0,
+        }
+    }
+
+    /// Waits on epoll fd `epfd` for at most `timeout` (`None`: until an
+    /// event comes), as mio's `Poll::poll` does: a timeout below a
+    /// millisecond is rounded up, not to zero, unless it is zero. An
+    /// interrupted wait finds no events.
+    #[inline(always)]
+    pub(super) fn wait(&mut self, epfd: RawFd, timeout: Option<Duration>) -> io::Result<()> {
+        let ms = timeout.map_or(-1, |t| {
+            i32::try_from(
+                t.checked_add(Duration::from_nanos(999_999))
+                    .unwrap_or(t)
+                    .as_millis(),
+            )
+            .unwrap_or(i32::MAX)
+        });
+        self.len = 0;
+        // SAFETY: `buf` holds CAPACITY events, all of which epoll_wait may
+        // write and no more (it is told the count); `epfd` is the caller's
+        // epoll fd; the call touches no other memory of ours.
+        let r = unsafe {
+            syscall::syscall6(
+                libc::SYS_epoll_wait,
+                epfd as usize,
+                self.buf.as_mut_ptr() as usize,
+                CAPACITY,
+                ms as isize as usize,
+                0,
+                0,
+            )
+        };
+        match syscall::result(r) {
+            Ok(n) => {
+                self.len = n;
+                Ok(())
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Each event of the last wait: its token and its bits.
+    #[inline(always)]
+    pub(super) fn iter(&self) -> impl Iterator<Item = (usize, u32)> + '_ {
+        self.buf[..self.len].iter().map(|e| {
+            // (A packed struct on x86_64: copied out, never referenced.)
+            let e = *e;
+            (e.u64 as usize, e.events)
+        })
+    }
+}
+
+/// What an event's bits make ready, and what they report closed, with
+/// mio's meaning of its `Event` tests (`is_readable() || is_read_closed()
+/// || is_error()` makes a source readable; the same for writing).
+#[inline(always)]
+pub(super) fn readiness(bits: u32) -> (Interest, Interest) {
+    let bits = bits as i32;
+    let (hup, err) = (bits & libc::EPOLLHUP != 0, bits & libc::EPOLLERR != 0);
+    let readable = bits & (libc::EPOLLIN | libc::EPOLLPRI) != 0 || hup || err;
+    let writable = bits & libc::EPOLLOUT != 0 || hup || err;
+    // `is_read_closed`: a hang-up, or input with the peer's half-close.
+    let read_closed = hup || err || bits & libc::EPOLLIN != 0 && bits & libc::EPOLLRDHUP != 0;
+    let write_closed = hup || err;
+    let of = |r: bool, w: bool| {
+        let mut i = Interest::EMPTY;
+        if r {
+            i = i | Interest::READABLE;
+        }
+        if w {
+            i = i | Interest::WRITABLE;
+        }
+        i
+    };
+    (of(readable, writable), of(read_closed, write_closed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use libc::{EPOLLERR, EPOLLHUP, EPOLLIN, EPOLLOUT, EPOLLPRI, EPOLLRDHUP};
+
+    fn bits(b: i32) -> (Interest, Interest) {
+        readiness(b as u32)
+    }
+
+    const R: Interest = Interest::READABLE;
+    const W: Interest = Interest::WRITABLE;
+    const NONE: Interest = Interest::EMPTY;
+
+    #[test]
+    fn an_event_s_bits_read_as_mio_reads_them() {
+        assert_eq!(bits(EPOLLIN), (R, NONE));
+        assert_eq!(bits(EPOLLPRI), (R, NONE));
+        assert_eq!(bits(EPOLLOUT), (W, NONE));
+        assert_eq!(bits(EPOLLIN | EPOLLOUT), (R | W, NONE));
+        // The peer's half-close: readable, and reads end (a short read
+        // then does not mean the next would block).
+        assert_eq!(bits(EPOLLIN | EPOLLRDHUP), (R, R));
+        // A half-close reported alone is not `is_read_closed` in mio.
+        assert_eq!(bits(EPOLLRDHUP), (NONE, NONE));
+        assert_eq!(bits(EPOLLHUP), (R | W, R | W));
+        assert_eq!(bits(EPOLLERR), (R | W, R | W));
+        assert_eq!(bits(EPOLLOUT | EPOLLERR), (R | W, R | W));
+    }
+
+    #[test]
+    fn a_wait_returns_the_events_of_the_fds_that_are_ready() {
+        // SAFETY: epoll_create1 and eventfd return new fds (checked), which
+        // this test closes; epoll_ctl reads the event it is given; write
+        // reads 8 bytes of `one`.
+        unsafe {
+            let ep = libc::epoll_create1(libc::EPOLL_CLOEXEC);
+            let efd = libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC);
+            assert!(ep >= 0 && efd >= 0);
+            let mut ev = libc::epoll_event {
+                events: (EPOLLIN | libc::EPOLLET) as u32,
+                u64: 42,
+            };
+            assert_eq!(libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, efd, &mut ev), 0);
+            let mut events = Events::new();
+            events.wait(ep, Some(Duration::ZERO)).unwrap();
+            assert!(events.is_empty(), "nothing written yet");
+            // A sub-millisecond timeout waits (rounded up), then finds nothing.
+            events.wait(ep, Some(Duration::from_micros(10))).unwrap();
+            assert!(events.is_empty());
+            let one = 1u64;
+            assert_eq!(libc::write(efd, (&raw const one).cast(), 8), 8);
+            events.wait(ep, None).unwrap();
+            let got: Vec<_> = events.iter().collect();
+            assert_eq!(got.len(), 1);
+            assert_eq!(got[0].0, 42);
+            assert_eq!(readiness(got[0].1).0, R);
+            // A bad epoll fd is an error, not a panic.
+            assert!(events.wait(efd, Some(Duration::ZERO)).is_err());
+            libc::close(efd);
+            libc::close(ep);
+        }
+    }
+}
