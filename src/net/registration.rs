@@ -117,14 +117,28 @@ impl Registration {
     /// readability in between, at most the read timeout (then `WouldBlock`,
     /// as std reports an expired socket timeout on Unix).
     pub(crate) fn read<R>(&self, fd: RawFd, op: impl FnMut() -> io::Result<R>) -> io::Result<R> {
-        let timeout = nanos_to_timeout(self.read_timeout.load(Ordering::Relaxed));
-        self.io(fd, Interest::READABLE, timeout, op)
+        let timeout = self.read_timeout.load(Ordering::Relaxed);
+        self.io_from(
+            context::current(),
+            fd,
+            Interest::READABLE,
+            timeout,
+            op,
+            false,
+        )
     }
 
     /// Like [`Registration::read`], for writability and the write timeout.
     pub(crate) fn write<R>(&self, fd: RawFd, op: impl FnMut() -> io::Result<R>) -> io::Result<R> {
-        let timeout = nanos_to_timeout(self.write_timeout.load(Ordering::Relaxed));
-        self.io(fd, Interest::WRITABLE, timeout, op)
+        let timeout = self.write_timeout.load(Ordering::Relaxed);
+        self.io_from(
+            context::current(),
+            fd,
+            Interest::WRITABLE,
+            timeout,
+            op,
+            false,
+        )
     }
 
     /// The loop: `op` until it does not fail with `WouldBlock`, waiting for
@@ -136,6 +150,7 @@ impl Registration {
         timeout: Option<Duration>,
         op: impl FnMut() -> io::Result<R>,
     ) -> io::Result<R> {
+        let timeout = timeout.map_or(0, |d| clock::duration_ns(d).max(1));
         self.io_from(context::current(), fd, interest, timeout, op, false)
     }
 
@@ -149,7 +164,7 @@ impl Registration {
         len: usize,
         op: impl FnMut() -> io::Result<usize>,
     ) -> io::Result<usize> {
-        let timeout = nanos_to_timeout(self.read_timeout.load(Ordering::Relaxed));
+        let timeout = self.read_timeout.load(Ordering::Relaxed);
         self.stream_io(fd, Interest::READABLE, timeout, len, op)
     }
 
@@ -161,7 +176,7 @@ impl Registration {
         len: usize,
         op: impl FnMut() -> io::Result<usize>,
     ) -> io::Result<usize> {
-        let timeout = nanos_to_timeout(self.write_timeout.load(Ordering::Relaxed));
+        let timeout = self.write_timeout.load(Ordering::Relaxed);
         self.stream_io(fd, Interest::WRITABLE, timeout, len, op)
     }
 
@@ -170,7 +185,7 @@ impl Registration {
         &self,
         fd: RawFd,
         interest: Interest,
-        timeout: Option<Duration>,
+        timeout: u64,
         len: usize,
         op: impl FnMut() -> io::Result<usize>,
     ) -> io::Result<usize> {
@@ -215,7 +230,7 @@ impl Registration {
         } else {
             &self.write_timeout
         };
-        let timeout = nanos_to_timeout(ns.load(Ordering::Relaxed));
+        let timeout = ns.load(Ordering::Relaxed);
         let core = context::current();
         let wait = match core {
             Some(core) => readiness::is_drained(core, fd, self.uid, interest),
@@ -259,7 +274,8 @@ impl Registration {
     }
 
     /// The loop, starting with a wait if the socket is known not ready.
-    /// `core`: the runtime entered on this thread (the caller looked).
+    /// `core`: the runtime entered on this thread (the caller looked);
+    /// `timeout`: nanoseconds in all, 0 for none.
     ///
     /// Inlined, as are `stream_io` and `wait_in_fiber`: a socket call that
     /// waits is one frame from `read_stream` or `write_stream` to the park
@@ -274,7 +290,7 @@ impl Registration {
         core: Option<&Core>,
         fd: RawFd,
         interest: Interest,
-        timeout: Option<Duration>,
+        timeout: u64,
         mut op: impl FnMut() -> io::Result<R>,
         mut wait_first: bool,
     ) -> io::Result<R> {
@@ -285,7 +301,10 @@ impl Registration {
             // without losing what the call would have read or accepted.
             yield_spent_budget();
         }
-        let deadline = timeout.map(clock::after_ns);
+        // (The timeout as the registration keeps it, in nanoseconds, 0 for
+        // none: turned into a `Duration` and back, it was a division and a
+        // multiplication on the path of every call.)
+        let deadline = (timeout != 0).then(|| clock::now_ns().saturating_add(timeout));
         loop {
             if !std::mem::take(&mut wait_first) {
                 match op() {

@@ -96,23 +96,20 @@ impl Events {
 #[inline(always)]
 pub(super) fn readiness(bits: u32) -> (Interest, Interest) {
     let bits = bits as i32;
-    let (hup, err) = (bits & libc::EPOLLHUP != 0, bits & libc::EPOLLERR != 0);
-    let readable = bits & (libc::EPOLLIN | libc::EPOLLPRI) != 0 || hup || err;
-    let writable = bits & libc::EPOLLOUT != 0 || hup || err;
-    // `is_read_closed`: a hang-up, or input with the peer's half-close.
-    let read_closed = hup || err || bits & libc::EPOLLIN != 0 && bits & libc::EPOLLRDHUP != 0;
-    let write_closed = hup || err;
-    let of = |r: bool, w: bool| {
-        let mut i = Interest::EMPTY;
-        if r {
-            i = i | Interest::READABLE;
-        }
-        if w {
-            i = i | Interest::WRITABLE;
-        }
-        i
-    };
-    (of(readable, writable), of(read_closed, write_closed))
+    let any = |mask: i32| u8::from(bits & mask != 0);
+    let ends = libc::EPOLLHUP | libc::EPOLLERR;
+    let readable = any(libc::EPOLLIN | libc::EPOLLPRI | ends);
+    let writable = any(libc::EPOLLOUT | ends);
+    // `is_read_closed`: a hang-up or an error, or input with the peer's
+    // half-close; `is_write_closed`: a hang-up or an error.
+    let half_closed = u8::from(bits & libc::EPOLLIN != 0 && bits & libc::EPOLLRDHUP != 0);
+    let read_closed = any(ends) | half_closed;
+    let write_closed = any(ends);
+    // (Bits, not branches: this runs for every event.)
+    (
+        Interest((readable * Interest::READABLE.0) | (writable * Interest::WRITABLE.0)),
+        Interest((read_closed * Interest::READABLE.0) | (write_closed * Interest::WRITABLE.0)),
+    )
 }
 
 #[cfg(test)]

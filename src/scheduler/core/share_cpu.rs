@@ -20,6 +20,13 @@
 //! yield finds nobody waiting, the next look comes twice as late, up to
 //! 16 times [`SHARE_AFTER_NS`], so a thread alone on its core pays next to
 //! nothing for it.
+//!
+//! Even the clock is read only at every [`LOOK_EVERY`]th poll: at one
+//! connection each round trip is a poll, and the read (a vDSO call) was a
+//! few dozen instructions of each. A thread that has held its CPU for
+//! [`SHARE_AFTER_NS`] has polled many more times than that in between (a
+//! busy turn is a few microseconds); one that has slept meanwhile loses
+//! nothing by being looked at late.
 
 use crate::timer::clock;
 
@@ -31,6 +38,9 @@ pub(crate) const SHARE_AFTER_NS: u64 = 200_000;
 /// waiting.
 const MAX_BACKOFF: u32 = 4;
 
+/// The clock is read at one poll in this many.
+const LOOK_EVERY: u8 = 8;
+
 /// A thread's record of when it last gave up its CPU.
 pub(crate) struct CpuShare {
     /// When it was last seen to have given it up (ns, [`clock::now_ns`]).
@@ -39,6 +49,8 @@ pub(crate) struct CpuShare {
     switches: u64,
     /// Doublings of the wait before the next look.
     backoff: u32,
+    /// Polls until the clock is read again.
+    countdown: u8,
 }
 
 impl Default for CpuShare {
@@ -48,6 +60,7 @@ impl Default for CpuShare {
             since: 0,
             switches: u64::MAX,
             backoff: 0,
+            countdown: 0,
         }
     }
 }
@@ -57,6 +70,11 @@ impl CpuShare {
     /// for long enough. Returns whether it yielded.
     #[inline]
     pub(crate) fn before_poll(&mut self) -> bool {
+        if self.countdown != 0 {
+            self.countdown -= 1;
+            return false;
+        }
+        self.countdown = LOOK_EVERY - 1;
         let now = clock::now_ns();
         if now.saturating_sub(self.since) < SHARE_AFTER_NS << self.backoff {
             return false;
@@ -172,6 +190,7 @@ mod tests {
                 std::hint::spin_loop();
             }
             let before = spins.load(Ordering::Relaxed);
+            share.countdown = 0; // (this poll looks)
             let yielded = share.before_poll();
             yields += usize::from(yielded);
             // Switches during the spin itself (the rival preempting us)
@@ -199,7 +218,36 @@ mod tests {
         // It sleeps (a context switch): the next look finds it and does not
         // yield.
         std::thread::sleep(std::time::Duration::from_micros(2 * SHARE_AFTER_NS / 1000));
+        share.countdown = 0; // (this poll looks)
         assert!(!share.before_poll());
         assert_eq!(share.backoff, 0);
+    }
+
+    #[test]
+    fn the_clock_is_read_at_one_poll_in_look_every() {
+        let mut share = CpuShare::default();
+        let mut yields_at_the_look = 0;
+        for _ in 0..20 {
+            share.countdown = 0;
+            share.before_poll(); // a look: the countdown starts again
+            // From here on, any look would yield: the thread "has held its
+            // CPU" since time 0 with no context switch.
+            let held = |share: &mut CpuShare| {
+                share.since = 0;
+                share.backoff = 0;
+                share.switches = thread_switches().unwrap();
+            };
+            for poll in 1..LOOK_EVERY {
+                held(&mut share);
+                assert!(!share.before_poll(), "poll {poll} after a look looked");
+            }
+            held(&mut share);
+            // (It does not yield if the thread was preempted in between.)
+            yields_at_the_look += usize::from(share.before_poll());
+        }
+        assert!(
+            yields_at_the_look > 0,
+            "the look at poll {LOOK_EVERY} never came"
+        );
     }
 }
