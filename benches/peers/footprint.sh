@@ -11,7 +11,10 @@
 # e.g. `footprint.sh target/release/fibra-peers fibra-shared 1000 64 3000`.
 # After each wait the kernel has left little of a server's code and data in
 # the caches, so these lines are what a trip pays for on top of its
-# syscalls; the epoll floor touches 18 in all.
+# syscalls; the epoll floor touches 18 in all. With many connections, the
+# data lines a trip touches that no trip of the last 50 touched (a
+# connection's own state: its stack, its records) are the ones that come
+# from far away: printed as "cold", with what first touched each.
 set -u
 if [ $# -ne 5 ]; then
   echo "usage: $0 BIN IMP CONNS SIZE TRIPS" >&2; exit 2
@@ -76,6 +79,10 @@ with open(f'{d}/trace', 'rb') as f:
 window = sum(1 for l in lines if l[:1] == b'I') // trips
 code, data, n, wins = set(), set(), 0, 0
 ccount, dcount = collections.Counter(), collections.Counter()
+# Cold lines: the window each data line was last touched in, and the
+# instruction that first touched it in this window.
+last, first, pc, cold, coldby = {}, {}, 0, 0, collections.Counter()
+K = 50
 cpages = dpages = 0
 for l in lines:
     kind = l[:2].strip()
@@ -87,13 +94,22 @@ for l in lines:
         continue
     if kind == b'I':
         code.add(a >> 6)
+        pc = a
         n += 1
         if n == window:
+            for line in data:
+                if wins - last.get(line, -K - 1) > K:
+                    cold += 1
+                    coldby[first[line]] += 1
+                last[line] = wins
+            first = {}
             ccount.update(code); dcount.update(data); wins += 1
             cpages += len({line >> 6 for line in code})
             dpages += len({line >> 6 for line in data})
             code, data, n = set(), set(), 0
     else:
+        if a >> 6 not in data:
+            first[a >> 6] = pc
         data.add(a >> 6)
 wins = max(wins, 1)
 print(f"{exe}: {window} instructions, {sum(ccount.values()) / wins:.1f} code lines "
@@ -109,6 +125,18 @@ names = [n for n, _ in byf.most_common(15)]
 dem = subprocess.run(['c++filt'], input='\n'.join(names), capture_output=True, text=True).stdout.split('\n')
 print("code lines a trip, by function:")
 for (name, c), pretty in zip(byf.most_common(15), dem):
+    print(f"  {c / wins:5.1f}  {pretty[:100]}")
+def fname(a):
+    r = region(a)
+    i = bisect.bisect_right(addrs, a) - 1
+    return syms[i][1] if r == exe and i >= 0 else r
+cby = collections.Counter()
+for a, c in coldby.items():
+    cby[fname(a)] += c
+names = [n for n, _ in cby.most_common(10)]
+dem = subprocess.run(['c++filt'], input='\n'.join(names), capture_output=True, text=True).stdout.split('\n')
+print(f"cold data lines a trip (none of the last {K} trips touched them): {cold / wins:.1f}, by the function that touched each first:")
+for (name, c), pretty in zip(cby.most_common(10), dem):
     print(f"  {c / wins:5.1f}  {pretty[:100]}")
 PY
 rm -rf "$dir"

@@ -30,6 +30,14 @@
 //! others sit idle. A thief that sees jobs it may not take yet sleeps at
 //! most that long before it looks again.
 //!
+//! A worker counts its looks; it does not time them. A worker that goes
+//! idle looks at its inbox three times (before it says so, after, and when
+//! it wakes), at one connection that is every round trip, and a clock read
+//! at each was a tenth of the instructions of a trip. The thief keeps the
+//! count it last saw of each worker and when it first saw it: a count
+//! that has stood still for [`STEAL_AFTER`] is a worker that has not
+//! looked for that long.
+//!
 //! ## Sleeping and waking without lost wake-ups
 //!
 //! A worker about to sleep in `epoll_wait` sets its state to [`IDLE`], then
@@ -40,6 +48,7 @@
 //! workers are never woken (they look at their inbox at their next poll),
 //! so submitting to them costs no syscall.
 
+use std::cell::Cell;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering, fence};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
@@ -83,8 +92,9 @@ struct Slot<J> {
     queued: AtomicUsize,
     /// Of those, the jobs other workers may take.
     stealable: AtomicUsize,
-    /// When (clock ns) the worker last looked at its inbox.
-    looked: AtomicU64,
+    /// How many times the worker has looked at its inbox (see the module
+    /// docs); only the worker writes it.
+    looks: AtomicU64,
     /// [`RUNNING`], [`IDLE`] or [`WAKING`].
     state: AtomicU8,
     /// The worker's runtime, to wake it; set once the worker has started.
@@ -130,7 +140,7 @@ impl<J> Pool<J> {
                     inbox: Mutex::new(Inbox::default()),
                     queued: AtomicUsize::new(0),
                     stealable: AtomicUsize::new(0),
-                    looked: AtomicU64::new(clock::now_ns()),
+                    looks: AtomicU64::new(0),
                     state: AtomicU8::new(WAKING),
                     shared: OnceLock::new(),
                     metrics: Published::default(),
@@ -245,31 +255,46 @@ impl<J> Slot<J> {
     }
 
     /// Takes up to `max` of this worker's own jobs, the pinned ones first.
-    fn take_own(&self, max: usize, into: &mut Vec<J>) {
-        self.looked.store(clock::now_ns(), Ordering::Relaxed);
-        if self.queued.load(Ordering::Relaxed) > 0 {
-            self.take(max, true, into);
+    /// `None` when there are none. Called by the worker only.
+    #[inline]
+    fn take_own(&self, max: usize) -> Option<Vec<J>> {
+        // (A load and a store, not an atomic add: no other thread writes it.)
+        let looks = self.looks.load(Ordering::Relaxed);
+        self.looks.store(looks.wrapping_add(1), Ordering::Relaxed);
+        if self.queued.load(Ordering::Relaxed) == 0 {
+            return None;
         }
+        Some(self.take(max, true))
     }
 
     /// Takes up to half of the jobs other workers may take, if this worker
-    /// is busy (see the module docs). `Err(())`: there are some, not yet
+    /// is busy (see the module docs); `seen` is the thief's record of this
+    /// worker's looks: the count it last saw, and when it first saw it.
+    /// `Ok(None)`: there are none; `Err(())`: there are some, not yet
     /// takable.
-    fn take_stealable(&self, max: usize, into: &mut Vec<J>) -> Result<(), ()> {
+    fn take_stealable(&self, max: usize, seen: &Cell<Seen>) -> Result<Option<Vec<J>>, ()> {
         if self.stealable.load(Ordering::Relaxed) == 0 {
-            return Ok(());
+            return Ok(None);
         }
-        let looked = self.looked.load(Ordering::Relaxed);
-        if self.state.load(Ordering::Relaxed) != RUNNING
-            || clock::now_ns().saturating_sub(looked) < STEAL_AFTER.as_nanos() as u64
-        {
+        if self.state.load(Ordering::Relaxed) != RUNNING {
             return Err(());
         }
-        self.take(max, false, into);
-        Ok(())
+        let looks = self.looks.load(Ordering::Relaxed);
+        let now = clock::now_ns();
+        let last = seen.get();
+        if looks != last.looks {
+            // It has looked since: from now on it may be stuck.
+            seen.set(Seen { looks, since: now });
+            return Err(());
+        }
+        if now.saturating_sub(last.since) < STEAL_AFTER.as_nanos() as u64 {
+            return Err(());
+        }
+        Ok(Some(self.take(max, false)))
     }
 
-    fn take(&self, max: usize, own: bool, into: &mut Vec<J>) {
+    fn take(&self, max: usize, own: bool) -> Vec<J> {
+        let mut into = Vec::new();
         let mut inbox = self.lock();
         if own {
             while into.len() < max
@@ -287,13 +312,24 @@ impl<J> Slot<J> {
         let wanted = wanted.min(inbox.shared.len());
         into.extend(inbox.shared.drain(..wanted));
         self.counts(&inbox);
+        into
     }
+}
+
+/// What a thief last saw of another worker's looks (see the module docs).
+#[derive(Clone, Copy)]
+struct Seen {
+    looks: u64,
+    /// When (clock ns) it first saw that count.
+    since: u64,
 }
 
 /// A worker's handle on its pool, kept in its scheduler (`Core`).
 pub(crate) struct WorkerLink<J> {
     pool: Arc<Pool<J>>,
     index: usize,
+    /// What this worker last saw of each worker's looks, as a thief.
+    seen: Box<[Cell<Seen>]>,
 }
 
 impl<J> Clone for WorkerLink<J> {
@@ -301,6 +337,7 @@ impl<J> Clone for WorkerLink<J> {
         WorkerLink {
             pool: self.pool.clone(),
             index: self.index,
+            seen: self.seen.clone(),
         }
     }
 }
@@ -308,7 +345,14 @@ impl<J> Clone for WorkerLink<J> {
 impl<J> WorkerLink<J> {
     /// Worker `index`'s link to `pool`.
     pub(crate) fn new(pool: Arc<Pool<J>>, index: usize) -> WorkerLink<J> {
-        WorkerLink { pool, index }
+        // (No count is `u64::MAX` for long: the first sight of each worker
+        // only takes its count.)
+        let unseen = Seen {
+            looks: u64::MAX,
+            since: 0,
+        };
+        let seen = (0..pool.slots.len()).map(|_| Cell::new(unseen)).collect();
+        WorkerLink { pool, index, seen }
     }
 
     fn slot(&self) -> &Slot<J> {
@@ -323,31 +367,49 @@ impl<J> WorkerLink<J> {
         self.pool.stop.load(Ordering::Relaxed)
     }
 
-    /// Takes a batch of jobs from this worker's own inbox into `into`.
-    /// Called at every poll.
-    pub(crate) fn take_own(&self, into: &mut Vec<J>) {
-        self.slot().take_own(JOB_BATCH, into);
+    /// Takes a batch of jobs from this worker's own inbox, if it has any.
+    /// Called at every poll. (`None` rather than an empty vector: every
+    /// poll of a worker with nothing queued, at one connection every round
+    /// trip, would build and drop one.)
+    #[inline]
+    pub(crate) fn take_own(&self) -> Option<Vec<J>> {
+        self.slot().take_own(JOB_BATCH)
     }
 
-    /// Takes into `into` jobs another worker has not started yet.
+    /// Whether any other worker has jobs others may take (taken or not:
+    /// see [`WorkerLink::steal`]).
+    #[inline]
+    pub(crate) fn others_have_stealable(&self) -> bool {
+        let slots = &self.pool.slots;
+        slots[..self.index]
+            .iter()
+            .chain(&slots[self.index + 1..])
+            .any(|slot| slot.stealable.load(Ordering::Relaxed) != 0)
+    }
+
+    /// Takes jobs another worker has not started yet, if there are any.
     /// `Err(())`: none taken, but some may be soon.
-    pub(crate) fn steal(&self, into: &mut Vec<J>) -> Result<(), ()> {
+    #[inline(never)]
+    pub(crate) fn steal(&self) -> Result<Option<Vec<J>>, ()> {
         let n = self.pool.slots.len();
         let mut later = false;
-        for i in 1..n {
-            let victim = &self.pool.slots[(self.index + i) % n];
-            later |= victim.take_stealable(JOB_BATCH, into).is_err();
-            if !into.is_empty() {
-                let stolen = into.len() as u64;
-                self.slot()
-                    .metrics
-                    .stolen
-                    .fetch_add(stolen, Ordering::Relaxed);
-                tracing::debug!(worker = self.index, stolen, "took unstarted fibers");
-                return Ok(());
+        // The other workers, from the next one round (no division).
+        for at in (self.index + 1..n).chain(0..self.index) {
+            match self.pool.slots[at].take_stealable(JOB_BATCH, &self.seen[at]) {
+                Ok(Some(jobs)) if !jobs.is_empty() => {
+                    let stolen = jobs.len() as u64;
+                    self.slot()
+                        .metrics
+                        .stolen
+                        .fetch_add(stolen, Ordering::Relaxed);
+                    tracing::debug!(worker = self.index, stolen, "took unstarted fibers");
+                    return Ok(Some(jobs));
+                }
+                Ok(_) => {}
+                Err(()) => later = true,
             }
         }
-        if later { Err(()) } else { Ok(()) }
+        if later { Err(()) } else { Ok(None) }
     }
 
     /// The worker is about to sleep: it says so, then (the caller) looks
@@ -391,5 +453,72 @@ impl<J> WorkerLink<J> {
         drop(left);
         slot.metrics.alive.store(0, Ordering::Relaxed);
         slot.metrics.ready.store(0, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pool of two workers, both running, with `n` jobs any worker may
+    /// take queued for worker 0.
+    fn two_running(n: u32) -> (WorkerLink<u32>, WorkerLink<u32>) {
+        let pool = Arc::new(Pool::new(2));
+        let (w0, w1) = (WorkerLink::new(pool.clone(), 0), WorkerLink::new(pool, 1));
+        w0.run();
+        w1.run();
+        let slot = w0.slot();
+        let mut inbox = slot.lock();
+        inbox.shared.extend(0..n);
+        slot.counts(&inbox);
+        drop(inbox);
+        (w0, w1)
+    }
+
+    fn past_steal_after() {
+        std::thread::sleep(STEAL_AFTER + STEAL_AFTER / 2);
+    }
+
+    #[test]
+    fn a_worker_that_has_not_looked_for_steal_after_is_robbed_of_half() {
+        let (_w0, w1) = two_running(10);
+        assert!(w1.others_have_stealable());
+        // First sight: its looks are counted from now.
+        assert_eq!(w1.steal(), Err(()));
+        assert_eq!(w1.steal(), Err(()), "robbed before STEAL_AFTER");
+        past_steal_after();
+        let stolen = w1.steal().unwrap().unwrap();
+        assert_eq!(stolen, (0..5).collect::<Vec<_>>(), "half, the oldest first");
+        assert_eq!(w1.slot().metrics.stolen.load(Ordering::Relaxed), 5);
+    }
+
+    #[test]
+    fn a_worker_that_looks_at_its_inbox_is_not_robbed() {
+        // More jobs than a look takes: some are left after each look.
+        let (w0, w1) = two_running(3 * JOB_BATCH as u32);
+        assert_eq!(w1.steal(), Err(()));
+        past_steal_after();
+        // It looks (and takes a batch) just before the thief comes back.
+        assert_eq!(w0.take_own().map(|jobs| jobs.len()), Some(JOB_BATCH));
+        assert_eq!(w1.steal(), Err(()), "robbed a worker that had just looked");
+        // It stops looking: robbed once STEAL_AFTER has passed since the
+        // thief saw its last look.
+        past_steal_after();
+        assert_eq!(w1.steal().unwrap().map(|jobs| jobs.len()), Some(JOB_BATCH));
+    }
+
+    #[test]
+    fn a_sleeping_worker_is_not_robbed_nor_one_with_nothing_to_take() {
+        let (w0, w1) = two_running(4);
+        w0.go_idle();
+        assert_eq!(w1.steal(), Err(()));
+        past_steal_after();
+        assert_eq!(w1.steal(), Err(()), "robbed a worker that sleeps");
+        assert_eq!(w0.take_own().map(|jobs| jobs.len()), Some(4));
+        assert!(!w1.others_have_stealable());
+        assert_eq!(w1.steal(), Ok(None));
+        // A worker's own inbox empty: a look takes nothing and builds no
+        // vector.
+        assert_eq!(w0.take_own(), None);
     }
 }
