@@ -77,8 +77,9 @@ impl Waiters {
 
     /// Notes `ready` in the waiters it concerns and pushes their tokens onto
     /// `wake`. (A loop per part rather than the chained iterator: this runs
-    /// for every event.)
-    #[inline]
+    /// for every event. Inlined into the turn: a call of its own was a
+    /// fifth of its instructions.)
+    #[inline(always)]
     pub(super) fn mark_ready(&mut self, ready: Interest, wake: &mut Vec<WakeToken>) {
         let mark = |w: &mut Waiter, wake: &mut Vec<WakeToken>| {
             let hit = w.interest & ready;
