@@ -17,15 +17,21 @@ impl Core {
             // never held across the switch below.
             let l = unsafe { self.local() };
             let root = l.root();
-            match until {
+            // (Two tests and a call, not a `match`: a match of four arms
+            // is a jump table, a line of read-only data more to fetch at
+            // every turn of a server.)
+            let done = if until == Until::RootWoken {
                 // The root's turn came: it was popped from the run queue,
                 // by a fiber or by this loop. Woken but still queued (Ready)
                 // is not enough: it waits for its FIFO turn like any fiber.
-                Until::RootWoken if root.state == State::Running => return,
-                Until::NoFibers if l.live == 0 => return,
-                Until::BatchDone if l.budget == 0 || l.run_queue.is_empty() => return,
-                Until::Stopped if self.worker.as_ref().is_some_and(WorkerLink::stopping) => return,
-                _ => {}
+                root.state == State::Running
+            } else if until == Until::Stopped {
+                self.worker.as_ref().is_some_and(WorkerLink::stopping)
+            } else {
+                Self::batch_or_fibers_done(l, until)
+            };
+            if done {
+                return;
             }
             if l.run_queue.is_empty() && !l.idle_queue.is_empty() {
                 // Idle fibers run only when nothing else is ready, and never
@@ -170,6 +176,19 @@ impl Core {
         }
         self.publish_root_running();
         (std::time::Duration::from_nanos(now - start), news)
+    }
+
+    /// Whether [`Core::run_root`] is done, `until` being `NoFibers` or
+    /// `BatchDone` (the loops of `fibra::run` and of an outer event loop's
+    /// turns; a server's root waits for `RootWoken`, a worker for
+    /// `Stopped`).
+    #[inline(never)]
+    fn batch_or_fibers_done(l: &Local, until: Until) -> bool {
+        match until {
+            Until::NoFibers => l.live == 0,
+            Until::BatchDone => l.budget == 0 || l.run_queue.is_empty(),
+            Until::RootWoken | Until::Stopped => unreachable!("tested inline"),
+        }
     }
 
     /// [`Core::poll_events`], then a worker's own business; returns
