@@ -1,4 +1,6 @@
 //! The reactor: one mio `Poll` per runtime, and who waits on which fd.
+//! mio registers the fds; the wait itself is `epoll_wait` made directly
+//! (`events.rs`).
 //!
 //! A fiber that awaits an fd registers a *waiter* (its wake token and the
 //! readiness it wants) on the fd's *source*, parks, and removes the waiter
