@@ -74,7 +74,10 @@ const WAKING: u8 = 2;
 
 /// What the workers of one runtime share.
 pub(crate) struct Pool<J> {
-    slots: Box<[Slot<J>]>,
+    /// (Each in an `Arc` of its own: a worker keeps its own slot's, and
+    /// reaches it with one load, where an index into the pool's slice was
+    /// a bounds check and a shift at each of a dozen uses a round trip.)
+    slots: Box<[Arc<Slot<J>>]>,
     /// The next worker in turn for [`Pool::submit`].
     next: AtomicUsize,
     /// The runtime is being dropped.
@@ -136,14 +139,16 @@ impl<J> Pool<J> {
     pub(crate) fn new(workers: usize) -> Pool<J> {
         Pool {
             slots: (0..workers)
-                .map(|_| Slot {
-                    inbox: Mutex::new(Inbox::default()),
-                    queued: AtomicUsize::new(0),
-                    stealable: AtomicUsize::new(0),
-                    looks: AtomicU64::new(0),
-                    state: AtomicU8::new(WAKING),
-                    shared: OnceLock::new(),
-                    metrics: Published::default(),
+                .map(|_| {
+                    Arc::new(Slot {
+                        inbox: Mutex::new(Inbox::default()),
+                        queued: AtomicUsize::new(0),
+                        stealable: AtomicUsize::new(0),
+                        looks: AtomicU64::new(0),
+                        state: AtomicU8::new(WAKING),
+                        shared: OnceLock::new(),
+                        metrics: Published::default(),
+                    })
                 })
                 .collect(),
             next: AtomicUsize::new(0),
@@ -328,6 +333,8 @@ struct Seen {
 pub(crate) struct WorkerLink<J> {
     pool: Arc<Pool<J>>,
     index: usize,
+    /// Its own slot, `pool.slots[index]`.
+    slot: Arc<Slot<J>>,
     /// What this worker last saw of each worker's looks, as a thief.
     seen: Box<[Cell<Seen>]>,
 }
@@ -337,6 +344,7 @@ impl<J> Clone for WorkerLink<J> {
         WorkerLink {
             pool: self.pool.clone(),
             index: self.index,
+            slot: self.slot.clone(),
             seen: self.seen.clone(),
         }
     }
@@ -352,11 +360,18 @@ impl<J> WorkerLink<J> {
             since: 0,
         };
         let seen = (0..pool.slots.len()).map(|_| Cell::new(unseen)).collect();
-        WorkerLink { pool, index, seen }
+        let slot = pool.slots[index].clone();
+        WorkerLink {
+            pool,
+            index,
+            slot,
+            seen,
+        }
     }
 
+    #[inline]
     fn slot(&self) -> &Slot<J> {
-        &self.pool.slots[self.index]
+        &self.slot
     }
 
     pub(crate) fn index(&self) -> usize {
