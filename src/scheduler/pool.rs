@@ -32,8 +32,8 @@
 //!
 //! A worker counts its looks; it does not time them. A worker that goes
 //! idle looks at its inbox three times (before it says so, after, and when
-//! it wakes), at one connection that is every round trip, and a clock read
-//! at each was a tenth of the instructions of a trip. The thief keeps the
+//! it wakes), at one connection that is every round trip, and the clock
+//! reads were 80 of the 1 660 instructions of such a trip. The thief keeps the
 //! count it last saw of each worker and when it first saw it: a count
 //! that has stood still for [`STEAL_AFTER`] is a worker that has not
 //! looked for that long.

@@ -179,9 +179,11 @@ impl Core {
     }
 
     /// Whether [`Core::run_root`] is done, `until` being `NoFibers` or
-    /// `BatchDone` (the loops of `fibra::run` and of an outer event loop's
-    /// turns; a server's root waits for `RootWoken`, a worker for
-    /// `Stopped`).
+    /// `BatchDone` (`Runtime::run` and a runtime's end; an outer event
+    /// loop's turns). Out of line, so that `run_root` has no jump table: a
+    /// root parked in `block_on` waits for `RootWoken` and a worker for
+    /// `Stopped`, tested inline; a server under `Runtime::run` pays a call
+    /// a turn instead of a page of read-only data.
     #[inline(never)]
     fn batch_or_fibers_done(l: &Local, until: Until) -> bool {
         match until {
