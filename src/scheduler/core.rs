@@ -348,10 +348,11 @@ impl Core {
         let l = unsafe { self.local() };
         let park = l.next_park();
         let cancelled = l.closing;
+        let has_span = span.is_some();
         let key = l.fibers.insert_with(|| Record {
             sp,
             meta: crate::scheduler::watch::meta_below(stack.header()),
-            flags: Flags::new(cancelled),
+            flags: Flags::new(cancelled, has_span),
             running_header: stack.header(),
             stack: Some(stack),
             park,

@@ -79,6 +79,30 @@ impl Core {
         }
     }
 
+    /// [`Core::trace`] of an event about the context in slot `key`, whose
+    /// id is read only when the event is enabled: it lies in the record's
+    /// second cache line, which a plain fiber's park and wake-up do not
+    /// touch (see `record.rs`).
+    ///
+    /// Call with no borrow of the runtime's state live.
+    #[inline(always)]
+    pub(crate) fn trace_fiber(&self, key: Key, event: impl FnOnce(FiberId)) {
+        if tracing::level_enabled!(tracing::Level::TRACE) {
+            self.trace_fiber_slow(key, event);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn trace_fiber_slow(&self, key: Key, event: impl FnOnce(FiberId)) {
+        // SAFETY: on the runtime's thread; short borrow, ended before the
+        // subscriber is called.
+        let id = unsafe { self.local() }.fibers.get(key).map(|rec| rec.id);
+        if let Some(id) = id {
+            self.callback("event", || event(id));
+        }
+    }
+
     /// Whether `key`'s record has a tracing span (a load and a compare).
     /// `key` names a live record: the running context, or one being
     /// switched out or back in (a record is removed only after its
@@ -88,8 +112,8 @@ impl Core {
         // SAFETY: on the runtime's thread; short borrow. `key` is in
         // bounds, as said above, which is all `get_unchecked` asks.
         unsafe { self.local().fibers.get_unchecked(key) }
-            .span
-            .is_some()
+            .flags
+            .has_span()
     }
 
     /// The dispatcher and id of `key`'s span, copied out of the record so

@@ -81,6 +81,7 @@ impl Core {
         let previous = rec.timeout;
         if previous.is_none_or(|p| deadline < p.deadline) {
             rec.timeout = Some(TimeoutScope { deadline, id });
+            rec.flags.set_timeout(true);
         }
         previous
     }
@@ -88,6 +89,8 @@ impl Core {
     pub(crate) fn restore_timeout(&self, previous: Option<TimeoutScope>) {
         // SAFETY: on the runtime's thread; short borrow.
         let l = unsafe { self.local() };
-        l.running().timeout = previous;
+        let rec = l.running();
+        rec.timeout = previous;
+        rec.flags.set_timeout(previous.is_some());
     }
 }

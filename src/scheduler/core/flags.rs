@@ -1,8 +1,13 @@
-//! The flags of a fiber's record that the fast paths of park and yield
-//! test with one compare.
+//! The flags of a fiber's record that the fast paths of park, yield and
+//! switch test with one compare.
 
-/// The flags of a [`Record`](super::record::Record) that the fast paths of park and yield test
-/// with one compare: none is set on a plain fiber.
+/// The flags of a [`Record`](super::record::Record) that the fast paths of
+/// park, yield and switch test with one compare: none is set on a plain
+/// fiber.
+///
+/// Two of them stand for fields of the record's second cache line (its
+/// `timeout` and `span`), so that a park, a wake-up and a switch of a
+/// plain fiber read only the first (see `record.rs`).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) struct Flags(u8);
 
@@ -12,9 +17,22 @@ impl Flags {
     /// An idle fiber: queued in `Local::idle_queue`, run only when no other
     /// fiber is ready.
     const IDLE: u8 = 2;
+    /// The record's `timeout` is `Some`: the fiber runs inside a
+    /// `fibra::timeout`.
+    const TIMEOUT: u8 = 4;
+    /// The record's `span` is `Some`.
+    const SPAN: u8 = 8;
 
-    pub(crate) fn new(cancelled: bool) -> Flags {
-        Flags(if cancelled { Flags::CANCELLED } else { 0 })
+    /// The flags of a new fiber.
+    pub(crate) fn new(cancelled: bool, has_span: bool) -> Flags {
+        let mut bits = 0;
+        if cancelled {
+            bits |= Flags::CANCELLED;
+        }
+        if has_span {
+            bits |= Flags::SPAN;
+        }
+        Flags(bits)
     }
 
     #[inline(always)]
@@ -27,11 +45,58 @@ impl Flags {
         self.0 & Flags::IDLE != 0
     }
 
+    /// Cancelled, idle or inside a `fibra::timeout`: only then may a
+    /// blocking call have to unwind the fiber, or a yield take the idle
+    /// fibers' path.
+    #[inline(always)]
+    pub(crate) fn may_unwind(self) -> bool {
+        self.0 & (Flags::CANCELLED | Flags::IDLE | Flags::TIMEOUT) != 0
+    }
+
+    #[inline(always)]
+    pub(crate) fn has_span(self) -> bool {
+        self.0 & Flags::SPAN != 0
+    }
+
     pub(super) fn set_cancelled(&mut self) {
         self.0 |= Flags::CANCELLED;
     }
 
     pub(super) fn set_idle(&mut self) {
         self.0 |= Flags::IDLE;
+    }
+
+    /// Says whether the record's `timeout` is `Some`.
+    pub(super) fn set_timeout(&mut self, some: bool) {
+        if some {
+            self.0 |= Flags::TIMEOUT;
+        } else {
+            self.0 &= !Flags::TIMEOUT;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_span_alone_does_not_make_a_fiber_unwind() {
+        let f = Flags::new(false, true);
+        assert!(f.has_span() && !f.may_unwind() && !f.cancelled());
+        assert_eq!(Flags::new(false, false), Flags::NONE);
+    }
+
+    #[test]
+    fn each_of_cancelled_idle_and_timeout_may_unwind() {
+        assert!(Flags::new(true, false).may_unwind());
+        let mut f = Flags::NONE;
+        f.set_idle();
+        assert!(f.may_unwind() && f.idle());
+        let mut f = Flags::new(false, true);
+        f.set_timeout(true);
+        assert!(f.may_unwind() && f.has_span());
+        f.set_timeout(false);
+        assert!(!f.may_unwind() && f.has_span());
     }
 }

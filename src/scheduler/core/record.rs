@@ -47,40 +47,52 @@ pub(crate) struct TimeoutScope {
     pub(crate) id: NonZeroU64,
 }
 
+/// Laid out by hand in two cache lines: the first holds every field that a
+/// plain fiber's park, wake-up and switch read or write (so a trip of a
+/// socket-bound fiber, whose record comes back cold when there are many,
+/// touches one line of it); the second holds what a dump, an exit, a
+/// `fibra::timeout` or a tracing subscriber uses, which `flags` stands for
+/// on the fast paths (`Flags::TIMEOUT`, `Flags::SPAN`). Aligned to a line,
+/// so that each half is one line.
+#[repr(C, align(64))]
 pub(crate) struct Record {
+    // ---- the first line: park, wake-up, switch
     /// The saved stack pointer while the context is not running.
     pub(super) sp: *mut u8,
-    /// Its identity for the watchdog (see `scheduler::watch`): at the top of
-    /// its stack, or in `Shared` for the root.
-    pub(crate) meta: *const Meta,
-    /// `None` for the root, which runs on the thread's stack.
-    pub(crate) stack: Option<Stack>,
     /// The header of the stack the context runs on, for the overflow
     /// report: its own stack's, or a generator's while it drives one
     /// (null: a thread's stack).
     pub(crate) running_header: *const StackHeader,
+    /// Its identity for the watchdog (see `scheduler::watch`): at the top of
+    /// its stack, or in `Shared` for the root.
+    pub(crate) meta: *const Meta,
     /// The sequence number of the current (or next) park.
     pub(super) park: u64,
+    /// Its deadline (ns), or `NO_DEADLINE` (a sentinel rather than an
+    /// `Option`, which would take 8 more bytes).
+    pub(super) waiting_until: u64,
+    /// What its last park waited for, and until when (for dumps).
+    pub(super) waiting_on: StoredWait,
     pub(crate) state: State,
     pub(super) wake: Wake,
     /// Woken with the current token before it parked.
     pub(super) notified: bool,
-    /// Cancelled, idle: what the fast paths of park and yield test at once.
+    /// Cancelled, idle, in a `fibra::timeout`, has a span: what the fast
+    /// paths of park, yield and switch test at once.
     pub(crate) flags: Flags,
     /// We started unwinding this context (cancellation or a timeout) and
     /// it has not been seen outside a panic since; see `current_is_unwinding`.
     pub(super) unwinding: bool,
+    // ---- the second line
+    /// `None` for the root, which runs on the thread's stack.
+    pub(crate) stack: Option<Stack>,
     pub(crate) id: FiberId,
     pub(crate) name: Option<Arc<str>>,
+    /// Set and cleared with `Flags::TIMEOUT`: see `Core::set_timeout`.
     pub(crate) timeout: Option<TimeoutScope>,
-    /// What its last park waited for, and until when (for dumps).
-    pub(super) waiting_on: StoredWait,
-    /// Its deadline (ns), or `NO_DEADLINE` (a sentinel rather than an
-    /// `Option`, which would take 8 more bytes: see `span`).
-    pub(super) waiting_until: u64,
-    /// The fiber's tracing span, boxed and only when a subscriber wants it:
-    /// a `Span` is 40 bytes, and the record stays within 128 (two cache
-    /// lines written at every spawn).
+    /// The fiber's tracing span, boxed and only when a subscriber wants it
+    /// (`Flags::SPAN` says so): a `Span` is 40 bytes, and the record stays
+    /// within 128 (two cache lines written at every spawn).
     pub(crate) span: Option<Box<tracing::Span>>,
 }
 
@@ -129,5 +141,7 @@ impl Record {
     }
 }
 
-// A spawn writes the whole record: keep it within two cache lines.
-const _: () = assert!(size_of::<Record>() <= 128);
+// A spawn writes the whole record: keep it within two cache lines, and
+// the fields of the fast paths within the first.
+const _: () = assert!(size_of::<Record>() == 128);
+const _: () = assert!(std::mem::offset_of!(Record, unwinding) < 64);

@@ -246,7 +246,6 @@ impl Core {
         rec.state = State::Parked;
         rec.waiting_on = StoredWait::new(on);
         rec.waiting_until = deadline.unwrap_or(NO_DEADLINE);
-        let id = rec.id;
         // (Out of line, as the root's park below: the code of a fiber's
         // park without a deadline, which every socket wait is, stays a few
         // cache lines.)
@@ -255,10 +254,10 @@ impl Core {
         // subscriber wake this very park, the wake-up queues it like any
         // other, and the switch below still goes elsewhere.
         if me == ROOT {
-            self.park_root(id);
+            self.park_root();
         } else {
             let next = Core::next_from_fiber(l).unwrap_or(ROOT);
-            self.trace_park(id);
+            self.trace_park(me);
             self.switch_to(me, next);
         }
         // SAFETY: re-borrowed after the switch.
@@ -294,12 +293,12 @@ impl Core {
     /// when nothing is ready, and when the root is resumed without having
     /// been woken.
     #[inline(never)]
-    fn park_root(&self, id: FiberId) {
+    fn park_root(&self) {
         // SAFETY: on the runtime's thread; the borrow ends before the trace
         // event and the switch.
         let l = unsafe { self.local() };
         let next = Core::next_from_fiber(l);
-        self.trace_park(id);
+        self.trace_park(ROOT);
         if let Some(next) = next
             && next != ROOT
         {
@@ -313,14 +312,14 @@ impl Core {
 
     /// Whether the current context has been cancelled, runs under a
     /// `fibra::timeout`, or is an idle fiber: only then may a blocking call
-    /// have to unwind it, or a yield take the idle fibers' path (one
-    /// compare of its flags and one of its timeout).
+    /// have to unwind it, or a yield take the idle fibers' path (a test of
+    /// its flags, which say whether it has a timeout).
     #[inline]
     pub(crate) fn current_may_unwind(&self) -> bool {
         // SAFETY: on the runtime's thread; short borrow.
         let l = unsafe { self.local() };
         let rec = l.running();
-        rec.flags != Flags::NONE || rec.timeout.is_some()
+        rec.flags.may_unwind()
     }
 
     /// Whether the current context is itself unwinding.
@@ -459,13 +458,14 @@ impl Core {
         // SAFETY: on the runtime's thread; short borrow, ended before the
         // trace event.
         let woken = unsafe { self.local() }.cancel(key, id, &self.shared);
-        if let Some(id) = woken {
-            self.trace_unpark(id, Wake::Cancelled);
+        if woken {
+            self.trace_unpark(key, Wake::Cancelled);
         }
     }
 
+    /// The trace event of the park of the context in slot `key`.
     #[inline(always)]
-    fn trace_park(&self, id: FiberId) {
-        self.trace(move || tracing::trace!(fiber = id.as_u64(), "park"));
+    fn trace_park(&self, key: Key) {
+        self.trace_fiber(key, |id| tracing::trace!(fiber = id.as_u64(), "park"));
     }
 }

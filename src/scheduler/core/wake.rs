@@ -81,32 +81,24 @@ impl Local {
         self.run_queue.push_back(key);
     }
 
-    /// Wakes the park named by `token` with `reason`; returns the id of the
-    /// fiber it woke. Emits no trace event (that would be a subscriber's
+    /// Wakes the park named by `token` with `reason`; returns whether it
+    /// woke it. Emits no trace event (that would be a subscriber's
     /// code under the caller's borrow): [`Core::wake`] does, after it.
     #[inline]
-    pub(super) fn wake_fiber(
-        &mut self,
-        token: WakeToken,
-        reason: Wake,
-        shared: &Shared,
-    ) -> Option<FiberId> {
+    pub(super) fn wake_fiber(&mut self, token: WakeToken, reason: Wake, shared: &Shared) -> bool {
         self.wake_fiber_inline(token, reason, shared)
     }
 
     /// [`Local::wake_fiber`], always inlined: for the turn's wake-ups of
     /// fibers whose sockets are ready (see [`Core::wake_io`]).
     #[inline(always)]
-    fn wake_fiber_inline(
-        &mut self,
-        token: WakeToken,
-        reason: Wake,
-        shared: &Shared,
-    ) -> Option<FiberId> {
+    fn wake_fiber_inline(&mut self, token: WakeToken, reason: Wake, shared: &Shared) -> bool {
         let next_park = self.park_seq + 1;
-        let rec = self.fibers.get_mut(token.key)?;
+        let Some(rec) = self.fibers.get_mut(token.key) else {
+            return false;
+        };
         if rec.park != token.park {
-            return None; // that park has ended
+            return false; // that park has ended
         }
         match rec.state {
             State::Parked => {
@@ -123,32 +115,33 @@ impl Local {
                 rec.state = State::Ready;
                 rec.wake = reason;
                 rec.park = next_park;
-                let id = rec.id;
                 let idle = rec.flags.idle();
                 self.park_seq = next_park;
                 self.push_ready(token.key, idle, shared);
-                Some(id)
+                true
             }
             State::Ready | State::Running => {
                 if reason == Wake::Unparked {
                     rec.notified = true;
                 }
-                None
+                false
             }
-            State::Done | State::Vacant => None,
+            State::Done | State::Vacant => false,
         }
     }
 
     /// Marks fiber `id` in slot `key` cancelled and wakes it if it is
-    /// parked; returns its id if it woke it (for the caller's trace).
-    pub(super) fn cancel(&mut self, key: Key, id: FiberId, shared: &Shared) -> Option<FiberId> {
-        let rec = self.fibers.get_mut(key)?;
+    /// parked; returns whether it woke it (for the caller's trace).
+    pub(super) fn cancel(&mut self, key: Key, id: FiberId, shared: &Shared) -> bool {
+        let Some(rec) = self.fibers.get_mut(key) else {
+            return false;
+        };
         if rec.id != id || rec.state == State::Done {
-            return None;
+            return false;
         }
         rec.flags.set_cancelled();
         if rec.state != State::Parked {
-            return None;
+            return false;
         }
         let token = WakeToken {
             key,
@@ -166,10 +159,10 @@ impl Core {
         // SAFETY: on the runtime's thread; short borrow, ended before the
         // trace event.
         let woken = unsafe { self.local() }.wake_fiber(token, reason, &self.shared);
-        if let Some(id) = woken {
-            self.trace_unpark(id, reason);
+        if woken {
+            self.trace_unpark(token.key, reason);
         }
-        woken.is_some()
+        woken
     }
 
     /// [`Core::wake`] of a fiber whose socket an event made ready: the wake
@@ -179,13 +172,16 @@ impl Core {
         // SAFETY: on the runtime's thread; short borrow, ended before the
         // trace event.
         let woken = unsafe { self.local() }.wake_fiber_inline(token, Wake::Unparked, &self.shared);
-        if let Some(id) = woken {
-            self.trace_unpark(id, Wake::Unparked);
+        if woken {
+            self.trace_unpark(token.key, Wake::Unparked);
         }
     }
 
+    /// The trace event of a wake-up of the fiber in slot `key`.
     #[inline(always)]
-    pub(super) fn trace_unpark(&self, id: FiberId, reason: Wake) {
-        self.trace(move || tracing::trace!(fiber = id.as_u64(), ?reason, "unpark"));
+    pub(super) fn trace_unpark(&self, key: Key, reason: Wake) {
+        self.trace_fiber(key, move |id| {
+            tracing::trace!(fiber = id.as_u64(), ?reason, "unpark");
+        });
     }
 }
