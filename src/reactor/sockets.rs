@@ -3,6 +3,7 @@
 //! or write showed gone (see "Sockets" in the module docs).
 
 use std::io;
+use std::num::NonZeroU64;
 use std::os::fd::RawFd;
 
 use mio::unix::SourceFd;
@@ -60,7 +61,7 @@ impl Reactor {
             // A task of the closed socket is not woken: its socket is gone
             // (and a task of a later socket polls that one's own source).
             src.forget_tasks(&mut self.unneeded);
-            src.owner = Some(owner);
+            src.owner = socket_owner(owner);
             src.generation = generation;
             src.interest = both;
             src.drained = Interest::EMPTY;
@@ -84,7 +85,7 @@ impl Reactor {
             mio_token(key, generation),
             to_mio(both),
         )?;
-        entry.insert(Source::new(fd, both, Some(owner), generation));
+        entry.insert(Source::new(fd, both, socket_owner(owner), generation));
         self.by_fd.insert(fd, key);
         Ok(key)
     }
@@ -93,7 +94,7 @@ impl Reactor {
     #[inline]
     pub(crate) fn owned(&self, fd: RawFd, owner: u64) -> Option<usize> {
         let key = self.by_fd.get(fd)?;
-        (self.sources[key].owner == Some(owner)).then_some(key)
+        self.sources[key].owned_by(owner).then_some(key)
     }
 
     /// Whether socket `owner` on `fd` is known not to be ready for
@@ -121,11 +122,7 @@ impl Reactor {
         token: WakeToken,
     ) -> Registration {
         let src = &mut self.sources[key];
-        src.waiters.push(Waiter {
-            token,
-            interest,
-            ready: Interest::EMPTY,
-        });
+        src.waiters.push(Waiter::new(token, interest));
         Registration {
             source: key,
             generation: src.generation,
@@ -138,7 +135,7 @@ impl Reactor {
         let Some(key) = self.by_fd.get(fd) else {
             return;
         };
-        if self.sources[key].owner != Some(owner) {
+        if !self.sources[key].owned_by(owner) {
             return;
         }
         let mut src = self.sources.remove(key);
@@ -147,4 +144,12 @@ impl Reactor {
         src.forget_tasks(&mut self.unneeded);
         let _ = self.poll.registry().deregister(&mut SourceFd(&fd));
     }
+}
+
+/// A socket's id as a source keeps it. Ids count from 1 (see
+/// `net::registration`), so none is zero.
+fn socket_owner(owner: u64) -> Option<NonZeroU64> {
+    let owner = NonZeroU64::new(owner);
+    debug_assert!(owner.is_some(), "a socket id of 0");
+    owner
 }

@@ -59,6 +59,7 @@ impl Reactor {
             &mut src.writer
         };
         self.unneeded.extend(slot.replace(waker));
+        src.tasks = src.tasks | interest;
     }
 
     /// Makes the timerfd of tasks' sleeps, if it is not there yet; call

@@ -5,36 +5,71 @@
 //! and each round trip of a connection adds its waiter, finds it when the
 //! event comes and removes it. Kept in a `Vec` of their own, the waiters
 //! were a heap block apart from their source: with a thousand connections,
-//! one more cold cache line (and often page) a round trip.
+//! one more cold cache line (and often page) a round trip. The vector of
+//! any more is looked at only when both inline slots are taken, so a
+//! trip touches the inline part alone (the source's first cache line, see
+//! `Source`).
 
 use crate::reactor::Interest;
-use crate::reactor::token::WakeToken;
+use crate::reactor::token::{Key, WakeToken};
 
-/// One fiber waiting on a source.
+/// One fiber waiting on a source: its token taken apart, so that a waiter
+/// takes 16 bytes (a `WakeToken` field and two bytes beside it took 24).
 #[derive(Clone, Copy)]
 pub(super) struct Waiter {
-    pub(super) token: WakeToken,
+    park: u64,
+    key: Key,
     pub(super) interest: Interest,
     /// Readiness seen since the waiter registered.
     pub(super) ready: Interest,
 }
+
+impl Waiter {
+    /// A waiter for `interest` that has seen nothing yet.
+    pub(super) fn new(token: WakeToken, interest: Interest) -> Waiter {
+        Waiter {
+            park: token.park,
+            key: token.key,
+            interest,
+            ready: Interest::EMPTY,
+        }
+    }
+
+    pub(super) fn token(&self) -> WakeToken {
+        WakeToken {
+            key: self.key,
+            park: self.park,
+        }
+    }
+
+    pub(super) fn set_token(&mut self, token: WakeToken) {
+        self.key = token.key;
+        self.park = token.park;
+    }
+}
+
+const _: () = assert!(size_of::<Waiter>() == 16);
 
 /// How many waiters a source keeps in place.
 const INLINE: usize = 2;
 
 /// What an unused inline slot holds (never read as a waiter).
 const UNUSED: Waiter = Waiter {
-    token: WakeToken { key: 0, park: 0 },
+    park: 0,
+    key: 0,
     interest: Interest::EMPTY,
     ready: Interest::EMPTY,
 };
 
-/// The waiters of a source, in no particular order.
+/// The waiters of a source, in no particular order. In this order (the
+/// inline slots and their count first, the vector last), so that a source
+/// can keep the first part in its first cache line.
 ///
 /// # Invariant
 ///
 /// `inline[..len]` are waiters; `more` holds waiters only when `len` is
 /// [`INLINE`] (a removal refills the inline slots from `more` first).
+#[repr(C)]
 pub(super) struct Waiters {
     inline: [Waiter; INLINE],
     len: u8,
@@ -85,13 +120,13 @@ impl Waiters {
             let hit = w.interest & ready;
             if !hit.is_empty() {
                 w.ready = w.ready | hit;
-                wake.push(w.token);
+                wake.push(w.token());
             }
         };
         for w in &mut self.inline[..usize::from(self.len)] {
             mark(w, wake);
         }
-        if !self.more.is_empty() {
+        if usize::from(self.len) == INLINE && !self.more.is_empty() {
             for w in &mut self.more {
                 mark(w, wake);
             }
@@ -101,25 +136,30 @@ impl Waiters {
     /// Removes the waiter with `token`, if there is one.
     pub(super) fn remove(&mut self, token: WakeToken) {
         let len = usize::from(self.len);
-        if let Some(i) = self.inline[..len].iter().position(|w| w.token == token) {
+        if let Some(i) = self.inline[..len].iter().position(|w| w.token() == token) {
             // Refill the slot from the spill-over, else from the last
-            // inline waiter.
-            self.inline[i] = match self.more.pop() {
+            // inline waiter. (`more` is empty unless both slots are taken.)
+            let spilled = if len == INLINE { self.more.pop() } else { None };
+            self.inline[i] = match spilled {
                 Some(w) => w,
                 None => {
                     self.len -= 1;
                     self.inline[len - 1]
                 }
             };
-        } else if let Some(i) = self.more.iter().position(|w| w.token == token) {
+        } else if let Some(i) = self.more.iter().position(|w| w.token() == token) {
             self.more.swap_remove(i);
         }
     }
 
     /// Moves every waiter's token to `to`, leaving none.
     pub(super) fn drain_tokens(&mut self, to: &mut Vec<WakeToken>) {
-        to.extend(self.inline[..usize::from(self.len)].iter().map(|w| w.token));
-        to.extend(self.more.drain(..).map(|w| w.token));
+        to.extend(
+            self.inline[..usize::from(self.len)]
+                .iter()
+                .map(Waiter::token),
+        );
+        to.extend(self.more.drain(..).map(|w| w.token()));
         self.len = 0;
     }
 }
@@ -129,15 +169,11 @@ mod tests {
     use super::*;
 
     fn waiter(key: u32) -> Waiter {
-        Waiter {
-            token: WakeToken { key, park: 1 },
-            interest: Interest::READABLE,
-            ready: Interest::EMPTY,
-        }
+        Waiter::new(WakeToken { key, park: 1 }, Interest::READABLE)
     }
 
     fn keys(w: &Waiters) -> Vec<u32> {
-        let mut k: Vec<u32> = w.iter().map(|w| w.token.key).collect();
+        let mut k: Vec<u32> = w.iter().map(|w| w.token().key).collect();
         k.sort_unstable();
         k
     }
@@ -158,12 +194,12 @@ mod tests {
         woken.sort_unstable();
         assert_eq!(woken, [1, 3, 5]); // 1 inline, 3 and 5 spilled
         for one in w.iter() {
-            let expect = if one.token.key % 2 == 0 {
+            let expect = if one.token().key % 2 == 0 {
                 Interest::EMPTY
             } else {
                 Interest::READABLE
             };
-            assert!(one.ready == expect, "waiter {}", one.token.key);
+            assert!(one.ready == expect, "waiter {}", one.token().key);
         }
     }
 
@@ -175,20 +211,20 @@ mod tests {
             w.push(waiter(key));
         }
         assert_eq!(keys(&w), [1, 2, 3, 4, 5]);
-        w.remove(waiter(1).token); // inline, refilled from the spill-over
+        w.remove(waiter(1).token()); // inline, refilled from the spill-over
         assert_eq!(keys(&w), [2, 3, 4, 5]);
-        w.remove(waiter(4).token); // in the spill-over
+        w.remove(waiter(4).token()); // in the spill-over
         assert_eq!(keys(&w), [2, 3, 5]);
-        w.remove(waiter(9).token); // not there: nothing happens
+        w.remove(waiter(9).token()); // not there: nothing happens
         assert_eq!(keys(&w), [2, 3, 5]);
         for w in w.iter_mut() {
             w.ready = Interest::READABLE;
         }
         assert!(w.iter().all(|w| w.ready == Interest::READABLE));
-        w.remove(waiter(2).token);
-        w.remove(waiter(5).token);
+        w.remove(waiter(2).token());
+        w.remove(waiter(5).token());
         assert_eq!(keys(&w), [3]);
-        w.remove(waiter(3).token);
+        w.remove(waiter(3).token());
         assert!(w.is_empty() && w.iter().next().is_none());
         w.push(waiter(7));
         w.push(waiter(8));
