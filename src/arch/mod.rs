@@ -13,7 +13,8 @@
 //! - [`EntryFn`]: the type of a fiber's first function, which returns its
 //!   [`FinalSwitch`]: the context that runs after it, for good;
 //! - [`prefetch_frame`]: start loading a suspended context's switch frame
-//!   ahead of the switch that resumes it;
+//!   ahead of the switch that resumes it ([`prefetch`], [`prefetch_line`]:
+//!   any range, one line);
 //! - [`syscall`]: the kernel called without libc (for the socket calls
 //!   of every round trip, and the syscall hooks).
 //!
@@ -27,7 +28,7 @@ mod x86_64;
 #[cfg(target_arch = "x86_64")]
 pub(crate) use x86_64::{
     EntryFn, FinalSwitch, RESUME_PUSHES, SWITCH_PUSHES, check_supported, init_generator_stack,
-    init_stack, prefetch, prefetch_frame, probe_pushes,
+    init_stack, prefetch, prefetch_frame, prefetch_line, probe_pushes,
 };
 #[cfg(all(target_arch = "x86_64", not(fibra_asan)))]
 pub(crate) use x86_64::{resume, suspend, switch};

@@ -87,6 +87,15 @@ pub(crate) fn prefetch<const BYTES: usize>(p: *const u8) {
     }
 }
 
+/// Asks the CPU to start loading the cache line that holds `p`.
+#[inline(always)]
+pub(crate) fn prefetch_line(p: *const u8) {
+    use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+    // SAFETY: a prefetch is a hint: it never faults, whatever the address,
+    // and writes nothing.
+    unsafe { _mm_prefetch::<_MM_HINT_T0>(p.cast()) };
+}
+
 /// Bytes a [`switch`] pushes on the stack it leaves, below the stack
 /// pointer of the code that calls it: the call's return address, the FP
 /// control words, rbp and rbx.

@@ -94,22 +94,35 @@ impl Reactor {
     #[inline]
     pub(crate) fn owned(&self, fd: RawFd, owner: u64) -> Option<usize> {
         let key = self.by_fd.get(fd)?;
-        self.sources[key].owned_by(owner).then_some(key)
+        self.sources
+            .get(key)
+            .is_some_and(|src| src.owned_by(owner))
+            .then_some(key)
     }
 
     /// Whether socket `owner` on `fd` is known not to be ready for
     /// `interest`: a short read or write said so, and no event since.
+    ///
+    /// (Here and below, one lookup of the slot: [`Reactor::owned`] and an
+    /// index after it checked the slot twice, and both sit on the path of
+    /// every socket call.)
+    #[inline]
     pub(crate) fn is_drained(&self, fd: RawFd, owner: u64, interest: Interest) -> bool {
-        self.owned(fd, owner)
-            .is_some_and(|key| !(self.sources[key].drained & interest).is_empty())
+        self.by_fd
+            .get(fd)
+            .and_then(|key| self.sources.get(key))
+            .is_some_and(|src| src.owned_by(owner) && !(src.drained & interest).is_empty())
     }
 
     /// Records that a short read or write left socket `owner` on `fd` not
     /// ready for `interest` (if it is registered here; else the next call
     /// just tries its syscall).
+    #[inline]
     pub(crate) fn mark_drained(&mut self, fd: RawFd, owner: u64, interest: Interest) {
-        if let Some(key) = self.owned(fd, owner) {
-            let src = &mut self.sources[key];
+        if let Some(key) = self.by_fd.get(fd)
+            && let Some(src) = self.sources.get_mut(key)
+            && src.owned_by(owner)
+        {
             src.drained = src.drained | Interest(interest.0 & !src.closed.0);
         }
     }

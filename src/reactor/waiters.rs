@@ -133,8 +133,19 @@ impl Waiters {
         }
     }
 
-    /// Removes the waiter with `token`, if there is one.
+    /// Removes the waiter with `token`, if there is one. Inline for the
+    /// usual case, the source's only waiter (every socket wait ends here).
+    #[inline]
     pub(super) fn remove(&mut self, token: WakeToken) {
+        if self.len == 1 && self.inline[0].token() == token {
+            self.len = 0;
+            return;
+        }
+        self.remove_any(token);
+    }
+
+    #[inline(never)]
+    fn remove_any(&mut self, token: WakeToken) {
         let len = usize::from(self.len);
         if let Some(i) = self.inline[..len].iter().position(|w| w.token() == token) {
             // Refill the slot from the spill-over, else from the last

@@ -62,7 +62,9 @@ impl Local {
             }
         }
         if let Some(slot) = after.and_then(|key| self.fibers.slot_addr(key)) {
-            arch::prefetch::<{ size_of::<Record>() }>(slot);
+            // Its first line: all that its switch and park touch (see
+            // `Record`, which is aligned to a line).
+            arch::prefetch_line(slot);
         }
     }
 
