@@ -34,56 +34,13 @@ pub(crate) fn vectored_len(lens: impl Iterator<Item = usize>) -> usize {
     lens.take(1024).fold(0usize, usize::saturating_add)
 }
 
-/// `recv(fd, buf, 0)`, as std's socket `read` makes it, but calling the
-/// kernel directly: libc's wrapper is a cancellation point, which in a
-/// process of several threads costs two calls more per read (see
-/// `arch::syscall`).
-#[inline]
-pub(crate) fn recv(fd: std::os::fd::RawFd, buf: &mut [u8]) -> std::io::Result<usize> {
-    // `buf` is valid for writes of its length, and a bad fd is an error
-    // (EBADF), not undefined behaviour.
-    // SAFETY: as argued just above.
-    let r = unsafe {
-        crate::arch::syscall::syscall6(
-            libc::SYS_recvfrom,
-            fd as usize,
-            buf.as_mut_ptr() as usize,
-            buf.len(),
-            0,
-            0,
-            0,
-        )
-    };
-    crate::arch::syscall::result(r)
-}
-
-/// `send(fd, buf, MSG_NOSIGNAL)`, as std's socket `write` makes it (a
-/// closed peer is `EPIPE`, not a SIGPIPE), calling the kernel directly as
-/// [`recv`] does.
-#[inline]
-pub(crate) fn send(fd: std::os::fd::RawFd, buf: &[u8]) -> std::io::Result<usize> {
-    // `buf` is valid for reads of its length, and a bad fd is an error.
-    // SAFETY: as argued just above.
-    let r = unsafe {
-        crate::arch::syscall::syscall6(
-            libc::SYS_sendto,
-            fd as usize,
-            buf.as_ptr() as usize,
-            buf.len(),
-            libc::MSG_NOSIGNAL as usize,
-            0,
-            0,
-        )
-    };
-    crate::arch::syscall::result(r)
-}
-
 /// `Read` and `Write` for a stream type (field `sock`) and for `&` it, all
 /// through the loop. Empty buffers return 0 at once, as on a blocking std
 /// socket (a non-blocking `recv` of nothing reports `WouldBlock`). A read
 /// or write of one buffer is a `recv` or a `send(MSG_NOSIGNAL)` made
-/// without libc (see [`recv`] and [`send`]); vectored ones go through
-/// std's. A closed peer is `BrokenPipe`, never a SIGPIPE.
+/// without libc, both through one function (see
+/// [`Registration::transfer`](crate::net::registration::Registration::transfer));
+/// vectored ones go through std's. A closed peer is `BrokenPipe`, never a SIGPIPE.
 macro_rules! stream_io {
     ($($ty:ty),*) => {$(
         impl std::io::Read for &$ty {
@@ -91,9 +48,8 @@ macro_rules! stream_io {
                 if buf.is_empty() {
                     return Ok(0);
                 }
-                self.sock.read_stream(buf.len(), |s| {
-                    $crate::net::macros::recv(std::os::fd::AsRawFd::as_raw_fd(s), buf)
-                })
+                self.sock
+                    .transfer($crate::net::registration::StreamBuf::Recv(buf))
             }
             fn read_vectored(
                 &mut self,
@@ -112,9 +68,8 @@ macro_rules! stream_io {
                 if buf.is_empty() {
                     return Ok(0);
                 }
-                self.sock.write_stream(buf.len(), |s| {
-                    $crate::net::macros::send(std::os::fd::AsRawFd::as_raw_fd(s), buf)
-                })
+                self.sock
+                    .transfer($crate::net::registration::StreamBuf::Send(buf))
             }
             fn write_vectored(&mut self, bufs: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
                 let len = $crate::net::macros::vectored_len(bufs.iter().map(|b| b.len()));
@@ -251,7 +206,8 @@ macro_rules! ready_io {
                     return Ok(0);
                 }
                 self.sock.try_stream($crate::io::Interest::READABLE, buf.len(), |s| {
-                    $crate::net::macros::recv(std::os::fd::AsRawFd::as_raw_fd(s), buf)
+                    $crate::net::registration::StreamBuf::Recv(buf)
+                        .call(std::os::fd::AsRawFd::as_raw_fd(s))
                 })
             }
 
@@ -277,7 +233,8 @@ macro_rules! ready_io {
                     return Ok(0);
                 }
                 self.sock.try_stream($crate::io::Interest::WRITABLE, buf.len(), |s| {
-                    $crate::net::macros::send(std::os::fd::AsRawFd::as_raw_fd(s), buf)
+                    $crate::net::registration::StreamBuf::Send(buf)
+                        .call(std::os::fd::AsRawFd::as_raw_fd(s))
                 })
             }
         }

@@ -154,6 +154,25 @@ impl Registration {
         self.io_from(context::current(), fd, interest, timeout, op, false)
     }
 
+    /// One `recv` or `send(MSG_NOSIGNAL)` of a single buffer on a stream
+    /// socket, through the loop of [`Registration::read_stream`] and
+    /// [`Registration::write_stream`] (their timeouts, their draining).
+    ///
+    /// Both directions are this one function, not inlined into its callers:
+    /// a connection's round trip is a read and a write, and with one copy
+    /// of the loop instead of two (each instantiated for its own `op`) it
+    /// runs through half the code, which after every wait comes back from
+    /// the kernel cold.
+    #[inline(never)]
+    pub(crate) fn transfer(&self, fd: RawFd, mut buf: StreamBuf<'_>) -> io::Result<usize> {
+        let (interest, timeout, len) = match &buf {
+            StreamBuf::Recv(b) => (Interest::READABLE, &self.read_timeout, b.len()),
+            StreamBuf::Send(b) => (Interest::WRITABLE, &self.write_timeout, b.len()),
+        };
+        let timeout = timeout.load(Ordering::Relaxed);
+        self.stream_io(fd, interest, timeout, len, || buf.call(fd))
+    }
+
     /// Like [`Registration::read`] for a stream socket, with `op` reading
     /// into buffers of `len` bytes in all. A short read shows the receive
     /// buffer empty: the next read waits for an event first (see the
@@ -418,4 +437,38 @@ fn yield_spent_budget() {
 
 fn nanos_to_timeout(ns: u64) -> Option<Duration> {
     (ns != 0).then(|| Duration::from_nanos(ns))
+}
+
+/// The buffer of a [`Registration::transfer`], and so its direction.
+pub(crate) enum StreamBuf<'a> {
+    /// `recv` into it.
+    Recv(&'a mut [u8]),
+    /// `send` it (with `MSG_NOSIGNAL`: a closed peer is `EPIPE`, never a
+    /// SIGPIPE).
+    Send(&'a [u8]),
+}
+
+impl StreamBuf<'_> {
+    /// `recv(fd, buf, 0)` or `send(fd, buf, MSG_NOSIGNAL)`, as std's socket
+    /// `read` and `write` make them, but calling the kernel directly:
+    /// libc's wrappers are cancellation points, which in a process of
+    /// several threads cost two calls more each (see `arch::syscall`).
+    #[inline]
+    pub(crate) fn call(&mut self, fd: RawFd) -> io::Result<usize> {
+        let (nr, ptr, len, flags) = match self {
+            StreamBuf::Recv(b) => (libc::SYS_recvfrom, b.as_mut_ptr() as usize, b.len(), 0),
+            StreamBuf::Send(b) => (
+                libc::SYS_sendto,
+                b.as_ptr() as usize,
+                b.len(),
+                libc::MSG_NOSIGNAL as usize,
+            ),
+        };
+        // `ptr..ptr + len` is the buffer `self` borrows: valid for writes
+        // (`recv`) or reads (`send`) while this runs; a bad fd is an error
+        // (EBADF), not undefined behaviour.
+        // SAFETY: as argued just above.
+        let r = unsafe { crate::arch::syscall::syscall6(nr, fd as usize, ptr, len, flags, 0, 0) };
+        crate::arch::syscall::result(r)
+    }
 }

@@ -9,7 +9,7 @@ use std::task::{Context, Poll};
 #[cfg(feature = "futures-io")]
 use crate::io::Interest;
 use crate::net::addr::SockAddrBuf;
-use crate::net::registration::Registration;
+use crate::net::registration::{Registration, StreamBuf};
 
 /// A std socket in non-blocking mode and its [`Registration`]: what every
 /// fibra socket type wraps. Dropping it deregisters the fd from the current
@@ -43,6 +43,13 @@ impl<S: AsRawFd> Socket<S> {
     ) -> io::Result<usize> {
         self.reg
             .read_stream(self.inner.as_raw_fd(), len, || op(&self.inner))
+    }
+
+    /// One `recv` or `send` of a stream socket; see
+    /// [`Registration::transfer`].
+    #[inline]
+    pub(crate) fn transfer(&self, buf: StreamBuf<'_>) -> io::Result<usize> {
+        self.reg.transfer(self.inner.as_raw_fd(), buf)
     }
 
     /// Runs a write of `len` bytes to a stream socket; see
