@@ -100,6 +100,8 @@ impl Reactor {
     }
 
     /// Sets the tasks' timerfd to their wheel's next expiration.
+    #[cold]
+    #[inline(never)]
     pub(super) fn arm_task_timer(&mut self) {
         let (Some(fd), Some(at)) = (&self.task_timerfd, self.task_timers.next_expiration()) else {
             return;
