@@ -1,6 +1,6 @@
 //! The reactor: one mio `Poll` per runtime, and who waits on which fd.
 //! mio registers the fds; the wait itself is `epoll_wait` made directly
-//! (`events.rs`).
+//! (`events.rs`); each watched fd's state is a [`Source`] (`source.rs`).
 //!
 //! A fiber that awaits an fd registers a *waiter* (its wake token and the
 //! readiness it wants) on the fd's *source*, parks, and removes the waiter
@@ -67,7 +67,6 @@
 //! above.
 
 use std::io;
-use std::num::NonZeroU64;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::task::Waker;
 use std::time::Duration;
@@ -80,6 +79,7 @@ mod events;
 mod fd_map;
 mod interest;
 mod sockets;
+mod source;
 mod tasks;
 mod timerfd;
 pub(crate) mod token;
@@ -88,9 +88,10 @@ mod waiters;
 use events::Events;
 use fd_map::FdMap;
 pub use interest::Interest;
+use source::Source;
 pub(crate) use tasks::TaskWakes;
 use timerfd::{new_timerfd, set_timerfd};
-use waiters::{Waiter, Waiters};
+use waiters::Waiter;
 
 use crate::reactor::token::WakeToken;
 use crate::timer::clock;
@@ -150,94 +151,6 @@ pub(crate) struct Reactor {
 /// The mio token of a source: its slot and its generation.
 fn mio_token(key: usize, generation: u32) -> Token {
     Token(key | (generation as usize) << 32)
-}
-
-/// One fd the reactor watches: a socket's registration (kept until the
-/// socket deregisters) or a one-shot `io::wait`'s.
-///
-/// Laid out by hand in two cache lines, aligned to one (a slot of the slab
-/// is then exactly two lines: the slab's own tag takes a niche of a field):
-/// the first holds all that a socket's round trip reads and writes (its
-/// owner and generation, what was drained or closed, the waiters in place);
-/// the second what is rare: the fd (used to deregister), any waiters
-/// beyond two, the async tasks' wakers (`tasks` says whether there are
-/// any). With a thousand connections a trip found its source cold in two
-/// or three lines (it was 144 bytes, at 16 past a line).
-#[repr(C, align(64))]
-struct Source {
-    // ---- the first line
-    /// The socket that owns this registration (it stays until the socket
-    /// deregisters); `None` for the one-shot registrations of `io::wait`.
-    owner: Option<NonZeroU64>,
-    /// Changes whenever the slot or its owner changes; part of the token.
-    generation: u32,
-    /// What the fd is registered for (the union of its waiters' interests).
-    interest: Interest,
-    /// Readiness that a short read or write showed gone, with no event
-    /// since: a syscall would only say `WouldBlock` (sockets only).
-    drained: Interest,
-    /// Directions an event reported closed (a FIN, an error): a short read
-    /// then does not mean the next one would block (it returns 0 or the
-    /// error), and no new edge will come to say so.
-    closed: Interest,
-    /// The directions that have a task waker in `reader` / `writer`.
-    tasks: Interest,
-    /// Its inline part in this line, its vector in the next.
-    waiters: Waiters,
-    // ---- the second line
-    fd: RawFd,
-    /// The wakers of the async tasks waiting to read and to write (sockets
-    /// only).
-    reader: Option<Waker>,
-    writer: Option<Waker>,
-}
-
-const _: () = assert!(size_of::<Source>() == 128);
-const _: () = assert!(std::mem::offset_of!(Source, waiters) + 2 * 16 < 64);
-
-impl Source {
-    /// A source with no waiters yet, nothing drained or closed, no task.
-    fn new(fd: RawFd, interest: Interest, owner: Option<NonZeroU64>, generation: u32) -> Source {
-        Source {
-            owner,
-            generation,
-            interest,
-            drained: Interest::EMPTY,
-            closed: Interest::EMPTY,
-            tasks: Interest::EMPTY,
-            waiters: Waiters::new(),
-            fd,
-            reader: None,
-            writer: None,
-        }
-    }
-
-    /// Whether socket `owner` owns this source.
-    #[inline(always)]
-    fn owned_by(&self, owner: u64) -> bool {
-        self.owner.is_some_and(|o| o.get() == owner)
-    }
-
-    /// Takes the task wakers of `directions` (some of `tasks`) into `to`.
-    #[cold]
-    #[inline(never)]
-    fn take_tasks(&mut self, directions: Interest, to: &mut Vec<Waker>) {
-        if directions.is_readable() {
-            to.extend(self.reader.take());
-        }
-        if directions.is_writable() {
-            to.extend(self.writer.take());
-        }
-        self.tasks = Interest(self.tasks.0 & !directions.0);
-    }
-
-    /// Moves this source's task wakers to `to` (they are not to be woken:
-    /// the socket is gone).
-    fn forget_tasks(&mut self, to: &mut Vec<Waker>) {
-        to.extend(self.reader.take());
-        to.extend(self.writer.take());
-        self.tasks = Interest::EMPTY;
-    }
 }
 
 /// A waiter's registration: which source, and the token it registered with.
