@@ -1,6 +1,6 @@
 //! The slab that holds a runtime's fiber records, indexed by [`Key`].
 //!
-//! A slab in the usual sense (a `Vec` of slots and a list of free ones),
+//! A slab in the usual sense (an array of slots and a list of free ones),
 //! written for this one use rather than taken from the `slab` crate,
 //! because of what a spawn and an exit cost there:
 //!
@@ -23,10 +23,12 @@ use std::ptr;
 
 use crate::reactor::token::Key;
 use crate::scheduler::core::record::{Record, State};
+use crate::scheduler::core::slots::Slots;
 use crate::stack::Stack;
 
 pub(crate) struct Records {
-    slots: Vec<Record>,
+    /// A `Vec` but for its growth (see `slots.rs`).
+    slots: Slots,
     /// Keys of vacant slots, reused last-freed first (its memory is the
     /// most likely to be in cache). Never empty: see `insert_with`.
     free: Vec<Key>,
@@ -35,7 +37,7 @@ pub(crate) struct Records {
 impl Records {
     pub(crate) fn with_capacity(capacity: usize) -> Records {
         let mut records = Records {
-            slots: Vec::with_capacity(capacity.max(1)),
+            slots: Slots::with_capacity(capacity),
             free: Vec::new(),
         };
         records.add_vacant();
@@ -164,7 +166,7 @@ impl Records {
     /// Every record with its key.
     pub(crate) fn iter(&self) -> impl Iterator<Item = (Key, &Record)> {
         (0..)
-            .zip(&self.slots)
+            .zip(self.slots.iter())
             .filter(|(_, rec)| rec.state != State::Vacant)
     }
 }
