@@ -71,6 +71,9 @@ macro_rules! stream_io {
                 self.sock
                     .transfer($crate::net::registration::StreamBuf::Send(buf))
             }
+            fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+                self.sock.write_all(buf)
+            }
             fn write_vectored(&mut self, bufs: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
                 let len = $crate::net::macros::vectored_len(bufs.iter().map(|b| b.len()));
                 self.sock
@@ -94,6 +97,9 @@ macro_rules! stream_io {
         impl std::io::Write for $ty {
             fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
                 std::io::Write::write(&mut &*self, buf)
+            }
+            fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
+                std::io::Write::write_all(&mut &*self, buf)
             }
             fn write_vectored(&mut self, bufs: &[std::io::IoSlice<'_>]) -> std::io::Result<usize> {
                 std::io::Write::write_vectored(&mut &*self, bufs)

@@ -52,6 +52,27 @@ impl<S: AsRawFd> Socket<S> {
         self.reg.transfer(self.inner.as_raw_fd(), buf)
     }
 
+    /// `Write::write_all` of a stream socket: [`Socket::transfer`] until
+    /// `buf` is sent. std's provided method does the same through `write`,
+    /// in a generic loop of its own and one call more: a server's reply
+    /// goes through here at every request.
+    pub(crate) fn write_all(&self, mut buf: &[u8]) -> io::Result<()> {
+        while !buf.is_empty() {
+            match self.transfer(StreamBuf::Send(buf)) {
+                Ok(0) => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::WriteZero,
+                        "failed to write whole buffer",
+                    ));
+                }
+                Ok(n) => buf = &buf[n.min(buf.len())..],
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
     /// Runs a write of `len` bytes to a stream socket; see
     /// [`Registration::write_stream`].
     pub(crate) fn write_stream(
