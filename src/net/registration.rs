@@ -313,7 +313,11 @@ impl Registration {
         mut op: impl FnMut() -> io::Result<R>,
         mut wait_first: bool,
     ) -> io::Result<R> {
-        if let Some(core) = core
+        // The budget is for calls that do not park: one that starts with a
+        // wait (its socket known not ready) gives the CPU up anyway, and is
+        // not counted.
+        if !wait_first
+            && let Some(core) = core
             && core.io_budget_spent()
         {
             // Before the call, not after: a cancelled fiber unwinds here
