@@ -1,0 +1,93 @@
+#!/bin/bash
+# The cache lines of one function's code that an echo round trip runs, and
+# how densely: per 64-byte line of the function, how many of its
+# instructions ran at least once every other trip. Lines where only a few
+# did are a hot path that jumps over code that rarely runs (LLVM placed
+# cold blocks in between): those are printed with the source each hot
+# instruction came from, to find what to move out of line.
+#
+#   benches/peers/hotlines.sh BIN IMP CONNS FUNCTION
+#
+# e.g. `hotlines.sh target/release/fibra-peers fibra 1
+#   'fibra::net::registration::Registration::transfer'` (FUNCTION: the
+# demangled name as objdump -C prints it, without the angle brackets).
+# The server runs under callgrind with `--dump-instr=yes`, as in
+# `instructions.sh`; needs valgrind, objdump and addr2line.
+set -u
+if [ $# -ne 4 ]; then
+  echo "usage: $0 BIN IMP CONNS FUNCTION" >&2; exit 2
+fi
+command -v valgrind >/dev/null || { echo "hotlines.sh needs valgrind (Debian package valgrind)" >&2; exit 1; }
+BIN=$1; IMP=$2; C=$3; FN=$4
+out=$(mktemp /tmp/hotlines.XXXXXX)
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+ulimit -n 4096
+valgrind --tool=callgrind --dump-instr=yes --callgrind-out-file="$out" "$BIN" echo-server "$IMP" "$port" 2>/dev/null & pid=$!
+for _ in $(seq 300); do (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.1; done
+sleep 1
+load=$("$BIN" echo-load "$port" "$C" 64)
+kill $pid; wait $pid 2>/dev/null
+python3 - "$out" "$BIN" "${load%% *}" "$FN" <<'PY'
+import collections, re, subprocess, sys
+path, binp, trips, fn = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+# Self cost per instruction address. Positions are "instr line"; an
+# address is absolute (0x...), relative (+n, -n) or the same (*); the line
+# after a `calls=` line is a call's inclusive cost, not the caller's own.
+cost, last, skip = collections.Counter(), 0, False
+for line in open(path):
+    if line.startswith('calls='):
+        skip = True
+        continue
+    if not line[:1] or line[0] not in '0123456789+-*':
+        continue
+    parts = line.split()
+    p = parts[0]
+    if p.startswith('0x'):
+        addr = int(p, 16)
+    elif p[0] == '+':
+        addr = last + int(p[1:])
+    elif p[0] == '-':
+        addr = last - int(p[1:])
+    else:
+        addr = last
+    last = addr
+    if skip:
+        skip = False
+        continue
+    if len(parts) > 2:
+        cost[addr] += int(parts[2])
+dis = subprocess.run(['objdump', '-d', '--no-show-raw-insn', '-C', binp],
+                     capture_output=True, text=True).stdout
+cur, ins = None, []
+for l in dis.split('\n'):
+    m = re.match(r'^([0-9a-f]+) <(.*)>:$', l)
+    if m:
+        cur = m.group(2)
+        continue
+    m = re.match(r'^\s+([0-9a-f]+):\s+(.*)$', l)
+    if m and cur == fn:
+        ins.append((int(m.group(1), 16), m.group(2)))
+if not ins:
+    sys.exit(f"no function named {fn!r} in {binp}")
+lines = collections.defaultdict(list)
+for a, text in ins:
+    lines[a // 64].append((a, cost.get(a, 0) / trips, text))
+hot = {k: v for k, v in lines.items() if any(c >= 0.5 for _, c, _ in v)}
+n_hot = sum(1 for v in hot.values() for _, c, _ in v if c >= 0.5)
+print(f"{fn}: {len(ins)} instructions in {len(lines)} lines; a trip runs {n_hot} of them "
+      f"in {len(hot)} lines ({trips} trips)")
+for k in sorted(hot):
+    v = hot[k]
+    n = sum(1 for _, c, _ in v if c >= 0.5)
+    print(f"  line {k * 64:x}: {n:2}/{len(v)} hot")
+    if n > 4:
+        continue
+    for a, c, text in v:
+        if c < 0.5:
+            continue
+        src = subprocess.run(['addr2line', '-i', '-e', binp, hex(a)],
+                             capture_output=True, text=True).stdout.split('\n')
+        where = ' <- '.join(s.split(' ')[0].split('/src/')[-1] for s in src[:3] if s)
+        print(f"      {a:x} {c:5.2f} {text[:40]:40} {where}")
+PY
+rm -f "$out"
