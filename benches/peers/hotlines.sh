@@ -12,7 +12,8 @@
 #   'fibra::net::registration::Registration::transfer'` (FUNCTION: the
 # demangled name as objdump -C prints it, without the angle brackets).
 # The server runs under callgrind with `--dump-instr=yes`, as in
-# `instructions.sh`; needs valgrind, objdump and addr2line.
+# `instructions.sh`; needs valgrind, objdump and addr2line. SPARSE=n: print
+# the sources of lines with at most n hot instructions (4).
 set -u
 if [ $# -ne 4 ]; then
   echo "usage: $0 BIN IMP CONNS FUNCTION" >&2; exit 2
@@ -28,7 +29,7 @@ sleep 1
 load=$("$BIN" echo-load "$port" "$C" 64)
 kill $pid; wait $pid 2>/dev/null
 python3 - "$out" "$BIN" "${load%% *}" "$FN" <<'PY'
-import collections, re, subprocess, sys
+import collections, os, re, subprocess, sys
 path, binp, trips, fn = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
 # Self cost per instruction address. Positions are "instr line"; an
 # address is absolute (0x...), relative (+n, -n) or the same (*); the line
@@ -80,7 +81,7 @@ for k in sorted(hot):
     v = hot[k]
     n = sum(1 for _, c, _ in v if c >= 0.5)
     print(f"  line {k * 64:x}: {n:2}/{len(v)} hot")
-    if n > 4:
+    if n > int(os.environ.get("SPARSE", "4")):
         continue
     for a, c, text in v:
         if c < 0.5:
