@@ -172,7 +172,7 @@ impl<J> Pool<J> {
             }
             slot.counts(&inbox);
         }
-        // Pairs with the fence in `WorkerLink::wait_for_work`.
+        // Pairs with the fence in `WorkerLink::go_idle`.
         fence(Ordering::SeqCst);
         if slot.claim_idle() {
             return;
@@ -430,8 +430,12 @@ impl<J> WorkerLink<J> {
     /// The worker is about to sleep: it says so, then (the caller) looks
     /// at every inbox once more (see the module docs).
     pub(crate) fn go_idle(&self) {
-        self.slot().state.store(IDLE, Ordering::SeqCst);
-        // Pairs with the fence in `Pool::submit`.
+        // Relaxed: the fence below orders it before the looks that follow,
+        // and pairs with the fence in `Pool::submit` (a store, a SeqCst
+        // fence, a load on each side: at least one side sees the other's
+        // store). A SeqCst store on top was a second full barrier (an
+        // `xchg` before the `mfence`) at every idle turn of a worker.
+        self.slot().state.store(IDLE, Ordering::Relaxed);
         fence(Ordering::SeqCst);
     }
 
