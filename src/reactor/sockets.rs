@@ -100,18 +100,21 @@ impl Reactor {
             .then_some(key)
     }
 
+    /// Socket `owner`'s source on `fd`, if it is registered here: one
+    /// lookup of the slot (`owned` and an index after it checked the slot
+    /// twice, on the path of every socket call).
+    #[inline(always)]
+    fn owned_source(&mut self, fd: RawFd, owner: u64) -> Option<&mut Source> {
+        let key = self.by_fd.get(fd)?;
+        self.sources.get_mut(key).filter(|src| src.owned_by(owner))
+    }
+
     /// Whether socket `owner` on `fd` is known not to be ready for
     /// `interest`: a short read or write said so, and no event since.
-    ///
-    /// (Here and below, one lookup of the slot: [`Reactor::owned`] and an
-    /// index after it checked the slot twice, and both sit on the path of
-    /// every socket call.)
     #[inline]
-    pub(crate) fn is_drained(&self, fd: RawFd, owner: u64, interest: Interest) -> bool {
-        self.by_fd
-            .get(fd)
-            .and_then(|key| self.sources.get(key))
-            .is_some_and(|src| src.owned_by(owner) && !(src.drained & interest).is_empty())
+    pub(crate) fn is_drained(&mut self, fd: RawFd, owner: u64, interest: Interest) -> bool {
+        self.owned_source(fd, owner)
+            .is_some_and(|src| !(src.drained & interest).is_empty())
     }
 
     /// Records that a short read or write left socket `owner` on `fd` not
@@ -119,10 +122,7 @@ impl Reactor {
     /// just tries its syscall).
     #[inline]
     pub(crate) fn mark_drained(&mut self, fd: RawFd, owner: u64, interest: Interest) {
-        if let Some(key) = self.by_fd.get(fd)
-            && let Some(src) = self.sources.get_mut(key)
-            && src.owned_by(owner)
-        {
+        if let Some(src) = self.owned_source(fd, owner) {
             src.drained = src.drained | Interest(interest.0 & !src.closed.0);
         }
     }
