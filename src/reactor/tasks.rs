@@ -10,7 +10,7 @@ use mio::unix::SourceFd;
 
 use super::Interest;
 use super::timerfd::{new_timerfd, set_timerfd};
-use super::{Reactor, TASK_TIMER};
+use super::{Reactor, TASK_TIMER, mio_token, to_mio};
 use crate::timer::wheel::TimerKey;
 
 /// Wakers handed out of the reactor, to be woken (`wake`) or dropped
@@ -60,6 +60,24 @@ impl Reactor {
         };
         self.unneeded.extend(slot.replace(waker));
         src.tasks = src.tasks | interest;
+    }
+
+    /// Re-arms socket `owner`'s registration of `fd` (`EPOLL_CTL_MOD`,
+    /// which reports the readiness of the moment): for a task waker set
+    /// after the poll that made its task register may already have
+    /// consumed the edge (see `runtime::fallback`). Nothing if the socket
+    /// is not registered here.
+    #[cfg_attr(not(feature = "futures-io"), allow(dead_code))]
+    pub(crate) fn rearm_socket(&mut self, fd: RawFd, owner: u64) -> io::Result<()> {
+        let Some(key) = self.owned(fd, owner) else {
+            return Ok(());
+        };
+        let src = &self.sources[key];
+        self.poll.registry().reregister(
+            &mut SourceFd(&fd),
+            mio_token(key, src.generation),
+            to_mio(src.interest),
+        )
     }
 
     /// Makes the timerfd of tasks' sleeps, if it is not there yet; call

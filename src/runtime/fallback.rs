@@ -61,7 +61,13 @@ fn serve(rx: mpsc::Receiver<Request>) {
                 interest,
                 waker,
             } => {
-                if readiness::register_task(core, fd, uid, interest, &waker).is_err() {
+                // Re-armed too: the task said `WouldBlock` before this
+                // request reached us, and this thread's poll may have taken
+                // the socket's edge in between (a reply that came at once),
+                // with no waker to wake; `EPOLL_CTL_MOD` reports it again.
+                if readiness::register_task(core, fd, uid, interest, &waker).is_err()
+                    || readiness::rearm_socket(core, fd, uid).is_err()
+                {
                     // The fd is gone (closed before we got here) or cannot
                     // be watched: let the task poll again and see.
                     waker.wake();

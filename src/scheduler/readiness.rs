@@ -279,6 +279,18 @@ pub(crate) fn register_task(
     registered
 }
 
+/// Re-arms socket `uid`'s registration of `fd` in `core`'s reactor, so
+/// that readiness of the moment is reported at its next poll: for a waker
+/// registered from another thread (`runtime::fallback`), whose edge the
+/// reactor's poll may have consumed between the task's `WouldBlock` and the
+/// registration.
+#[cfg(feature = "futures-io")]
+pub(crate) fn rearm_socket(core: &Core, fd: RawFd, uid: u64) -> io::Result<()> {
+    // SAFETY: on the runtime's thread (see the ground rules); a short
+    // borrow, the only one live, running no user code (a syscall).
+    unsafe { core.local() }.reactor.rearm_socket(fd, uid)
+}
+
 /// Arms a sleep of an async task in `core`'s reactor: `waker` is woken once
 /// `deadline` (CLOCK_MONOTONIC ns) has passed. The waker comes back if the
 /// reactor has no timer for tasks and cannot make one (out of fds).
