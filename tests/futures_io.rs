@@ -9,8 +9,8 @@ use std::os::fd::AsRawFd;
 use std::pin::Pin;
 use std::process::{Command, Stdio};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::task::{Context, Poll, Wake, Waker};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::task::{Context, Poll, RawWaker, RawWakerVTable, Wake, Waker};
 use std::time::{Duration, Instant};
 
 use futures::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
@@ -168,6 +168,108 @@ fn a_plain_thread_in_futures_block_on_polls_a_fibra_socket_through_the_fallback_
     });
     drop(stream);
     server.join().unwrap();
+}
+
+/// A task's waker that, when the fallback reactor's thread clones it to
+/// register the task, first parks that thread's fiber until the peer has
+/// written, and a little longer: the thread's reactor polls meanwhile and
+/// takes the socket's readiness edge before the waker is in place. That is
+/// the race of a reply that comes at once on a loaded machine, made
+/// certain: a waker's clone is user code and may take as long as it likes.
+struct SlowClone {
+    wakes: AtomicUsize,
+    stalled: AtomicBool,
+    entered: AtomicBool,
+    written: AtomicBool,
+}
+
+const SLOW_CLONE: RawWakerVTable = RawWakerVTable::new(
+    slow_clone,
+    |p| {
+        slow_wake_by_ref(p);
+        // SAFETY: `p` is the pointer of an `Arc<SlowClone>` this waker owns.
+        unsafe { Arc::decrement_strong_count(p.cast::<SlowClone>()) }
+    },
+    slow_wake_by_ref,
+    // SAFETY: as above: the waker's own count is released once.
+    |p| unsafe { Arc::decrement_strong_count(p.cast::<SlowClone>()) },
+);
+
+fn slow_clone(p: *const ()) -> RawWaker {
+    // SAFETY: every `SLOW_CLONE` waker holds a count of the `Arc` behind `p`.
+    let slow = unsafe { &*p.cast::<SlowClone>() };
+    let on_fallback = std::thread::current().name() == Some("fibra-io");
+    if on_fallback && !slow.stalled.swap(true, Ordering::SeqCst) {
+        slow.entered.store(true, Ordering::SeqCst);
+        let give_up = Instant::now() + Duration::from_secs(10);
+        while !slow.written.load(Ordering::SeqCst) && Instant::now() < give_up {
+            fibra::sleep(Duration::from_millis(1));
+        }
+        // The data is there now: this park's poll reports its edge.
+        fibra::sleep(Duration::from_millis(5));
+    }
+    // SAFETY: as above; the new waker gets a count of its own.
+    unsafe { Arc::increment_strong_count(p.cast::<SlowClone>()) };
+    RawWaker::new(p, &SLOW_CLONE)
+}
+
+fn slow_wake_by_ref(p: *const ()) {
+    // SAFETY: every `SLOW_CLONE` waker holds a count of the `Arc` behind `p`.
+    unsafe { &*p.cast::<SlowClone>() }
+        .wakes
+        .fetch_add(1, Ordering::SeqCst);
+}
+
+/// Waits up to ten seconds for `done`.
+fn within_ten_seconds(done: impl Fn() -> bool) -> bool {
+    let give_up = Instant::now() + Duration::from_secs(10);
+    while !done() {
+        if Instant::now() > give_up {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    true
+}
+
+#[test]
+fn a_fallback_registration_made_after_the_reactor_took_the_edge_still_wakes_its_task() {
+    let (a, mut peer) = std::os::unix::net::UnixStream::pair().unwrap();
+    let a = UnixStream::from(a); // polled from this thread, no runtime here
+
+    // A first wait registers the socket with the fallback reactor.
+    let (count, waker) = counter();
+    assert!(poll_read_once(&a, &waker).is_pending());
+    Write::write_all(&mut peer, b"1").unwrap();
+    assert!(within_ten_seconds(|| count.0.load(Ordering::SeqCst) > 0));
+    assert!(matches!(poll_read_once(&a, &waker), Poll::Ready(Ok(1))));
+
+    // The second: the reactor takes the edge of "2" before the waker is set.
+    let slow = Arc::new(SlowClone {
+        wakes: AtomicUsize::new(0),
+        stalled: AtomicBool::new(false),
+        entered: AtomicBool::new(false),
+        written: AtomicBool::new(false),
+    });
+    let raw = RawWaker::new(Arc::into_raw(slow.clone()).cast(), &SLOW_CLONE);
+    // SAFETY: `SLOW_CLONE` keeps the `RawWaker` contract: each waker holds
+    // one count of the `Arc`, and its functions are thread-safe (atomics).
+    let slow_waker = unsafe { Waker::from_raw(raw) };
+    assert!(poll_read_once(&a, &slow_waker).is_pending());
+    assert!(
+        within_ten_seconds(|| slow.entered.load(Ordering::SeqCst)),
+        "the fallback reactor never cloned the waker"
+    );
+    Write::write_all(&mut peer, b"2").unwrap();
+    slow.written.store(true, Ordering::SeqCst);
+    assert!(
+        within_ten_seconds(|| slow.wakes.load(Ordering::SeqCst) > 0),
+        "the task was never woken: its edge was lost"
+    );
+    assert!(matches!(
+        poll_read_once(&a, &slow_waker),
+        Poll::Ready(Ok(1))
+    ));
 }
 
 #[test]
