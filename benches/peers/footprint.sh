@@ -14,7 +14,8 @@
 # syscalls; the epoll floor touches 18 in all. With many connections, the
 # data lines a trip touches that no trip of the last 50 touched (a
 # connection's own state: its stack, its records) are the ones that come
-# from far away: printed as "cold", with what first touched each.
+# from far away: printed as "cold", with what first touched each (and,
+# with COLD_PCS=n, the n instructions that first touch the most of them).
 set -u
 if [ $# -ne 5 ]; then
   echo "usage: $0 BIN IMP CONNS SIZE TRIPS" >&2; exit 2
@@ -59,7 +60,7 @@ end=$(stat -c %s "$dir/trace")
 cp /proc/$pid/maps "$dir/maps"
 kill $pid; wait $pid 2>/dev/null
 nm -n --defined-only "$BIN" > "$dir/syms"
-python3 - "$dir" "$BIN" "$start" "$end" "$T" <<'PY'
+python3 - "$dir" "$BIN" "$start" "$end" "$T" "${COLD_PCS:-0}" <<'PY'
 import bisect, collections, subprocess, sys
 d, binp, start, end, trips = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 exe = binp.split('/')[-1]
@@ -138,5 +139,24 @@ dem = subprocess.run(['c++filt'], input='\n'.join(names), capture_output=True, t
 print(f"cold data lines a trip (none of the last {K} trips touched them): {cold / wins:.1f}, by the function that touched each first:")
 for (name, c), pretty in zip(cby.most_common(10), dem):
     print(f"  {c / wins:5.1f}  {pretty[:100]}")
+top = int(sys.argv[6])
+if top:
+    # Each cold line's first toucher, one instruction at a time, with its
+    # text: a stack slot shows as `(%rsp)`, a push or a call.
+    print(f"the {top} instructions that first touch the most cold lines:")
+    for a, c in coldby.most_common(top):
+        r = region(a)
+        i = bisect.bisect_right(addrs, a) - 1
+        if r != exe or i < 0:
+            print(f"  {c / wins:5.2f}  {r}")
+            continue
+        off = a - base
+        dis = subprocess.run(['objdump', '-d', '--no-show-raw-insn', '-C', binp,
+                              f'--start-address={off:#x}', f'--stop-address={off + 16:#x}'],
+                             capture_output=True, text=True).stdout
+        text = next((l.split(':', 1)[1].strip() for l in dis.split('\n')
+                     if l.strip().startswith(f'{off:x}:')), '?')
+        name = subprocess.run(['c++filt', syms[i][1]], capture_output=True, text=True).stdout.strip()
+        print(f"  {c / wins:5.2f}  {name[:60]}+{a - syms[i][0]:#x}  {text}")
 PY
 rm -rf "$dir"

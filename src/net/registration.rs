@@ -209,12 +209,26 @@ impl Registration {
         op: impl FnMut() -> io::Result<usize>,
     ) -> io::Result<usize> {
         let Some(core) = context::current() else {
-            return self.io_from(None, fd, interest, timeout, op, false);
+            return self.io_on_thread(fd, interest, timeout, op);
         };
         let drained = readiness::is_drained(core, fd, self.uid, interest);
         let result = self.io_from(Some(core), fd, interest, timeout, op, drained);
         self.note_short(core, fd, interest, len, &result);
         result
+    }
+
+    /// [`Registration::io_from`] on a thread without a runtime, out of line:
+    /// its loop and its poll(2) kept out of the fiber's code and frame.
+    #[cold]
+    #[inline(never)]
+    fn io_on_thread(
+        &self,
+        fd: RawFd,
+        interest: Interest,
+        timeout: u64,
+        op: impl FnMut() -> io::Result<usize>,
+    ) -> io::Result<usize> {
+        self.io_from(None, fd, interest, timeout, op, false)
     }
 
     /// A short stream transfer (some bytes, fewer than `len`) shows the
