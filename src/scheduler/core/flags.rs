@@ -53,6 +53,9 @@ impl Flags {
         self.0 & (Flags::CANCELLED | Flags::IDLE | Flags::TIMEOUT) != 0
     }
 
+    /// Whether the record may have a tracing span: set with one, and not
+    /// cleared when it is taken out (a fiber's end), so a caller that finds
+    /// it set still looks at the span itself.
     #[inline(always)]
     pub(crate) fn has_span(self) -> bool {
         self.0 & Flags::SPAN != 0

@@ -18,6 +18,7 @@
 //! A vacant slot keeps a record whose state is [`State::Vacant`] and which
 //! owns nothing (no stack, name or span): overwriting it leaks nothing.
 
+use std::io::Write;
 use std::ops::{Index, IndexMut};
 use std::ptr;
 
@@ -85,12 +86,29 @@ impl Records {
     }
 
     /// Adds a vacant slot at the end and lists it as free.
+    ///
+    /// Aborts if that fails by unwinding (over 2^32 fibers, or an allocator
+    /// that panics when out of memory): [`Records::insert_with`] takes the
+    /// free list's last key without a check, and a runtime that caught the
+    /// panic would go on to spawn into a slot that is not there.
     #[cold]
     #[inline(never)]
     fn add_vacant(&mut self) {
+        struct AbortOnUnwind;
+        impl Drop for AbortOnUnwind {
+            fn drop(&mut self) {
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "fibra: cannot make room for another fiber record; aborting"
+                );
+                std::process::abort();
+            }
+        }
+        let abort = AbortOnUnwind;
         let key = Key::try_from(self.slots.len()).expect("fibra: over 2^32 fibers");
-        self.free.push(key);
         self.slots.push(Record::vacant());
+        self.free.push(key);
+        std::mem::forget(abort);
     }
 
     /// Empties slot `key` for reuse: drops the record's name and returns

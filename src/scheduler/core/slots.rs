@@ -42,8 +42,12 @@ impl Slots {
             .and_then(|b| b.checked_next_multiple_of(page_size()))
             .expect("fibra: too many fiber records");
         // A page holds whole records (both are powers of two, a record
-        // the smaller), so the mapping is too.
-        debug_assert_eq!(bytes % RECORD, 0);
+        // the smaller), so the mapping does too: `cap` below covers it all.
+        assert_eq!(
+            bytes % RECORD,
+            0,
+            "fibra: a page size that is not a power of two"
+        );
         // SAFETY: a new private anonymous mapping, shared with nothing; the
         // result is checked.
         let p = unsafe {
@@ -124,13 +128,21 @@ impl DerefMut for Slots {
 
 impl Drop for Slots {
     fn drop(&mut self) {
-        // SAFETY: the first `len` records are initialised and dropped once
-        // here; then the mapping, ours alone, is unmapped and never used
-        // again.
-        unsafe {
-            ptr::drop_in_place(ptr::slice_from_raw_parts_mut(self.ptr.as_ptr(), self.len));
-            libc::munmap(self.ptr.as_ptr().cast(), self.cap * RECORD);
+        /// Unmaps the slots when dropped: after the records, and also if
+        /// the drop of one of them unwinds.
+        struct Unmap(*mut libc::c_void, usize);
+        impl Drop for Unmap {
+            fn drop(&mut self) {
+                // SAFETY: the mapping is ours alone (the invariant) and,
+                // its records dropped, is never used again.
+                unsafe { libc::munmap(self.0, self.1) };
+            }
         }
+        let _unmap = Unmap(self.ptr.as_ptr().cast(), self.cap * RECORD);
+        // SAFETY: the first `len` records are initialised and dropped once,
+        // here (a slice's drop goes on past a record's drop that unwinds);
+        // the mapping stays until `_unmap` goes.
+        unsafe { ptr::drop_in_place(ptr::slice_from_raw_parts_mut(self.ptr.as_ptr(), self.len)) };
     }
 }
 
