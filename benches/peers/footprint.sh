@@ -15,7 +15,8 @@
 # data lines a trip touches that no trip of the last 50 touched (a
 # connection's own state: its stack, its records) are the ones that come
 # from far away: printed as "cold", with what first touched each (and,
-# with COLD_PCS=n, the n instructions that first touch the most of them).
+# with COLD_PCS=n, the n instructions that first touch the most of them;
+# with STACK_SLOT=266240, the fibers' stack lines by depth below the top).
 set -u
 if [ $# -ne 5 ]; then
   echo "usage: $0 BIN IMP CONNS SIZE TRIPS" >&2; exit 2
@@ -60,7 +61,7 @@ end=$(stat -c %s "$dir/trace")
 cp /proc/$pid/maps "$dir/maps"
 kill $pid; wait $pid 2>/dev/null
 nm -n --defined-only "$BIN" > "$dir/syms"
-python3 - "$dir" "$BIN" "$start" "$end" "$T" "${COLD_PCS:-0}" <<'PY'
+python3 - "$dir" "$BIN" "$start" "$end" "$T" "${COLD_PCS:-0}" "${STACK_SLOT:-0}" <<'PY'
 import bisect, collections, subprocess, sys
 d, binp, start, end, trips = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 exe = binp.split('/')[-1]
@@ -85,6 +86,19 @@ ccount, dcount = collections.Counter(), collections.Counter()
 last, first, pc, cold, coldby = {}, {}, 0, 0, collections.Counter()
 K = 50
 cpages = dpages = 0
+# STACK_SLOT=bytes: fibers' stacks are the mappings made of whole slots of
+# this size (a stack and its guard page: 266240 for the default 256 KiB),
+# each with its top at the slot's end; their lines are counted by how far
+# below the top they lie.
+slot = int(sys.argv[7])
+stacks = [(lo, hi) for lo, hi, name in maps
+          if slot and name.startswith('[anon') and (hi - lo) % slot == 0 and hi - lo >= 8 * slot]
+stk, stk_cold = collections.Counter(), collections.Counter()
+def from_top(a):
+    for lo, hi in stacks:
+        if lo <= a < hi:
+            return (slot - (a - lo) % slot - 1) // 64
+    return None
 for l in lines:
     kind = l[:2].strip()
     if kind not in (b'I', b'L', b'S', b'M'):
@@ -99,10 +113,16 @@ for l in lines:
         n += 1
         if n == window:
             for line in data:
-                if wins - last.get(line, -K - 1) > K:
+                is_cold = wins - last.get(line, -K - 1) > K
+                if is_cold:
                     cold += 1
                     coldby[first[line]] += 1
                 last[line] = wins
+                if slot:
+                    d = from_top(line << 6)
+                    if d is not None:
+                        stk[d] += 1
+                        stk_cold[d] += is_cold
             first = {}
             ccount.update(code); dcount.update(data); wins += 1
             cpages += len({line >> 6 for line in code})
@@ -139,6 +159,12 @@ dem = subprocess.run(['c++filt'], input='\n'.join(names), capture_output=True, t
 print(f"cold data lines a trip (none of the last {K} trips touched them): {cold / wins:.1f}, by the function that touched each first:")
 for (name, c), pretty in zip(cby.most_common(10), dem):
     print(f"  {c / wins:5.1f}  {pretty[:100]}")
+if slot:
+    print(f"stack lines a trip: {sum(stk.values()) / wins:.1f}, cold {sum(stk_cold.values()) / wins:.1f}; "
+          "by line below the stack's top (touched / cold, lines touched in at least a tenth of the trips):")
+    for d in sorted(stk):
+        if stk[d] / wins >= 0.1:
+            print(f"  {d:5} ({d * 64:6} B)  {stk[d] / wins:4.2f} / {stk_cold[d] / wins:4.2f}")
 top = int(sys.argv[6])
 if top:
     # Each cold line's first toucher, one instruction at a time, with its
