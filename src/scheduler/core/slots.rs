@@ -9,7 +9,8 @@
 //! doubling, and faulted in the pages of each copy: 36 000 page faults
 //! more in `million-child fibra` (1 116 000 against 1 080 000). So the
 //! slots are a private anonymous mapping of their own, page-aligned, which
-//! `mremap` grows without copying or touching a page.
+//! `mremap` grows without copying or touching a page, and which asks for
+//! transparent huge pages once it can hold one (see `Slots::advise_huge`).
 
 use std::alloc::Layout;
 use std::ops::{Deref, DerefMut};
@@ -32,6 +33,9 @@ pub(crate) struct Slots {
 }
 
 const RECORD: usize = size_of::<Record>();
+
+/// The size of an x86_64 transparent huge page.
+const HUGE_PAGE: usize = 2 << 20;
 
 impl Slots {
     /// Room for at least `capacity` records (at least a page of them).
@@ -60,10 +64,30 @@ impl Slots {
                 0,
             )
         };
-        Slots {
+        let slots = Slots {
             ptr: mapped(p, bytes),
             len: 0,
             cap: bytes / RECORD,
+        };
+        slots.advise_huge();
+        slots
+    }
+
+    /// Asks for transparent huge pages once the mapping is large enough to
+    /// hold one (16 384 records): a burst of spawns then takes a page fault
+    /// per 2 MiB of records instead of one per 32 records. In a million
+    /// fibers that is 31 000 faults fewer (`million-child fibra`: 1 082 000
+    /// against 1 051 000), about a thirtieth of the burst on this VM, where
+    /// a fault costs some 2.4 us of system time. The kernel decides:
+    /// without THP (`never`), or without a free huge page, the advice does
+    /// nothing and the records get ordinary pages.
+    fn advise_huge(&self) {
+        let bytes = self.cap * RECORD;
+        if bytes >= HUGE_PAGE {
+            // SAFETY: advice about our own mapping (see the invariant),
+            // which neither moves nor changes its contents; a failure
+            // (no THP in this kernel) leaves it as it was.
+            unsafe { libc::madvise(self.ptr.as_ptr().cast(), bytes, libc::MADV_HUGEPAGE) };
         }
     }
 
@@ -92,6 +116,7 @@ impl Slots {
         let p = unsafe { libc::mremap(self.ptr.as_ptr().cast(), old, new, libc::MREMAP_MAYMOVE) };
         self.ptr = mapped(p, new);
         self.cap = new / RECORD;
+        self.advise_huge();
     }
 }
 
@@ -174,5 +199,21 @@ mod tests {
             1,
             "every record dropped"
         );
+    }
+
+    #[test]
+    fn keeps_its_records_across_growth_into_huge_pages() {
+        // Past 2 MiB, where the mapping is advised to use huge pages (which
+        // the kernel may or may not give): growth still keeps every record.
+        let mut slots = Slots::with_capacity(1);
+        let n = 3 * HUGE_PAGE / RECORD;
+        for i in 0..n {
+            let mut rec = Record::vacant();
+            rec.park = i as u64;
+            slots.push(rec);
+        }
+        assert!(slots.cap * RECORD >= 3 * HUGE_PAGE);
+        assert_eq!(slots.as_ptr() as usize % 64, 0);
+        assert!(slots.iter().enumerate().all(|(i, r)| r.park == i as u64));
     }
 }
