@@ -80,7 +80,10 @@ impl Slots {
     /// against 1 051 000), about a thirtieth of the burst on this VM, where
     /// a fault costs some 2.4 us of system time. The kernel decides:
     /// without THP (`never`), or without a free huge page, the advice does
-    /// nothing and the records get ordinary pages.
+    /// nothing and the records get ordinary pages. Where it compacts memory
+    /// to make a huge page (`defrag` at `madvise`, Debian's default), the
+    /// spawn that first touches a 2 MiB stretch may wait for that, once per
+    /// stretch: records are reused, and the mapping never shrinks.
     fn advise_huge(&self) {
         let bytes = self.cap * RECORD;
         if bytes >= HUGE_PAGE {
