@@ -77,8 +77,9 @@ impl Slots {
     /// hold one (16 384 records): a burst of spawns then takes a page fault
     /// per 2 MiB of records instead of one per 32 records. In a million
     /// fibers that is 31 000 faults fewer (`million-child fibra`: 1 082 000
-    /// against 1 051 000), about a thirtieth of the burst on this VM, where
-    /// a fault costs some 2.4 us of system time. The kernel decides:
+    /// against 1 051 000): at the 2.4 us of system time a fault costs on
+    /// the development VM, some 3% of the burst, less than that VM's
+    /// swings let a time show. The kernel decides:
     /// without THP (`never`), or without a free huge page, the advice does
     /// nothing and the records get ordinary pages. Where it compacts memory
     /// to make a huge page (`defrag` at `madvise`, Debian's default), the
