@@ -197,6 +197,7 @@ mod generator;
 #[cfg(feature = "hook")]
 mod hook;
 pub mod io;
+mod mem;
 pub mod net;
 pub mod process;
 mod reactor;

@@ -104,7 +104,6 @@ mod records;
 mod root;
 mod share_cpu;
 mod shutdown;
-mod slots;
 mod switch;
 mod wake;
 mod worker;

@@ -27,7 +27,7 @@
 //! that fires in one [`Wheel::advance`] is sorted by exact deadline (ties in
 //! the order they were armed) before it is handed out.
 
-use slab::Slab;
+use crate::mem::MappedSlab;
 
 /// log2 of the tick length in nanoseconds.
 pub(crate) const TICK_SHIFT: u32 = 10;
@@ -73,7 +73,8 @@ pub(crate) struct Fired<T> {
 
 /// The timer wheel; `T` is what a timer carries (for fibra, whom to wake).
 pub(crate) struct Wheel<T> {
-    entries: Slab<Entry<T>>,
+    /// In a mapping of their own (see `mem`): one per sleeping fiber.
+    entries: MappedSlab<Entry<T>>,
     /// Boxed: 2 816 bytes that a turn with no timer never reads, and
     /// that inline would spread the scheduler's hot fields (a wheel is one
     /// of them) over more cache lines and pages.
@@ -87,7 +88,7 @@ pub(crate) struct Wheel<T> {
 impl<T> Wheel<T> {
     pub(crate) fn new() -> Self {
         Wheel {
-            entries: Slab::new(),
+            entries: MappedSlab::new(),
             heads: Box::new([[NIL; SLOTS]; LEVELS]),
             occupied: [0; LEVELS],
             elapsed: 0,

@@ -22,14 +22,14 @@ use std::io::Write;
 use std::ops::{Index, IndexMut};
 use std::ptr;
 
+use crate::mem::MappedArray;
 use crate::reactor::token::Key;
 use crate::scheduler::core::record::{Record, State};
-use crate::scheduler::core::slots::Slots;
 use crate::stack::Stack;
 
 pub(crate) struct Records {
-    /// A `Vec` but for its growth (see `slots.rs`).
-    slots: Slots,
+    /// A `Vec` but for its growth (see `mem/array.rs`).
+    slots: MappedArray<Record>,
     /// Keys of vacant slots, reused last-freed first (its memory is the
     /// most likely to be in cache). Never empty: see `insert_with`.
     free: Vec<Key>,
@@ -38,7 +38,7 @@ pub(crate) struct Records {
 impl Records {
     pub(crate) fn with_capacity(capacity: usize) -> Records {
         let mut records = Records {
-            slots: Slots::with_capacity(capacity),
+            slots: MappedArray::with_capacity(capacity),
             free: Vec::new(),
         };
         records.add_vacant();
