@@ -102,7 +102,7 @@ impl<T> MappedArray<T> {
     fn map(&mut self, want: usize) {
         let bytes = want
             .max(1)
-            .checked_next_multiple_of(crate::stack::page_size())
+            .checked_next_multiple_of(super::page_size())
             .expect("fibra: an array too large to map");
         let p = if self.bytes == 0 {
             // SAFETY: a new private anonymous mapping, shared with nothing;

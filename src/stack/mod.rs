@@ -43,12 +43,12 @@ mod pool;
 mod spare;
 mod unmap;
 
+pub(crate) use crate::mem::page_size;
 pub(crate) use pool::{give_back, release_pending, release_stale_pending, take};
 pub(crate) use spare::Spare;
 
 use std::io;
 use std::ptr::{self, NonNull};
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// The stack size a fiber gets unless told otherwise: 256 KiB.
 ///
@@ -232,24 +232,6 @@ pub(crate) fn validate_size(size: usize) -> io::Result<usize> {
         ));
     }
     Ok(size.max(MIN_STACK_SIZE).next_multiple_of(page_size()))
-}
-
-/// The system page size.
-#[inline]
-pub(crate) fn page_size() -> usize {
-    static PAGE: AtomicUsize = AtomicUsize::new(0);
-    match PAGE.load(Ordering::Relaxed) {
-        0 => {
-            // SAFETY: sysconf has no preconditions.
-            let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) })
-                .ok()
-                .filter(|&p| p > 0)
-                .unwrap_or(4096);
-            PAGE.store(page, Ordering::Relaxed);
-            page
-        }
-        page => page,
-    }
 }
 
 fn max_map_count() -> Option<u64> {
