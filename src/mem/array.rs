@@ -20,21 +20,20 @@ use std::ops::{Deref, DerefMut};
 use std::ptr::{self, NonNull};
 
 /// The size of an x86_64 transparent huge page.
-pub(crate) const HUGE_PAGE: usize = 2 << 20;
+const HUGE_PAGE: usize = 2 << 20;
 
 /// A growable array in a mapping of its own.
 ///
 /// # Invariant
 ///
 /// When `bytes` is 0 there is no mapping, `ptr` is dangling (but aligned)
-/// and `cap` and `len` are 0. Otherwise `ptr` is the start of a private
-/// anonymous read-write mapping of `bytes` bytes (a whole number of pages),
-/// owned by this value, which holds `cap` values (`cap * size_of::<T>() <=
-/// bytes`); its first `len` are initialised.
+/// and `len` is 0. Otherwise `ptr` is the start of a private anonymous
+/// read-write mapping of `bytes` bytes (a whole number of pages), owned by
+/// this value, which holds [`MappedArray::cap`] values; its first `len`
+/// are initialised.
 pub(crate) struct MappedArray<T> {
     ptr: NonNull<T>,
     len: usize,
-    cap: usize,
     bytes: usize,
     _owns: PhantomData<T>,
 }
@@ -54,7 +53,6 @@ impl<T> MappedArray<T> {
         MappedArray {
             ptr: NonNull::dangling(),
             len: 0,
-            cap: 0,
             bytes: 0,
             _owns: PhantomData,
         }
@@ -75,10 +73,10 @@ impl<T> MappedArray<T> {
     /// Appends `value`, growing the mapping if it is full.
     #[inline]
     pub(crate) fn push(&mut self, value: T) {
-        if self.len == self.cap {
+        if self.len == self.cap() {
             self.grow();
         }
-        // SAFETY: `len < cap`: the slot is inside the mapping, and not
+        // SAFETY: `len < cap()`: the slot is inside the mapping, and not
         // initialised yet (nothing to drop).
         unsafe { self.ptr.as_ptr().add(self.len).write(value) };
         self.len += 1;
@@ -132,8 +130,15 @@ impl<T> MappedArray<T> {
         };
         self.ptr = mapped(p, bytes);
         self.bytes = bytes;
-        self.cap = bytes / size_of::<T>();
         self.advise_huge();
+    }
+
+    /// How many values the mapping holds: whole ones only, when their size
+    /// does not divide a page (a division by a constant, a shift for
+    /// records).
+    #[inline(always)]
+    fn cap(&self) -> usize {
+        self.bytes / size_of::<T>()
     }
 
     /// Asks for transparent huge pages once the mapping is large enough to
@@ -239,13 +244,13 @@ mod tests {
         // Past 2 MiB, where the mapping is advised to use huge pages (which
         // the kernel may or may not give): growth still keeps every value.
         let mut array = MappedArray::with_capacity(1);
-        let first_cap = array.cap;
+        let first_cap = array.cap();
         assert!(first_cap >= 1);
         let n = 3 * HUGE_PAGE / size_of::<Line>();
         for i in 0..n {
             array.push(Line(i as u64));
         }
-        assert!(array.cap > first_cap && array.bytes >= 3 * HUGE_PAGE);
+        assert!(array.cap() > first_cap && array.bytes >= 3 * HUGE_PAGE);
         assert_eq!(array.as_ptr() as usize % 64, 0, "values stay aligned");
         assert!(array.iter().enumerate().all(|(i, l)| l.0 == i as u64));
     }
@@ -256,7 +261,7 @@ mod tests {
         for i in 0..1000u32 {
             array.push([i; 5]); // 20 bytes
         }
-        assert!(array.cap * 20 <= array.bytes);
+        assert!(array.cap() * 20 <= array.bytes);
         assert!(array.iter().enumerate().all(|(i, v)| *v == [i as u32; 5]));
     }
 }
