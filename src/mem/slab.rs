@@ -1,8 +1,10 @@
 //! [`MappedSlab`]: the `slab` crate's slab (values at stable keys, vacant
 //! keys reused last-freed first) on a [`MappedArray`], for the timer
-//! wheel, whose entries number one per sleeping fiber: a burst of a million
+//! wheel, whose entries number one per sleeping fiber (a burst of a million
 //! sleepers took 16 000 page faults for them in the global allocator's
-//! pages, and takes a few dozen in huge ones.
+//! pages, and takes a few dozen in huge ones), and for the reactor's
+//! sources, one per socket, aligned to a cache line (which the global
+//! allocator grows by copying every source to a new block).
 
 use std::ops::{Index, IndexMut};
 
@@ -23,6 +25,11 @@ pub(crate) struct MappedSlab<T> {
 }
 
 impl<T> MappedSlab<T> {
+    /// The bytes a value takes in the slab: its own size where the vacant
+    /// tag fits in a niche of the value (as it does for the reactor's
+    /// sources, which assert it).
+    pub(crate) const SLOT_SIZE: usize = size_of::<Slot<T>>();
+
     /// An empty slab, with no mapping until the first insert.
     pub(crate) const fn new() -> MappedSlab<T> {
         MappedSlab {
@@ -34,6 +41,14 @@ impl<T> MappedSlab<T> {
 
     pub(crate) fn is_empty(&self) -> bool {
         self.len == 0
+    }
+
+    /// The key the next [`MappedSlab::insert`] will return: for a value
+    /// that must know its key before it is stored (the reactor names a
+    /// source's epoll token after it, and registers before it stores).
+    #[inline]
+    pub(crate) fn vacant_key(&self) -> usize {
+        self.next
     }
 
     /// Stores `value` and returns its key.
@@ -56,6 +71,15 @@ impl<T> MappedSlab<T> {
     #[inline]
     pub(crate) fn get(&self, key: usize) -> Option<&T> {
         match self.slots.get(key) {
+            Some(Slot::Occupied(value)) => Some(value),
+            _ => None,
+        }
+    }
+
+    /// The value at `key`, if there is one, to change.
+    #[inline]
+    pub(crate) fn get_mut(&mut self, key: usize) -> Option<&mut T> {
+        match self.slots.get_mut(key) {
             Some(Slot::Occupied(value)) => Some(value),
             _ => None,
         }
@@ -118,10 +142,14 @@ mod tests {
         assert_eq!(slab.remove(7), 70);
         assert_eq!(slab.get(40), None);
         assert_eq!(slab.get(1000), None);
+        assert_eq!(slab.vacant_key(), 7);
         assert_eq!(slab.insert(1), 7, "the last key freed first");
         assert_eq!(slab.insert(2), 40);
+        assert_eq!(slab.vacant_key(), 100);
         assert_eq!(slab.insert(3), 100);
-        assert_eq!((slab[7], slab[40], slab[99]), (1, 2, 990));
+        assert_eq!(slab.get_mut(40).map(|v| std::mem::replace(v, 4)), Some(2));
+        assert_eq!(slab.get_mut(101), None);
+        assert_eq!((slab[7], slab[40], slab[99]), (1, 4, 990));
         slab[99] += 1;
         assert_eq!(slab.get(99), Some(&991));
         for key in 0..=100 {

@@ -73,7 +73,6 @@ use std::time::Duration;
 
 use mio::unix::SourceFd;
 use mio::{Poll, Token};
-use slab::Slab;
 
 mod events;
 mod fd_map;
@@ -93,6 +92,7 @@ pub(crate) use tasks::TaskWakes;
 use timerfd::{new_timerfd, set_timerfd};
 use waiters::Waiter;
 
+use crate::mem::MappedSlab;
 use crate::reactor::token::WakeToken;
 use crate::timer::clock;
 use crate::timer::wheel::{Fired, Wheel};
@@ -128,7 +128,7 @@ pub(crate) struct Polled {
 pub(crate) struct Reactor {
     poll: Poll,
     events: Events,
-    sources: Slab<Source>,
+    sources: MappedSlab<Source>,
     by_fd: FdMap,
     timerfd: OwnedFd,
     /// The absolute CLOCK_MONOTONIC time the timerfd is set to, if any.
@@ -174,7 +174,7 @@ impl Reactor {
         Ok(Reactor {
             poll,
             events: Events::new(),
-            sources: Slab::new(),
+            sources: MappedSlab::new(),
             by_fd: FdMap::default(),
             timerfd,
             armed: None,
@@ -234,8 +234,7 @@ impl Reactor {
                 key
             }
             None => {
-                let entry = self.sources.vacant_entry();
-                let key = entry.key();
+                let key = self.sources.vacant_key();
                 let tok = mio_token(key, generation);
                 match registry.register(&mut SourceFd(&fd), tok, to_mio(interest)) {
                     Ok(()) => {}
@@ -248,7 +247,8 @@ impl Reactor {
                     }
                     Err(e) => return Err(e),
                 }
-                entry.insert(Source::new(fd, interest, None, generation));
+                self.sources
+                    .insert(Source::new(fd, interest, None, generation));
                 self.by_fd.insert(fd, key);
                 key
             }

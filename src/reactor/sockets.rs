@@ -78,14 +78,14 @@ impl Reactor {
             return Ok(key);
         }
         let generation = self.new_generation();
-        let entry = self.sources.vacant_entry();
-        let key = entry.key();
+        let key = self.sources.vacant_key();
         self.poll.registry().register(
             &mut SourceFd(&fd),
             mio_token(key, generation),
             to_mio(both),
         )?;
-        entry.insert(Source::new(fd, both, socket_owner(owner), generation));
+        self.sources
+            .insert(Source::new(fd, both, socket_owner(owner), generation));
         self.by_fd.insert(fd, key);
         Ok(key)
     }

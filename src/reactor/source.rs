@@ -50,6 +50,7 @@ pub(super) struct Source {
 }
 
 const _: () = assert!(size_of::<Source>() == 128);
+const _: () = assert!(crate::mem::MappedSlab::<Source>::SLOT_SIZE == 128);
 const _: () = assert!(std::mem::offset_of!(Source, waiters) + 2 * 16 < 64);
 
 impl Source {
