@@ -39,6 +39,7 @@ impl Core {
                 self.poll(Some(std::time::Duration::ZERO));
                 // SAFETY: re-borrowed after polling.
                 let l = unsafe { self.local() };
+                l.budget = BUDGET; // (it polled)
                 if l.run_queue.is_empty()
                     && let Some(key) = l.idle_queue.pop_front()
                 {
@@ -51,6 +52,13 @@ impl Core {
                     Some(worker) => self.wait_for_work(worker, l.closing),
                     None => self.poll(None),
                 }
+                // A budget counts the fibers run since the last poll: the
+                // next poll comes after a whole budget more, or when the
+                // queue runs dry. (Counted on across this poll, a server
+                // at one connection made a needless `epoll_wait` of no
+                // timeout every 64 round trips.)
+                // SAFETY: re-borrowed after polling.
+                unsafe { self.local() }.budget = BUDGET;
                 continue;
             }
             if until != Until::BatchDone && l.budget == 0 {
@@ -225,10 +233,11 @@ impl Core {
         let mut news = false;
         let zero = timeout == Some(std::time::Duration::ZERO);
         // Held the CPU a while: let the threads waiting for it run (see
-        // `share_cpu`). Before a wait too: one that finds events at once
-        // does not give the CPU up.
+        // `share_cpu`), before a poll that does not wait, after one that
+        // may have (a wait that finds events at once does not give the CPU
+        // up; one that lasted did, and then no count needs reading).
         // SAFETY: on the runtime's thread; short borrow.
-        unsafe { self.local() }.cpu_share.before_poll();
+        let look = unsafe { self.local() }.cpu_share.due();
         let mut remote = self.shared.take_woken();
         if !zero {
             // The root may wait: a context the watchdog warned about (the
@@ -267,10 +276,15 @@ impl Core {
                 if waits {
                     // Nothing runs while the thread waits: no stall.
                     self.shared.watch.publish_idle();
+                } else if let Some(now) = look {
+                    l.cpu_share.look(now);
                 }
                 let polled = l.reactor.poll(timeout, &mut ready);
                 if waits {
                     self.publish_root_running();
+                    if let Some(started) = look {
+                        l.cpu_share.after_wait(started);
+                    }
                 }
                 (polled, ready)
             };
@@ -305,6 +319,10 @@ impl Core {
         // or has its own function (timers): out of line, so that the code
         // a turn runs stays a few cache lines (after each wait, the kernel
         // has left little of it in the caches).
+        if skip_epoll && let Some(now) = look {
+            // SAFETY: on the runtime's thread; short borrow.
+            unsafe { self.local() }.cpu_share.look(now);
+        }
         if self.shared.has_wake_error() {
             self.report_wake_error();
         }

@@ -27,6 +27,14 @@
 //! [`SHARE_AFTER_NS`] has polled many more times than that in between (a
 //! busy turn is a few microseconds); one that has slept meanwhile loses
 //! nothing by being looked at late.
+//!
+//! And the counts are read only when the clock cannot tell: when the poll
+//! that looks is one that may wait, the look comes after it, and a wait
+//! that lasted [`SLEPT_NS`] or more gave the CPU up (it slept, or the
+//! thread was preempted in it) without a `getrusage` to say so. A server
+//! at one connection waits at every round trip, and its looks were one
+//! system call in eight round trips, 4% more than the epoll floor makes
+//! (`benches/peers/syscalls.sh`).
 
 use crate::timer::clock;
 
@@ -40,6 +48,11 @@ const MAX_BACKOFF: u32 = 4;
 
 /// The clock is read at one poll in this many.
 const LOOK_EVERY: u8 = 8;
+
+/// A wait in the kernel at least this long gave the CPU up (ns): a poll
+/// that finds events at once returns in a few microseconds at most, even
+/// with a full buffer of events on a slow host.
+const SLEPT_NS: u64 = 20_000;
 
 /// A thread's record of when it last gave up its CPU.
 pub(crate) struct CpuShare {
@@ -68,22 +81,50 @@ impl Default for CpuShare {
 impl CpuShare {
     /// Called before each poll: yields the CPU if the thread has held it
     /// for long enough. Returns whether it yielded.
+    #[cfg(test)]
+    fn before_poll(&mut self) -> bool {
+        self.due().is_some_and(|now| self.look(now))
+    }
+
+    /// Called before each poll: whether this poll looks (the thread may
+    /// have held its CPU for long enough), with the clock's reading then.
+    /// The caller then looks, with [`CpuShare::look`] before a poll that
+    /// does not wait, or [`CpuShare::after_wait`] after one that may have.
     #[inline]
-    pub(crate) fn before_poll(&mut self) -> bool {
+    pub(crate) fn due(&mut self) -> Option<u64> {
         if self.countdown != 0 {
             self.countdown -= 1;
-            return false;
+            return None;
         }
         self.countdown = LOOK_EVERY - 1;
         let now = clock::now_ns();
-        if now.saturating_sub(self.since) < SHARE_AFTER_NS << self.backoff {
-            return false;
-        }
-        self.look(now)
+        (now.saturating_sub(self.since) >= SHARE_AFTER_NS << self.backoff).then_some(now)
     }
 
+    /// A look after a poll that may have waited, and that started at
+    /// `started` (the reading [`CpuShare::due`] returned): a wait of
+    /// [`SLEPT_NS`] or more gave the CPU up, and counts as a context
+    /// switch seen now. Otherwise (events were there at once) the thread
+    /// is looked at as [`CpuShare::look`] does. Returns whether it yielded.
     #[cold]
-    fn look(&mut self, now: u64) -> bool {
+    pub(crate) fn after_wait(&mut self, started: u64) -> bool {
+        let now = clock::now_ns();
+        if now.saturating_sub(started) < SLEPT_NS {
+            return self.look(now);
+        }
+        // As a look that saw a switch, except that the counts are not
+        // read: the next look that reads them only takes them (as after a
+        // sleep, it could not yield anyway: the counts would differ).
+        self.since = now;
+        self.switches = u64::MAX;
+        false
+    }
+
+    /// Yields the CPU if the thread has not given it up since the last
+    /// look (its context switches have not changed), and notes when it
+    /// last did. `now`: the clock's reading. Returns whether it yielded.
+    #[cold]
+    pub(crate) fn look(&mut self, now: u64) -> bool {
         let Some(switches) = thread_switches() else {
             // No counts: never yield on a guess.
             *self = CpuShare {
@@ -221,6 +262,34 @@ mod tests {
         share.countdown = 0; // (this poll looks)
         assert!(!share.before_poll());
         assert_eq!(share.backoff, 0);
+    }
+
+    #[test]
+    fn a_wait_that_slept_is_taken_for_a_switch_without_reading_the_counts() {
+        let mut share = CpuShare::default();
+        assert!(!share.before_poll(), "the first look only takes the counts");
+        let counts = share.switches;
+        assert_ne!(counts, u64::MAX);
+        // A poll that looks and waits: the wait lasts longer than SLEPT_NS.
+        share.since = 0;
+        share.countdown = 0;
+        let started = share.due().expect("the thread has held its CPU since 0");
+        std::thread::sleep(std::time::Duration::from_nanos(2 * SLEPT_NS));
+        assert!(!share.after_wait(started));
+        assert!(share.since >= started + SLEPT_NS, "the sleep is noted");
+        assert_eq!(share.switches, u64::MAX, "the counts were not read");
+        // A wait that found events at once is looked at as before: here
+        // the counts have not changed since they were taken, so the look
+        // yields.
+        share.since = 0;
+        share.switches = thread_switches().unwrap();
+        share.countdown = 0;
+        let started = share.due().unwrap();
+        let yielded = share.after_wait(started);
+        assert_ne!(share.switches, u64::MAX, "the counts were read");
+        // (Unless the thread was preempted in between, which the counts
+        // show: then it does not yield.)
+        assert!(yielded || share.switches != counts);
     }
 
     #[test]
