@@ -93,7 +93,7 @@ use timerfd::{new_timerfd, set_timerfd};
 use waiters::Waiter;
 
 use crate::mem::MappedSlab;
-use crate::reactor::token::WakeToken;
+use crate::reactor::token::{Key, WakeToken};
 use crate::timer::clock;
 use crate::timer::wheel::{Fired, Wheel};
 
@@ -153,13 +153,34 @@ fn mio_token(key: usize, generation: u32) -> Token {
     Token(key | (generation as usize) << 32)
 }
 
-/// A waiter's registration: which source, and the token it registered with.
+/// A waiter's registration: its source's slot, and the source's
+/// generation (the slot may be reused once the source is gone), in one word
+/// as in the source's mio token.
+///
+/// The waiter itself is found in the source by its context's key: a
+/// context's waiters are guards of its own park (`FdWaiter`), dropped
+/// before it parks on anything else, so it has no other waiter there. (A
+/// `poll` that lists an fd twice gives the fd two waiters of one context:
+/// then any of them stands for each, as they share a park.) In one word,
+/// an `FdWaiter` is two, returned in registers and kept in two across the
+/// park: with the token in it, it took five, returned through memory and
+/// copied into the frame of every socket call that waits.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub(crate) struct Registration {
-    source: usize,
-    /// The source's generation: its slot may be reused once it is gone.
-    generation: u32,
-    token: WakeToken,
+pub(crate) struct Registration(u64);
+
+impl Registration {
+    fn new(source: usize, generation: u32) -> Registration {
+        debug_assert!(u32::try_from(source).is_ok(), "a source slot below 2^32");
+        Registration(source as u64 | u64::from(generation) << 32)
+    }
+
+    fn source(self) -> usize {
+        self.0 as u32 as usize
+    }
+
+    fn generation(self) -> u32 {
+        (self.0 >> 32) as u32
+    }
 }
 
 impl Reactor {
@@ -255,47 +276,47 @@ impl Reactor {
         };
         let src = &mut self.sources[source];
         src.waiters.push(Waiter::new(token, interest));
-        Ok(Some(Registration {
-            source,
-            generation: src.generation,
-            token,
-        }))
+        Ok(Some(Registration::new(source, src.generation)))
     }
 
-    /// The readiness the waiter has seen so far.
-    pub(crate) fn ready(&self, reg: Registration) -> Interest {
+    /// The source of `reg`, if it is still there.
+    #[inline]
+    fn source_of(&mut self, reg: Registration) -> Option<&mut Source> {
         self.sources
-            .get(reg.source)
-            .filter(|s| s.generation == reg.generation)
-            .and_then(|s| s.waiters.iter().find(|w| w.token() == reg.token))
+            .get_mut(reg.source())
+            .filter(|src| src.generation == reg.generation())
+    }
+
+    /// The readiness the waiter of context `key` has seen so far.
+    pub(crate) fn ready(&self, reg: Registration, key: Key) -> Interest {
+        self.sources
+            .get(reg.source())
+            .filter(|src| src.generation == reg.generation())
+            .and_then(|src| src.waiters.iter().find(|w| w.key() == key))
             .map_or(Interest::EMPTY, |w| w.ready)
     }
 
-    /// Moves a waiter to a new token (its fiber parks again).
-    pub(crate) fn retoken(&mut self, reg: &mut Registration, token: WakeToken) {
-        if let Some(src) = self.sources.get_mut(reg.source)
-            && src.generation == reg.generation
-            && let Some(w) = src.waiters.iter_mut().find(|w| w.token() == reg.token)
+    /// Moves the waiter of `token`'s context to `token` (it parks again).
+    pub(crate) fn retoken(&mut self, reg: Registration, token: WakeToken) {
+        if let Some(src) = self.source_of(reg)
+            && let Some(w) = src.waiters.iter_mut().find(|w| w.key() == token.key)
         {
             w.set_token(token);
         }
-        reg.token = token;
     }
 
-    /// Removes a waiter, and its fd from the epoll set if it was the last.
-    /// Inline: every socket wait ends here (a one-shot fd's removal is out
-    /// of line).
+    /// Removes the waiter of context `key`, and its fd from the epoll set if
+    /// it was the last. Inline: every socket wait ends here (a one-shot
+    /// fd's removal is out of line).
     #[inline]
-    pub(crate) fn remove_waiter(&mut self, reg: Registration) {
-        let Some(src) = self.sources.get_mut(reg.source) else {
+    pub(crate) fn remove_waiter(&mut self, reg: Registration, key: Key) {
+        // (A source that is gone: its slot may belong to another now.)
+        let Some(src) = self.source_of(reg) else {
             return;
         };
-        if src.generation != reg.generation {
-            return; // its source is gone; the slot belongs to another now
-        }
-        src.waiters.remove(reg.token);
+        src.waiters.remove(key);
         if src.waiters.is_empty() && src.owner.is_none() {
-            self.remove_one_shot(reg.source);
+            self.remove_one_shot(reg.source());
         }
     }
 

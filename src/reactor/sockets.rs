@@ -128,6 +128,8 @@ impl Reactor {
     }
 
     /// Registers a waiter on a socket's source (see [`Reactor::socket`]).
+    /// Inline: every socket wait starts here.
+    #[inline]
     pub(crate) fn add_socket_waiter(
         &mut self,
         key: usize,
@@ -136,11 +138,7 @@ impl Reactor {
     ) -> Registration {
         let src = &mut self.sources[key];
         src.waiters.push(Waiter::new(token, interest));
-        Registration {
-            source: key,
-            generation: src.generation,
-            token,
-        }
+        Registration::new(key, src.generation)
     }
 
     /// Removes socket `owner`'s registration of `fd`, if it has one here.

@@ -42,6 +42,12 @@ impl Waiter {
         }
     }
 
+    /// The key of the context that waits.
+    #[inline]
+    pub(super) fn key(&self) -> Key {
+        self.key
+    }
+
     pub(super) fn set_token(&mut self, token: WakeToken) {
         self.key = token.key;
         self.park = token.park;
@@ -133,21 +139,22 @@ impl Waiters {
         }
     }
 
-    /// Removes the waiter with `token`, if there is one. Inline for the
+    /// Removes a waiter of context `key`, if there is one (see
+    /// `reactor::Registration` on why the key names it). Inline for the
     /// usual case, the source's only waiter (every socket wait ends here).
     #[inline]
-    pub(super) fn remove(&mut self, token: WakeToken) {
-        if self.len == 1 && self.inline[0].token() == token {
+    pub(super) fn remove(&mut self, key: Key) {
+        if self.len == 1 && self.inline[0].key == key {
             self.len = 0;
             return;
         }
-        self.remove_any(token);
+        self.remove_any(key);
     }
 
     #[inline(never)]
-    fn remove_any(&mut self, token: WakeToken) {
+    fn remove_any(&mut self, key: Key) {
         let len = usize::from(self.len);
-        if let Some(i) = self.inline[..len].iter().position(|w| w.token() == token) {
+        if let Some(i) = self.inline[..len].iter().position(|w| w.key == key) {
             // Refill the slot from the spill-over, else from the last
             // inline waiter. (`more` is empty unless both slots are taken.)
             let spilled = if len == INLINE { self.more.pop() } else { None };
@@ -158,7 +165,7 @@ impl Waiters {
                     self.inline[len - 1]
                 }
             };
-        } else if let Some(i) = self.more.iter().position(|w| w.token() == token) {
+        } else if let Some(i) = self.more.iter().position(|w| w.key == key) {
             self.more.swap_remove(i);
         }
     }
@@ -222,20 +229,20 @@ mod tests {
             w.push(waiter(key));
         }
         assert_eq!(keys(&w), [1, 2, 3, 4, 5]);
-        w.remove(waiter(1).token()); // inline, refilled from the spill-over
+        w.remove(1); // inline, refilled from the spill-over
         assert_eq!(keys(&w), [2, 3, 4, 5]);
-        w.remove(waiter(4).token()); // in the spill-over
+        w.remove(4); // in the spill-over
         assert_eq!(keys(&w), [2, 3, 5]);
-        w.remove(waiter(9).token()); // not there: nothing happens
+        w.remove(9); // not there: nothing happens
         assert_eq!(keys(&w), [2, 3, 5]);
         for w in w.iter_mut() {
             w.ready = Interest::READABLE;
         }
         assert!(w.iter().all(|w| w.ready == Interest::READABLE));
-        w.remove(waiter(2).token());
-        w.remove(waiter(5).token());
+        w.remove(2);
+        w.remove(5);
         assert_eq!(keys(&w), [3]);
-        w.remove(waiter(3).token());
+        w.remove(3);
         assert!(w.is_empty() && w.iter().next().is_none());
         w.push(waiter(7));
         w.push(waiter(8));

@@ -50,6 +50,11 @@ pub(crate) struct FdWaiter<'a> {
     reg: Registration,
 }
 
+// Two words, and so is the result that makes one (an `io::Error` fits
+// beside the core's non-null pointer): returned in registers.
+const _: () = assert!(size_of::<FdWaiter<'static>>() == 16);
+const _: () = assert!(size_of::<io::Result<FdWaiter<'static>>>() == 16);
+
 impl<'a> FdWaiter<'a> {
     /// A one-shot waiter on `fd` (not owned: the caller keeps it open
     /// meanwhile) for `interest`, for the current context's next park: what
@@ -98,7 +103,8 @@ impl<'a> FdWaiter<'a> {
     pub(crate) fn ready(&self) -> Interest {
         // SAFETY: on the runtime's thread (see the ground rules); a short
         // borrow, the only one live, running no user code.
-        unsafe { self.core.local() }.reactor.ready(self.reg)
+        let l = unsafe { self.core.local() };
+        l.reactor.ready(self.reg, l.current)
     }
 
     /// Moves the waiter to the current context's next park: for a fiber
@@ -110,9 +116,7 @@ impl<'a> FdWaiter<'a> {
         // SAFETY: on the runtime's thread (see the ground rules); a short
         // borrow, the only one live (the token was read before it), running
         // no user code.
-        unsafe { self.core.local() }
-            .reactor
-            .retoken(&mut self.reg, token);
+        unsafe { self.core.local() }.reactor.retoken(self.reg, token);
     }
 }
 
@@ -122,7 +126,10 @@ impl Drop for FdWaiter<'_> {
         // SAFETY: on the runtime's thread (see the ground rules); a short
         // borrow, the only one live, running no user code (removing the
         // last waiter of a one-shot fd deregisters it: a syscall).
-        unsafe { self.core.local() }.reactor.remove_waiter(self.reg);
+        let l = unsafe { self.core.local() };
+        // (The waiter is the current context's: this guard lives in the
+        // frame of the park it registered for, see `reactor::Registration`.)
+        l.reactor.remove_waiter(self.reg, l.current);
     }
 }
 
