@@ -116,7 +116,9 @@ impl<'a> FdWaiter<'a> {
         // SAFETY: on the runtime's thread (see the ground rules); a short
         // borrow, the only one live (the token was read before it), running
         // no user code.
-        unsafe { self.core.local() }.reactor.retoken(self.reg, token);
+        unsafe { self.core.local() }
+            .reactor
+            .retoken(self.reg, token);
     }
 }
 
