@@ -78,7 +78,7 @@ fn wait_in_fiber(
     interest: Interest,
     deadline: Option<u64>,
 ) -> io::Result<Interest> {
-    let Some(mut waiter) = FdWaiter::fd(core, fd, interest)? else {
+    let Some(waiter) = FdWaiter::fd(core, fd, interest)? else {
         return Ok(interest); // always ready
     };
     // The waiter is removed when it drops, however the wait ends,

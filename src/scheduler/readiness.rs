@@ -111,7 +111,7 @@ impl<'a> FdWaiter<'a> {
     /// woken without readiness, which parks again. (A token taken and not
     /// parked on is harmless: it is for the next park.)
     #[inline]
-    pub(crate) fn rearm(&mut self) {
+    pub(crate) fn rearm(&self) {
         let token = self.core.current_token();
         // SAFETY: on the runtime's thread (see the ground rules); a short
         // borrow, the only one live (the token was read before it), running
