@@ -268,8 +268,10 @@ impl Reactor {
                     }
                     Err(e) => return Err(e),
                 }
-                self.sources
+                let inserted = self
+                    .sources
                     .insert(Source::new(fd, interest, None, generation));
+                debug_assert_eq!(inserted, key, "the token names the slot");
                 self.by_fd.insert(fd, key);
                 key
             }

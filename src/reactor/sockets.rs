@@ -84,8 +84,10 @@ impl Reactor {
             mio_token(key, generation),
             to_mio(both),
         )?;
-        self.sources
+        let inserted = self
+            .sources
             .insert(Source::new(fd, both, socket_owner(owner), generation));
+        debug_assert_eq!(inserted, key, "the token names the slot");
         self.by_fd.insert(fd, key);
         Ok(key)
     }
