@@ -49,7 +49,7 @@ macro_rules! stream_io {
                     return Ok(0);
                 }
                 self.sock
-                    .transfer($crate::net::registration::StreamBuf::Recv(buf))
+                    .transfer($crate::net::registration::StreamBuf::recv(buf))
             }
             fn read_vectored(
                 &mut self,
@@ -69,7 +69,7 @@ macro_rules! stream_io {
                     return Ok(0);
                 }
                 self.sock
-                    .transfer($crate::net::registration::StreamBuf::Send(buf))
+                    .transfer($crate::net::registration::StreamBuf::send(buf))
             }
             fn write_all(&mut self, buf: &[u8]) -> std::io::Result<()> {
                 self.sock.write_all(buf)
@@ -212,7 +212,7 @@ macro_rules! ready_io {
                     return Ok(0);
                 }
                 self.sock.try_stream($crate::io::Interest::READABLE, buf.len(), |s| {
-                    $crate::net::registration::StreamBuf::Recv(buf)
+                    $crate::net::registration::StreamBuf::recv(buf)
                         .call(std::os::fd::AsRawFd::as_raw_fd(s))
                 })
             }
@@ -239,7 +239,7 @@ macro_rules! ready_io {
                     return Ok(0);
                 }
                 self.sock.try_stream($crate::io::Interest::WRITABLE, buf.len(), |s| {
-                    $crate::net::registration::StreamBuf::Send(buf)
+                    $crate::net::registration::StreamBuf::send(buf)
                         .call(std::os::fd::AsRawFd::as_raw_fd(s))
                 })
             }

@@ -58,7 +58,7 @@ impl<S: AsRawFd> Socket<S> {
     /// goes through here at every request.
     pub(crate) fn write_all(&self, mut buf: &[u8]) -> io::Result<()> {
         while !buf.is_empty() {
-            match self.transfer(StreamBuf::Send(buf)) {
+            match self.transfer(StreamBuf::send(buf)) {
                 Ok(0) => {
                     return Err(io::Error::new(
                         io::ErrorKind::WriteZero,
