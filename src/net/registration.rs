@@ -467,10 +467,10 @@ fn nanos_to_timeout(ns: u64) -> Option<Duration> {
 ///
 /// Two words (the start, and the length with the direction in its low bit),
 /// so that it is passed in registers: as an enum of two slices it was three,
-/// which the caller wrote to its own frame to pass by reference, and a
-/// socket's `read` or `write` needed a frame only for that. Now they jump
-/// straight into `transfer`, and a fiber waiting in a read has one frame
-/// fewer on its stack to come back through, cold, when it wakes.
+/// which the caller wrote to its own frame to pass by reference: a
+/// socket's `read` kept a frame of four words for it, two now (its return
+/// address and the stack's alignment), and a fiber waiting in a read has
+/// half a line less of stack to come back through, cold, when it wakes.
 pub(crate) struct StreamBuf<'a> {
     ptr: NonNull<u8>,
     /// `len << 1 | send` (a slice's length is at most `isize::MAX`).

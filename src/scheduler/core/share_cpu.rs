@@ -79,8 +79,9 @@ impl Default for CpuShare {
 }
 
 impl CpuShare {
-    /// Called before each poll: yields the CPU if the thread has held it
-    /// for long enough. Returns whether it yielded.
+    /// What a poll that does not wait does (for the tests): yields the CPU
+    /// if the thread has held it for long enough. Returns whether it
+    /// yielded.
     #[cfg(test)]
     fn before_poll(&mut self) -> bool {
         self.due().is_some_and(|now| self.look(now))
