@@ -16,7 +16,9 @@
 # connection's own state: its stack, its records) are the ones that come
 # from far away: printed as "cold", with what first touched each (and,
 # with COLD_PCS=n, the n instructions that first touch the most of them;
-# with STACK_SLOT=266240, the fibers' stack lines by depth below the top).
+# with STACK_SLOT=266240, the fibers' stack lines by depth below the top;
+# with DATA_BY=n, every data line a trip by the n functions that touch
+# the most of them first, cold or not).
 set -u
 if [ $# -ne 5 ]; then
   echo "usage: $0 BIN IMP CONNS SIZE TRIPS" >&2; exit 2
@@ -61,7 +63,7 @@ end=$(stat -c %s "$dir/trace")
 cp /proc/$pid/maps "$dir/maps"
 kill $pid; wait $pid 2>/dev/null
 nm -n --defined-only "$BIN" > "$dir/syms"
-python3 - "$dir" "$BIN" "$start" "$end" "$T" "${COLD_PCS:-0}" "${STACK_SLOT:-0}" <<'PY'
+python3 - "$dir" "$BIN" "$start" "$end" "$T" "${COLD_PCS:-0}" "${STACK_SLOT:-0}" "${DATA_BY:-0}" <<'PY'
 import bisect, collections, subprocess, sys
 d, binp, start, end, trips = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 exe = binp.split('/')[-1]
@@ -84,8 +86,10 @@ ccount, dcount = collections.Counter(), collections.Counter()
 # Cold lines: the window each data line was last touched in, and the
 # instruction that first touched it in this window.
 last, first, pc, cold, coldby = {}, {}, 0, 0, collections.Counter()
+databy, datawhere = collections.Counter(), collections.Counter()
 K = 50
 cpages = dpages = 0
+data_top = int(sys.argv[8])
 # STACK_SLOT=bytes: fibers' stacks are the mappings made of whole slots of
 # this size (a stack and its guard page: 266240 for the default 256 KiB),
 # each with its top at the slot's end; their lines are counted by how far
@@ -118,6 +122,9 @@ for l in lines:
                     cold += 1
                     coldby[first[line]] += 1
                 last[line] = wins
+                databy[first[line]] += 1
+                if data_top:
+                    datawhere[line] += 1
                 if slot:
                     d = from_top(line << 6)
                     if d is not None:
@@ -159,6 +166,42 @@ dem = subprocess.run(['c++filt'], input='\n'.join(names), capture_output=True, t
 print(f"cold data lines a trip (none of the last {K} trips touched them): {cold / wins:.1f}, by the function that touched each first:")
 for (name, c), pretty in zip(cby.most_common(10), dem):
     print(f"  {c / wins:5.1f}  {pretty[:100]}")
+if data_top:
+    dsyms = sorted((int(a, 16) + base, n) for a, t, n in
+                   (l.rstrip('\n').split(' ', 2) for l in open(f'{sys.argv[1]}/syms'))
+                   if t in 'bBdDrRvV')
+    daddrs = [a for a, _ in dsyms]
+    def where(line):
+        a = line << 6
+        if slot and from_top(a) is not None:
+            return "a fiber's stack"
+        r = region(a)
+        if r.startswith('[anon'):
+            # Which anonymous mapping: its size, and the line's offset in it
+            # (the main thread's stack, the heap and ours are all anonymous
+            # under valgrind).
+            lo, hi = next((lo, hi) for lo, hi, name in maps if lo <= a < hi)
+            return f"{r} of {(hi - lo) >> 10} KiB at {lo:#x}"
+        if r != exe:
+            return r
+        i = bisect.bisect_right(daddrs, a + 63) - 1
+        return dsyms[i][1] if i >= 0 else exe
+    wby = collections.Counter()
+    for line, c in datawhere.items():
+        wby[where(line)] += c
+    names = [n for n, _ in wby.most_common(data_top)]
+    dem = subprocess.run(['c++filt'], input='\n'.join(names), capture_output=True, text=True).stdout.split('\n')
+    print(f"data lines a trip, by where they are (the top {data_top}; in the binary, by the last symbol at or before the line's end):")
+    for (name, c), pretty in zip(wby.most_common(data_top), dem):
+        print(f"  {c / wins:5.1f}  {pretty[:100]}")
+    dby = collections.Counter()
+    for a, c in databy.items():
+        dby[fname(a)] += c
+    names = [n for n, _ in dby.most_common(data_top)]
+    dem = subprocess.run(['c++filt'], input='\n'.join(names), capture_output=True, text=True).stdout.split('\n')
+    print(f"data lines a trip, by the function that touched each first (the top {data_top}):")
+    for (name, c), pretty in zip(dby.most_common(data_top), dem):
+        print(f"  {c / wins:5.1f}  {pretty[:100]}")
 if slot:
     print(f"stack lines a trip: {sum(stk.values()) / wins:.1f}, cold {sum(stk_cold.values()) / wins:.1f}; "
           "by line below the stack's top (touched / cold, lines touched in at least a tenth of the trips):")
