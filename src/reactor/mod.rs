@@ -125,26 +125,33 @@ pub(crate) struct Polled {
     pub(crate) tasks: Option<Box<TaskWakes>>,
 }
 
+/// Laid out by hand (`repr(C)`): what every poll and socket wait reads
+/// first (the epoll fd, the events, the sources and the fd map), the
+/// timers and async tasks' parts after. (The declaration order is also the
+/// drop order: the wakers the fields hold are user code, but none can
+/// reach this reactor as it drops, its runtime being entered by no thread
+/// then, so their order among themselves does not matter.)
+#[repr(C)]
 pub(crate) struct Reactor {
     poll: Poll,
+    next_generation: u32,
     events: Events,
     sources: MappedSlab<Source>,
     by_fd: FdMap,
-    timerfd: OwnedFd,
-    /// The absolute CLOCK_MONOTONIC time the timerfd is set to, if any.
-    armed: Option<u64>,
-    next_generation: u32,
-    /// Sleeps of async tasks (see the module docs).
-    task_timers: Wheel<Waker>,
-    /// Their timerfd, made on first use, and the time it is set to.
-    task_timerfd: Option<OwnedFd>,
-    task_armed: Option<u64>,
     /// Wakers no longer needed, dropped after the next poll (see the
     /// module docs).
     unneeded: Vec<Waker>,
     /// Task wakers the poll under way found ready (moved to its
     /// [`Polled`]).
     woken_tasks: Vec<Waker>,
+    /// The absolute CLOCK_MONOTONIC time the timerfd is set to, if any.
+    armed: Option<u64>,
+    timerfd: OwnedFd,
+    /// Sleeps of async tasks (see the module docs).
+    task_timers: Wheel<Waker>,
+    /// Their timerfd, made on first use, and the time it is set to.
+    task_timerfd: Option<OwnedFd>,
+    task_armed: Option<u64>,
     fired_tasks: Vec<Fired<Waker>>,
 }
 

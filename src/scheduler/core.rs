@@ -139,40 +139,58 @@ pub(crate) enum Until {
     Stopped,
 }
 
+/// Laid out by hand (`repr(C)`), what a turn of a busy server reads and
+/// writes first: its scalars, the records, the queues, the reactor (whose
+/// own hot fields lead it), then the timer wheel and what only spawns,
+/// exits, timers and messages use. In the compiler's order, by size, the
+/// fields a round trip touches were spread over most of its 15 lines: laid
+/// out so, an echo trip touches 2.9 fewer lines of the heap at one
+/// connection and 2.2 fewer data lines at 1 000 (`footprint.sh` with
+/// `DATA_BY=n`). Drop order (the declaration order) keeps the records
+/// before the reactor, and both before the messages, spare stacks and
+/// blocks, as before.
+#[repr(C)]
 pub(crate) struct Local {
-    pub(crate) fibers: Records,
-    run_queue: RunQueue,
-    /// Idle fibers that are ready (see `Builder::idle`).
-    pub(crate) idle_queue: RunQueue,
-    /// Maps of fiber-locals alive (see `fiber::local`).
-    pub(crate) fiber_locals: usize,
+    // ---- what every turn and switch touches
     /// The context running now.
     pub(crate) current: Key,
     /// Fibers that may still run before control returns to the root.
     budget: u32,
-    /// Spawned fibers that have not finished.
-    pub(crate) live: usize,
     park_seq: u64,
-    pub(crate) timers: Wheel<WakeToken>,
-    pub(crate) reactor: Reactor,
+    /// Switches into fibers, for `turn`'s count.
+    pub(crate) resumed: u64,
+    io_since: u64,
+    /// Socket calls since `resumed` was `io_since` (see [`IO_BUDGET`]).
+    io_calls: u32,
     /// Inside `block_on`, `run`, `turn` or drop.
     pub(crate) entered: bool,
     /// Being dropped: new fibers start cancelled.
     pub(crate) closing: bool,
-    /// Switches into fibers, for `turn`'s count.
-    pub(crate) resumed: u64,
+    /// The subscriber callback running now, if any (see
+    /// [`Core::callback`]): a park or yield then is a misuse.
+    pub(crate) in_callback: Option<&'static str>,
+    /// When the thread last gave up its CPU (see `core/share_cpu.rs`).
+    cpu_share: share_cpu::CpuShare,
+    pub(crate) fibers: Records,
+    run_queue: RunQueue,
+    /// Idle fibers that are ready (see `Builder::idle`).
+    pub(crate) idle_queue: RunQueue,
+    io_ready: Vec<WakeToken>,
+    /// Spawned fibers that have not finished.
+    pub(crate) live: usize,
+    pub(crate) reactor: Reactor,
+    // ---- what timers, spawns, exits and messages touch
+    pub(crate) timers: Wheel<WakeToken>,
+    fired: Vec<Fired<WakeToken>>,
+    /// Maps of fiber-locals alive (see `fiber::local`).
+    pub(crate) fiber_locals: usize,
     /// Fibers next to have their first frame built whose stack's top page
     /// the last look of `populate_ahead` (see `core/first_run.rs`) covered.
     populated_ahead: u32,
-    /// Socket calls since `resumed` was `io_since` (see [`IO_BUDGET`]).
-    io_calls: u32,
-    io_since: u64,
     /// Contexts suspended in the middle of unwinding. Each makes
     /// `std::thread::panicking()` true for every context of the thread (the
     /// panic count is per thread, not per fiber).
     pub(crate) unwinding_suspended: usize,
-    fired: Vec<Fired<WakeToken>>,
-    io_ready: Vec<WakeToken>,
     remote: Vec<Remote>,
     /// Dump requests taken from the remote queue, answered at the end of
     /// the turn (kept here, not in the turn's frame: a turn without
@@ -182,11 +200,6 @@ pub(crate) struct Local {
     spare: Spare,
     /// Free blocks for join packets.
     blocks: Blocks,
-    /// The subscriber callback running now, if any (see
-    /// [`Core::callback`]): a park or yield then is a misuse.
-    pub(crate) in_callback: Option<&'static str>,
-    /// When the thread last gave up its CPU (see `core/share_cpu.rs`).
-    cpu_share: share_cpu::CpuShare,
 }
 
 /// One runtime's scheduler.
