@@ -143,29 +143,25 @@ wins = max(wins, 1)
 print(f"{exe}: {window} instructions, {sum(ccount.values()) / wins:.1f} code lines "
       f"({cpages / wins:.1f} pages), {sum(dcount.values()) / wins:.1f} data lines "
       f"({dpages / wins:.1f} pages) a trip")
-byf = collections.Counter()
-for line, c in ccount.items():
-    a = line << 6
-    r = region(a)
-    i = bisect.bisect_right(addrs, a) - 1
-    byf[syms[i][1] if r == exe and i >= 0 else r] += c
-names = [n for n, _ in byf.most_common(15)]
-dem = subprocess.run(['c++filt'], input='\n'.join(names), capture_output=True, text=True).stdout.split('\n')
-print("code lines a trip, by function:")
-for (name, c), pretty in zip(byf.most_common(15), dem):
-    print(f"  {c / wins:5.1f}  {pretty[:100]}")
 def fname(a):
     r = region(a)
     i = bisect.bisect_right(addrs, a) - 1
     return syms[i][1] if r == exe and i >= 0 else r
-cby = collections.Counter()
-for a, c in coldby.items():
-    cby[fname(a)] += c
-names = [n for n, _ in cby.most_common(10)]
-dem = subprocess.run(['c++filt'], input='\n'.join(names), capture_output=True, text=True).stdout.split('\n')
-print(f"cold data lines a trip (none of the last {K} trips touched them): {cold / wins:.1f}, by the function that touched each first:")
-for (name, c), pretty in zip(cby.most_common(10), dem):
-    print(f"  {c / wins:5.1f}  {pretty[:100]}")
+def table(title, counts, key, top):
+    """Prints `counts` (address or line -> count over all trips) summed by
+    `key` of each, the `top` largest a trip, names demangled."""
+    by = collections.Counter()
+    for k, c in counts.items():
+        by[key(k)] += c
+    rows = by.most_common(top)
+    dem = subprocess.run(['c++filt'], input='\n'.join(n for n, _ in rows),
+                         capture_output=True, text=True).stdout.split('\n')
+    print(title)
+    for (_, c), pretty in zip(rows, dem):
+        print(f"  {c / wins:5.1f}  {pretty[:100]}")
+table("code lines a trip, by function:", ccount, lambda line: fname(line << 6), 15)
+table(f"cold data lines a trip (none of the last {K} trips touched them): {cold / wins:.1f}, "
+      "by the function that touched each first:", coldby, fname, 10)
 if data_top:
     dsyms = sorted((int(a, 16) + base, n) for a, t, n in
                    (l.rstrip('\n').split(' ', 2) for l in open(f'{sys.argv[1]}/syms'))
@@ -177,31 +173,19 @@ if data_top:
             return "a fiber's stack"
         r = region(a)
         if r.startswith('[anon'):
-            # Which anonymous mapping: its size, and the line's offset in it
-            # (the main thread's stack, the heap and ours are all anonymous
-            # under valgrind).
+            # Which anonymous mapping, by its size and start (the main
+            # thread's stack, the heap and ours are all anonymous under
+            # valgrind).
             lo, hi = next((lo, hi) for lo, hi, name in maps if lo <= a < hi)
             return f"{r} of {(hi - lo) >> 10} KiB at {lo:#x}"
         if r != exe:
             return r
         i = bisect.bisect_right(daddrs, a + 63) - 1
         return dsyms[i][1] if i >= 0 else exe
-    wby = collections.Counter()
-    for line, c in datawhere.items():
-        wby[where(line)] += c
-    names = [n for n, _ in wby.most_common(data_top)]
-    dem = subprocess.run(['c++filt'], input='\n'.join(names), capture_output=True, text=True).stdout.split('\n')
-    print(f"data lines a trip, by where they are (the top {data_top}; in the binary, by the last symbol at or before the line's end):")
-    for (name, c), pretty in zip(wby.most_common(data_top), dem):
-        print(f"  {c / wins:5.1f}  {pretty[:100]}")
-    dby = collections.Counter()
-    for a, c in databy.items():
-        dby[fname(a)] += c
-    names = [n for n, _ in dby.most_common(data_top)]
-    dem = subprocess.run(['c++filt'], input='\n'.join(names), capture_output=True, text=True).stdout.split('\n')
-    print(f"data lines a trip, by the function that touched each first (the top {data_top}):")
-    for (name, c), pretty in zip(dby.most_common(data_top), dem):
-        print(f"  {c / wins:5.1f}  {pretty[:100]}")
+    table(f"data lines a trip, by where they are (the top {data_top}; in the binary, "
+          "by the last symbol at or before the line's end):", datawhere, where, data_top)
+    table(f"data lines a trip, by the function that touched each first (the top {data_top}):",
+          databy, fname, data_top)
 if slot:
     print(f"stack lines a trip: {sum(stk.values()) / wins:.1f}, cold {sum(stk_cold.values()) / wins:.1f}; "
           "by line below the stack's top (touched / cold, lines touched in at least a tenth of the trips):")
