@@ -35,11 +35,6 @@ pub(crate) struct Registration {
     /// Nanoseconds; 0 means no timeout.
     read_timeout: AtomicU64,
     write_timeout: AtomicU64,
-    /// A task polled the socket on a thread without a runtime: its waker
-    /// went to the fallback reactor (`runtime::fallback`), which must hear of
-    /// the socket's end.
-    #[cfg(feature = "futures-io")]
-    in_fallback: AtomicBool,
 }
 
 impl Registration {
@@ -49,16 +44,21 @@ impl Registration {
             uid: NEXT.fetch_add(1, Ordering::Relaxed),
             read_timeout: AtomicU64::new(0),
             write_timeout: AtomicU64::new(0),
-            #[cfg(feature = "futures-io")]
-            in_fallback: AtomicBool::new(false),
         }
+    }
+
+    /// The socket's process-unique id.
+    #[cfg(feature = "futures-io")]
+    pub(crate) fn uid(&self) -> u64 {
+        self.uid
     }
 
     /// The poll form of the loop, for async tasks (feature `futures-io`):
     /// `op` until it does not fail with `WouldBlock`; then the task's
     /// waker is registered for `interest` (one direction) with the reactor
     /// of the thread's runtime — or, on a thread without one, with the
-    /// fallback reactor — and the result is `Pending`.
+    /// fallback reactor, noted in `in_fallback` (which the socket keeps,
+    /// see `Socket`) — and the result is `Pending`.
     ///
     /// `len`: for a stream read or write, the bytes `op` was given; a
     /// short transfer marks the socket drained, as [`Registration::read_stream`]
@@ -66,6 +66,10 @@ impl Registration {
     /// syscall that would say `WouldBlock`. Socket timeouts do not apply:
     /// an async caller times out with a timer of its own.
     #[cfg(feature = "futures-io")]
+    #[expect(
+        clippy::too_many_arguments,
+        reason = "the two socket polls' one loop: what differs between them is arguments"
+    )]
     pub(crate) fn poll_io<R>(
         &self,
         cx: &mut Context<'_>,
@@ -74,6 +78,7 @@ impl Registration {
         len: Option<usize>,
         mut op: impl FnMut() -> io::Result<R>,
         transferred: impl Fn(&R) -> usize,
+        in_fallback: &AtomicBool,
     ) -> Poll<io::Result<R>> {
         let core = context::current();
         let drained = len.is_some()
@@ -99,7 +104,7 @@ impl Registration {
         let registered = match core {
             Some(core) => readiness::register_task(core, fd, self.uid, interest, cx.waker()),
             None => {
-                self.in_fallback.store(true, Ordering::Relaxed);
+                in_fallback.store(true, Ordering::Relaxed);
                 crate::runtime::fallback::register(fd, self.uid, interest, cx.waker().clone());
                 Ok(())
             }
@@ -392,10 +397,6 @@ impl Registration {
     /// from the kernel's epoll sets, and a runtime that still has a source
     /// for the number retires it when a new socket uses the number.
     pub(crate) fn deregister(&self, fd: RawFd) {
-        #[cfg(feature = "futures-io")]
-        if self.in_fallback.load(Ordering::Relaxed) {
-            crate::runtime::fallback::forget(fd, self.uid);
-        }
         if let Some(core) = context::current() {
             readiness::deregister_socket(core, fd, self.uid);
         }

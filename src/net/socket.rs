@@ -14,11 +14,29 @@ use crate::net::registration::{Registration, StreamBuf};
 /// A std socket in non-blocking mode and its [`Registration`]: what every
 /// fibra socket type wraps. Dropping it deregisters the fd from the current
 /// runtime before the std socket closes it.
+///
+/// Four words, aligned to 32 bytes, so that it never straddles two cache
+/// lines: every read or write loads its id, a timeout and its fd, wherever
+/// the user keeps it (a server's connection fiber, typically, at the top of
+/// its stack). With a thousand connections each line is cold at every round
+/// trip: aligned to 8 bytes only, the socket of `benches/peers`' echo fiber
+/// lay across two (`footprint.sh`: 7.8 cold stack lines a trip instead of
+/// 8.8).
 #[derive(Debug)]
+#[repr(align(32))]
 pub(crate) struct Socket<S: AsRawFd> {
     pub(crate) inner: S,
     pub(crate) reg: Registration,
+    /// A task polled the socket on a thread without a runtime: its waker
+    /// went to the fallback reactor (`runtime::fallback`), which must hear
+    /// of the socket's end. (Here rather than in the `Registration`: beside
+    /// the fd it takes what would be padding, and the socket stays four
+    /// words.)
+    #[cfg(feature = "futures-io")]
+    in_fallback: std::sync::atomic::AtomicBool,
 }
+
+const _: () = assert!(size_of::<Socket<std::net::TcpStream>>() == 32);
 
 impl<S: AsRawFd> Socket<S> {
     /// Wraps a socket that is already non-blocking.
@@ -26,6 +44,8 @@ impl<S: AsRawFd> Socket<S> {
         Socket {
             inner,
             reg: Registration::new(),
+            #[cfg(feature = "futures-io")]
+            in_fallback: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -115,8 +135,15 @@ impl<S: AsRawFd> Socket<S> {
         mut op: impl FnMut(&S) -> io::Result<R>,
     ) -> Poll<io::Result<R>> {
         let fd = self.inner.as_raw_fd();
-        self.reg
-            .poll_io(cx, fd, Interest::READABLE, None, || op(&self.inner), |_| 0)
+        self.reg.poll_io(
+            cx,
+            fd,
+            Interest::READABLE,
+            None,
+            || op(&self.inner),
+            |_| 0,
+            &self.in_fallback,
+        )
     }
 
     /// The poll form of [`Socket::read_stream`] (`interest` readable) and
@@ -130,8 +157,15 @@ impl<S: AsRawFd> Socket<S> {
         mut op: impl FnMut(&S) -> io::Result<usize>,
     ) -> Poll<io::Result<usize>> {
         let fd = self.inner.as_raw_fd();
-        self.reg
-            .poll_io(cx, fd, interest, Some(len), || op(&self.inner), |n| *n)
+        self.reg.poll_io(
+            cx,
+            fd,
+            interest,
+            Some(len),
+            || op(&self.inner),
+            |n| *n,
+            &self.in_fallback,
+        )
     }
 
     /// A second handle, given the duplicated std socket.
@@ -139,22 +173,38 @@ impl<S: AsRawFd> Socket<S> {
         Socket {
             inner,
             reg: self.reg.duplicate(),
+            #[cfg(feature = "futures-io")]
+            in_fallback: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
     /// The std socket, deregistered (and still non-blocking).
     pub(crate) fn into_inner(self) -> S {
         let this = std::mem::ManuallyDrop::new(self);
-        this.reg.deregister(this.inner.as_raw_fd());
+        this.deregister();
         // SAFETY: `this` is never used or dropped again, so the socket is
         // moved out exactly once.
         unsafe { std::ptr::read(&this.inner) }
     }
 }
 
+impl<S: AsRawFd> Socket<S> {
+    /// Forgets the fd in the reactors that have it: the fallback's, if a
+    /// task registered there, and the current runtime's; before the fd is
+    /// closed (see [`Registration::deregister`]).
+    fn deregister(&self) {
+        let fd = self.inner.as_raw_fd();
+        #[cfg(feature = "futures-io")]
+        if self.in_fallback.load(std::sync::atomic::Ordering::Relaxed) {
+            crate::runtime::fallback::forget(fd, self.reg.uid());
+        }
+        self.reg.deregister(fd);
+    }
+}
+
 impl<S: AsRawFd> Drop for Socket<S> {
     fn drop(&mut self) {
-        self.reg.deregister(self.inner.as_raw_fd());
+        self.deregister();
     }
 }
 
