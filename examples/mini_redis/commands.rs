@@ -375,7 +375,7 @@ fn mget(c: &mut Conn, a: &mut [Vec<u8>]) {
 }
 
 fn mset(c: &mut Conn, a: &mut [Vec<u8>]) {
-    if a.len() % 2 == 0 {
+    if a.len().is_multiple_of(2) {
         return error(
             &mut c.out,
             "ERR wrong number of arguments for 'mset' command",

@@ -278,10 +278,10 @@ impl File {
             return (&self.shared.file).read(out);
         }
         loop {
-            if let Some(mut ahead) = self.shared.try_lock() {
-                if ahead.unread() > 0 {
-                    return Ok(ahead.take(out)); // from memory: no trip
-                }
+            if let Some(mut ahead) = self.shared.try_lock()
+                && ahead.unread() > 0
+            {
+                return Ok(ahead.take(out)); // from memory: no trip
             }
             let shared = self.shared.clone();
             let there = off_thread(move || shared.lock().fill(&shared.file))?;
