@@ -17,8 +17,9 @@
 # from far away: printed as "cold", with what first touched each (and,
 # with COLD_PCS=n, the n instructions that first touch the most of them;
 # with STACK_SLOT=266240, the fibers' stack lines by depth below the top;
-# with DATA_BY=n, every data line a trip by the n functions that touch
-# the most of them first, cold or not).
+# with DATA_BY=n, every data line a trip by where it is and by the n
+# functions that touch the most of them first, cold or not, and the data
+# pages by where they are).
 set -u
 if [ $# -ne 5 ]; then
   echo "usage: $0 BIN IMP CONNS SIZE TRIPS" >&2; exit 2
@@ -86,7 +87,7 @@ ccount, dcount = collections.Counter(), collections.Counter()
 # Cold lines: the window each data line was last touched in, and the
 # instruction that first touched it in this window.
 last, first, pc, cold, coldby = {}, {}, 0, 0, collections.Counter()
-databy, datawhere = collections.Counter(), collections.Counter()
+databy, datawhere, pagewhere = collections.Counter(), collections.Counter(), collections.Counter()
 K = 50
 cpages = dpages = 0
 data_top = int(sys.argv[8])
@@ -133,7 +134,10 @@ for l in lines:
             first = {}
             ccount.update(code); dcount.update(data); wins += 1
             cpages += len({line >> 6 for line in code})
-            dpages += len({line >> 6 for line in data})
+            pages = {line >> 6 for line in data}
+            dpages += len(pages)
+            if data_top:
+                pagewhere.update(pages)
             code, data, n = set(), set(), 0
     else:
         if a >> 6 not in data:
@@ -184,6 +188,8 @@ if data_top:
         return dsyms[i][1] if i >= 0 else exe
     table(f"data lines a trip, by where they are (the top {data_top}; in the binary, "
           "by the last symbol at or before the line's end):", datawhere, where, data_top)
+    table(f"data pages a trip, by where they are (the top {data_top}):",
+          pagewhere, lambda page: where(page << 6), data_top)
     table(f"data lines a trip, by the function that touched each first (the top {data_top}):",
           databy, fname, data_top)
 if slot:
