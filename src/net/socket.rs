@@ -186,9 +186,7 @@ impl<S: AsRawFd> Socket<S> {
         // moved out exactly once.
         unsafe { std::ptr::read(&this.inner) }
     }
-}
 
-impl<S: AsRawFd> Socket<S> {
     /// Forgets the fd in the reactors that have it: the fallback's, if a
     /// task registered there, and the current runtime's; before the fd is
     /// closed (see [`Registration::deregister`]).
