@@ -13,7 +13,9 @@
 # demangled name as objdump -C prints it, without the angle brackets).
 # The server runs under callgrind with `--dump-instr=yes`, as in
 # `instructions.sh`; needs valgrind, objdump and addr2line. SPARSE=n: print
-# the sources of lines with at most n hot instructions (4).
+# the sources of lines with at most n hot instructions (4). BY_SOURCE=part
+# of a path (e.g. `core/root.rs`): instead, the function's instructions a
+# trip summed by the line of that file each was inlined from.
 set -u
 if [ $# -ne 4 ]; then
   echo "usage: $0 BIN IMP CONNS FUNCTION" >&2; exit 2
@@ -70,6 +72,31 @@ for l in dis.split('\n'):
         ins.append((int(m.group(1), 16), m.group(2)))
 if not ins:
     sys.exit(f"no function named {fn!r} in {binp}")
+by_source = os.environ.get("BY_SOURCE")
+if by_source:
+    # Each instruction a trip ran, summed by the innermost line of a source
+    # file whose path contains BY_SOURCE in its inline chain (an inlined
+    # callee's instructions go to the line that called it there).
+    ran = [a for a, _ in ins if cost.get(a, 0)]
+    out = subprocess.run(['addr2line', '-i', '-a', '-e', binp],
+                         input='\n'.join(hex(a) for a in ran),
+                         capture_output=True, text=True).stdout.split('\n')
+    chain, at = collections.defaultdict(list), None
+    for l in out:
+        if l.startswith('0x'):
+            at = int(l, 16)
+        elif l and at is not None:
+            chain[at].append(l.split(' ')[0].split('/src/')[-1])
+    by = collections.Counter()
+    for a in ran:
+        where = next((f for f in chain[a] if by_source in f), '(elsewhere)')
+        by[where] += cost[a] / trips
+    print(f"{fn}: {sum(by.values()):.0f} instructions a trip ({trips} trips), "
+          f"by line of {by_source}:")
+    for where, n in sorted(by.items()):
+        if n >= 0.5:
+            print(f"  {n:6.1f}  {where}")
+    sys.exit(0)
 lines = collections.defaultdict(list)
 for a, text in ins:
     lines[a // 64].append((a, cost.get(a, 0) / trips, text))
