@@ -78,6 +78,21 @@ fn seen_for(name: &str) -> Vec<Seen> {
         .collect()
 }
 
+/// The events about `name` once there are at least `n` of them, or after
+/// 10 s. The end of a stall may be told by the watchdog's thread, which
+/// can take the report just before the runtime's own last look and emit
+/// it a moment after `fibra::run` has returned.
+fn seen_at_least(name: &str, n: usize) -> Vec<Seen> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let seen = seen_for(name);
+        if seen.len() >= n || Instant::now() >= deadline {
+            return seen;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// Blocks the thread for `d`, as a crate's blocking call would: by the
 /// system call itself, which the `hook` feature (with which this suite
 /// also runs, and which makes `std::thread::sleep` park the fiber) does
@@ -126,7 +141,7 @@ fn a_thread_sleep_and_a_spin_are_reported_while_they_run() {
         (sleeper.join().unwrap(), spinner.join().unwrap())
     });
     for (name, end) in [("t1-sleeper", sleeper_end), ("t1-spinner", spinner_end)] {
-        let seen = seen_for(name);
+        let seen = seen_at_least(name, 2);
         assert!(seen.len() >= 2, "{name}: {seen:?}");
         assert!(seen.iter().all(|s| s.level == tracing::Level::WARN));
         // The first while it ran, with where it was spawned.
@@ -159,7 +174,7 @@ fn a_stall_after_an_idle_spell_is_reported_while_it_runs() {
             .join()
             .unwrap()
     });
-    let seen = seen_for("t6-late");
+    let seen = seen_at_least("t6-late", 2);
     assert!(seen.len() >= 2, "{seen:?}");
     assert!(seen[0].at < end, "warned only after it ended: {seen:?}");
     assert!(seen[1].fields.contains("in all"), "{seen:?}");
