@@ -353,6 +353,7 @@ mod http;
 mod http1;
 mod https;
 mod hyper_table;
+mod interleave;
 mod million;
 mod redis;
 mod sync;
@@ -381,6 +382,10 @@ fn main() {
                 println!("{trips} round trips, p50 {p50:.1} us, p99 {p99:.1} us");
             }
         }
+        return;
+    }
+    if args.first().map(String::as_str) == Some("echo-il") {
+        interleave::run(&args[1..]);
         return;
     }
     if args.first().map(String::as_str) == Some("hyper-server") {

@@ -1,0 +1,155 @@
+//! Echo server CPU per round trip, several servers interleaved in short
+//! windows under one load generator: `echo-il`.
+//!
+//! `cpu_ab.sh` drives one server for 3 s, then the next. On a host whose
+//! speed drifts from second to second (a virtual CPU woken late, a
+//! neighbour's load), two such runs differ by 20–40 % whatever the servers
+//! are, and a ratio of two runs mostly measures the drift. Here every
+//! server keeps its connections open for the whole run, and the load
+//! moves from one server to the next every window (200 ms, say): a
+//! server's CPU time is read before and after each of its windows (the sum
+//! of `/proc/PID/task/*/schedstat`, in nanoseconds, so no clock-tick
+//! sampling), and each round (one window per server, the order turning
+//! round by round) gives a ratio of servers that ran a few hundred
+//! milliseconds apart. The medians of those per-round ratios are what to
+//! quote; the spread shows how well the drift was cancelled.
+//!
+//! `echo-il WINDOW_MS ROUNDS CONNS SIZE NAME=PID:PORT...` (started by
+//! `cpu_il.sh`, which also starts and pins the servers).
+
+use std::io::{Read, Write};
+use std::time::{Duration, Instant};
+
+struct Server {
+    name: String,
+    pid: u32,
+    conns: Vec<fibra::net::TcpStream>,
+    /// Nanoseconds of CPU per round trip, one a round.
+    per_trip: Vec<f64>,
+}
+
+/// The CPU time of every thread of `pid`, in nanoseconds.
+fn cpu_ns(pid: u32) -> u64 {
+    let mut total = 0;
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let path = task.unwrap().path().join("schedstat");
+        // A thread may end between the listing and the read.
+        if let Ok(s) = std::fs::read_to_string(path) {
+            total += s.split(' ').next().unwrap().parse::<u64>().unwrap();
+        }
+    }
+    total
+}
+
+/// One window of load on `conns`: every connection makes round trips until
+/// `deadline`. Returns the round trips made.
+fn window(conns: &mut Vec<fibra::net::TcpStream>, size: usize, deadline: Instant) -> u64 {
+    let fibers: Vec<_> = conns
+        .drain(..)
+        .map(|mut s| {
+            fibra::spawn(move || {
+                let msg = vec![7u8; size];
+                let mut back = vec![0u8; size];
+                let mut n = 0u64;
+                while Instant::now() < deadline {
+                    s.write_all(&msg).unwrap();
+                    s.read_exact(&mut back).unwrap();
+                    n += 1;
+                }
+                (s, n)
+            })
+        })
+        .collect();
+    let mut trips = 0;
+    for f in fibers {
+        let (s, n) = f.join().unwrap();
+        conns.push(s);
+        trips += n;
+    }
+    trips
+}
+
+pub fn run(args: &[String]) {
+    let [window_ms, rounds, conns, size, servers @ ..] = args else {
+        eprintln!("usage: echo-il WINDOW_MS ROUNDS CONNS SIZE NAME=PID:PORT...");
+        std::process::exit(2);
+    };
+    let window_len = Duration::from_millis(window_ms.parse().unwrap());
+    let (rounds, conns, size): (usize, usize, usize) = (
+        rounds.parse().unwrap(),
+        conns.parse().unwrap(),
+        size.parse().unwrap(),
+    );
+    crate::echo::pin_to(1);
+    fibra::run(move || {
+        let mut all: Vec<Server> = servers
+            .iter()
+            .map(|spec| {
+                let (name, at) = spec.split_once('=').expect("NAME=PID:PORT");
+                let (pid, port) = at.split_once(':').expect("NAME=PID:PORT");
+                let port: u16 = port.parse().unwrap();
+                let conns = (0..conns)
+                    .map(|_| {
+                        let s = fibra::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+                        s.set_nodelay(true).unwrap();
+                        s
+                    })
+                    .collect();
+                Server {
+                    name: name.to_string(),
+                    pid: pid.parse().unwrap(),
+                    conns,
+                    per_trip: Vec::new(),
+                }
+            })
+            .collect();
+        // A first window each, not counted: every connection's fiber and
+        // buffers exist and have run once.
+        for s in &mut all {
+            window(&mut s.conns, size, Instant::now() + window_len);
+        }
+        let n = all.len();
+        for round in 0..rounds {
+            for i in 0..n {
+                let s = &mut all[(round + i) % n];
+                let before = cpu_ns(s.pid);
+                let trips = window(&mut s.conns, size, Instant::now() + window_len);
+                let used = cpu_ns(s.pid) - before;
+                s.per_trip.push(used as f64 / trips.max(1) as f64);
+            }
+        }
+        report(&all);
+    });
+}
+
+fn median(mut v: Vec<f64>) -> (f64, f64, f64) {
+    v.sort_by(f64::total_cmp);
+    (v[v.len() / 2], v[0], v[v.len() - 1])
+}
+
+fn report(all: &[Server]) {
+    println!(
+        "server CPU per round trip, median of the rounds (min–max), and its per-round ratio to the others:"
+    );
+    for s in all {
+        let (m, lo, hi) = median(s.per_trip.clone());
+        print!(
+            "{:<14} {:>6.2} us ({:.2}–{:.2})",
+            s.name,
+            m / 1e3,
+            lo / 1e3,
+            hi / 1e3
+        );
+        for o in all.iter().filter(|o| o.name != s.name) {
+            let ratios = s
+                .per_trip
+                .iter()
+                .zip(&o.per_trip)
+                .map(|(a, b)| a / b)
+                .collect();
+            let (m, lo, hi) = median(ratios);
+            print!("  /{} {m:.3} ({lo:.3}–{hi:.3})", o.name);
+        }
+        println!();
+    }
+}
