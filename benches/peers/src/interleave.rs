@@ -15,7 +15,8 @@
 //! quote; the spread shows how well the drift was cancelled.
 //!
 //! `echo-il WINDOW_MS ROUNDS CONNS SIZE NAME=PID:PORT...` (started by
-//! `cpu_il.sh`, which also starts and pins the servers).
+//! `cpu_il.sh`, which also starts and pins the servers; with
+//! `IL_WORKERS=2`, a load generator of two workers, unpinned).
 
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
@@ -42,12 +43,20 @@ fn cpu_ns(pid: u32) -> u64 {
 }
 
 /// One window of load on `conns`: every connection makes round trips until
-/// `deadline`. Returns the round trips made.
-fn window(conns: &mut Vec<fibra::net::TcpStream>, size: usize, deadline: Instant) -> u64 {
+/// `deadline`, connection `i` in a fiber on worker `i % workers`. Returns
+/// the round trips made.
+fn window(
+    rt: &fibra::Runtime<fibra::runtime::Workers>,
+    conns: &mut Vec<fibra::net::TcpStream>,
+    size: usize,
+    deadline: Instant,
+) -> u64 {
+    let workers = rt.workers();
     let fibers: Vec<_> = conns
         .drain(..)
-        .map(|mut s| {
-            fibra::spawn(move || {
+        .enumerate()
+        .map(|(i, mut s)| {
+            rt.spawn_on(i % workers, move || {
                 let msg = vec![7u8; size];
                 let mut back = vec![0u8; size];
                 let mut n = 0u64;
@@ -80,8 +89,14 @@ pub fn run(args: &[String]) {
         conns.parse().unwrap(),
         size.parse().unwrap(),
     );
-    crate::echo::pin_to(1);
-    fibra::run(move || {
+    // IL_WORKERS=2: a load generator of two workers, unpinned, for servers
+    // of two workers (as `cpu_ab2.sh`); else one, pinned to core 1.
+    let workers: usize = std::env::var("IL_WORKERS").map_or(1, |w| w.parse().unwrap());
+    if workers == 1 {
+        crate::echo::pin_to(1);
+    }
+    let rt = fibra::Runtime::builder().workers(workers).build().unwrap();
+    {
         let mut all: Vec<Server> = servers
             .iter()
             .map(|spec| {
@@ -106,20 +121,20 @@ pub fn run(args: &[String]) {
         // A first window each, not counted: every connection's fiber and
         // buffers exist and have run once.
         for s in &mut all {
-            window(&mut s.conns, size, Instant::now() + window_len);
+            window(&rt, &mut s.conns, size, Instant::now() + window_len);
         }
         let n = all.len();
         for round in 0..rounds {
             for i in 0..n {
                 let s = &mut all[(round + i) % n];
                 let before = cpu_ns(s.pid);
-                let trips = window(&mut s.conns, size, Instant::now() + window_len);
+                let trips = window(&rt, &mut s.conns, size, Instant::now() + window_len);
                 let used = cpu_ns(s.pid) - before;
                 s.per_trip.push(used as f64 / trips.max(1) as f64);
             }
         }
         report(&all);
-    });
+    }
 }
 
 fn median(mut v: Vec<f64>) -> (f64, f64, f64) {
