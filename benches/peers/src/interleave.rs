@@ -78,63 +78,123 @@ fn window(
     trips
 }
 
+/// Round trips on `conns` connections of `size` bytes to each server
+/// (`(name, pid, port)`), moved from one to the next every `window`, for
+/// `rounds` rounds, from fibers on `workers` workers (pinned or not as the
+/// caller's thread is). Returns each server's CPU a trip (ns), one a round.
+pub fn interleave(
+    servers: &[(String, u32, u16)],
+    conns: usize,
+    size: usize,
+    window_len: Duration,
+    rounds: usize,
+    workers: usize,
+) -> Vec<Vec<f64>> {
+    let rt = fibra::Runtime::builder().workers(workers).build().unwrap();
+    let mut all: Vec<Server> = servers
+        .iter()
+        .map(|(name, pid, port)| Server {
+            name: name.clone(),
+            pid: *pid,
+            conns: (0..conns)
+                .map(|_| {
+                    let s = fibra::net::TcpStream::connect(("127.0.0.1", *port)).unwrap();
+                    s.set_nodelay(true).unwrap();
+                    s
+                })
+                .collect(),
+            per_trip: Vec::new(),
+        })
+        .collect();
+    // A first window each, not counted: every connection's fiber and
+    // buffers exist and have run once.
+    for s in &mut all {
+        window(&rt, &mut s.conns, size, Instant::now() + window_len);
+    }
+    let n = all.len();
+    for round in 0..rounds {
+        for i in 0..n {
+            let s = &mut all[(round + i) % n];
+            let before = cpu_ns(s.pid);
+            let trips = window(&rt, &mut s.conns, size, Instant::now() + window_len);
+            let used = cpu_ns(s.pid) - before;
+            s.per_trip.push(used as f64 / trips.max(1) as f64);
+        }
+    }
+    all.into_iter().map(|s| s.per_trip).collect()
+}
+
+/// [`interleave`] of server kinds this process starts (each pins itself
+/// as `echo-server` does), killed after.
+pub fn interleave_kinds(
+    imps: &[&str],
+    conns: usize,
+    size: usize,
+    window_len: Duration,
+    rounds: usize,
+    workers: usize,
+) -> Vec<Vec<f64>> {
+    let mut children = Vec::new();
+    let servers: Vec<_> = imps
+        .iter()
+        .map(|imp| {
+            let port = crate::echo::free_port();
+            let child = crate::echo::start_server(imp, port);
+            let spec = (imp.to_string(), child.id(), port);
+            children.push(child);
+            spec
+        })
+        .collect();
+    let v = interleave(&servers, conns, size, window_len, rounds, workers);
+    for mut c in children {
+        c.kill().unwrap();
+        c.wait().unwrap();
+    }
+    v
+}
+
 pub fn run(args: &[String]) {
     let [window_ms, rounds, conns, size, servers @ ..] = args else {
         eprintln!("usage: echo-il WINDOW_MS ROUNDS CONNS SIZE NAME=PID:PORT...");
         std::process::exit(2);
     };
-    let window_len = Duration::from_millis(window_ms.parse().unwrap());
-    let (rounds, conns, size): (usize, usize, usize) = (
-        rounds.parse().unwrap(),
-        conns.parse().unwrap(),
-        size.parse().unwrap(),
-    );
+    let servers: Vec<(String, u32, u16)> = servers
+        .iter()
+        .map(|spec| {
+            let (name, at) = spec.split_once('=').expect("NAME=PID:PORT");
+            let (pid, port) = at.split_once(':').expect("NAME=PID:PORT");
+            (
+                name.to_string(),
+                pid.parse().unwrap(),
+                port.parse().unwrap(),
+            )
+        })
+        .collect();
     // IL_WORKERS=2: a load generator of two workers, unpinned, for servers
     // of two workers (as `cpu_ab2.sh`); else one, pinned to core 1.
     let workers: usize = std::env::var("IL_WORKERS").map_or(1, |w| w.parse().unwrap());
     if workers == 1 {
         crate::echo::pin_to(1);
     }
-    let rt = fibra::Runtime::builder().workers(workers).build().unwrap();
-    {
-        let mut all: Vec<Server> = servers
-            .iter()
-            .map(|spec| {
-                let (name, at) = spec.split_once('=').expect("NAME=PID:PORT");
-                let (pid, port) = at.split_once(':').expect("NAME=PID:PORT");
-                let port: u16 = port.parse().unwrap();
-                let conns = (0..conns)
-                    .map(|_| {
-                        let s = fibra::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
-                        s.set_nodelay(true).unwrap();
-                        s
-                    })
-                    .collect();
-                Server {
-                    name: name.to_string(),
-                    pid: pid.parse().unwrap(),
-                    conns,
-                    per_trip: Vec::new(),
-                }
-            })
-            .collect();
-        // A first window each, not counted: every connection's fiber and
-        // buffers exist and have run once.
-        for s in &mut all {
-            window(&rt, &mut s.conns, size, Instant::now() + window_len);
-        }
-        let n = all.len();
-        for round in 0..rounds {
-            for i in 0..n {
-                let s = &mut all[(round + i) % n];
-                let before = cpu_ns(s.pid);
-                let trips = window(&rt, &mut s.conns, size, Instant::now() + window_len);
-                let used = cpu_ns(s.pid) - before;
-                s.per_trip.push(used as f64 / trips.max(1) as f64);
-            }
-        }
-        report(&all);
-    }
+    let per_trip = interleave(
+        &servers,
+        conns.parse().unwrap(),
+        size.parse().unwrap(),
+        Duration::from_millis(window_ms.parse().unwrap()),
+        rounds.parse().unwrap(),
+        workers,
+    );
+    let all: Vec<Server> = servers
+        .into_iter()
+        .zip(per_trip)
+        .map(|((name, pid, _), per_trip)| Server {
+            name,
+            pid,
+            conns: Vec::new(),
+            per_trip,
+        })
+        .collect();
+    report(&all);
 }
 
 fn median(mut v: Vec<f64>) -> (f64, f64, f64) {

@@ -9,9 +9,11 @@
 //! cores); `TARGETS=switch,echo` picks rows (`switch`, `echo`, `echo2`,
 //! `million`), `TARGET_PAIRS` sets the pairs per row (default 5). Rows
 //! without a target (`coro-floor`, `epoll-floor-bufs`) place the floor
-//! between fibra and the epoll loop.
+//! between fibra and the epoll loop. The echo CPU rows are not pairs of
+//! runs but rounds of servers interleaved in 50 ms windows
+//! (`TARGET_ROUNDS`, default 300; see `interleave`).
 
-use crate::{echo, floor, million};
+use crate::{echo, floor, interleave, million};
 
 /// One row's pairs: fibra's figure and the reference's, per pair.
 struct Pairs {
@@ -164,6 +166,24 @@ fn echo_rows(n: usize, two_workers: bool) {
         ("fibra", "epoll-floor", echo::load)
     };
     let workers = if two_workers { 2 } else { 1 };
+    let shared = if two_workers {
+        "fibra-shared-2w"
+    } else {
+        "fibra-shared"
+    };
+    // The CPU rows: every server of a configuration up at once, the load
+    // moved from one to the next every 50 ms (see `interleave`), so each
+    // round's ratio compares runs a fraction of a second apart; this
+    // host's speed drifts from second to second, which 3 s runs back to
+    // back (the pairs of the other rows) do not cancel.
+    let rounds = std::env::var("TARGET_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n: &usize| n > 0)
+        .unwrap_or(300);
+    println!(
+        "  (echo CPU rows: the servers interleaved in 50 ms windows, median of {rounds} rounds' ratios)"
+    );
     for (conns, size) in [
         (1, 64),
         (50, 64),
@@ -172,29 +192,54 @@ fn echo_rows(n: usize, two_workers: bool) {
         (50, 4096),
         (1000, 4096),
     ] {
-        Pairs::measure(
-            n,
-            || echo::measure_once(fibra, conns, size, load).1,
-            || echo::measure_once(floor, conns, size, load).1,
-        )
-        .print(
+        let mut imps = vec![fibra, floor];
+        // The floor of any stackful design: the floor's loop with a
+        // corosensei coroutine per connection (its own stack, its buffer
+        // on it) and no runtime. Its distance to the epoll floor is what
+        // stackful tasks cost; fibra's distance to it, what fibra's
+        // runtime costs.
+        if !two_workers {
+            imps.push("coro-floor");
+        }
+        // At 1 000 connections: the same server written as the floor is
+        // (no buffer while a connection waits, `readable`; one buffer per
+        // thread, `try_read`, `try_write`): what the runtime costs when
+        // the program is the same. And the floor with a buffer per
+        // connection: how much of the gap fibra's 16 KiB buffer per
+        // connection (tokio's and may's servers have one too), cold after
+        // the other 999, is alone.
+        if conns == 1000 {
+            imps.push(shared);
+            if !two_workers {
+                imps.push("epoll-floor-bufs");
+            }
+        }
+        let us = interleave::interleave_kinds(
+            &imps,
+            conns,
+            size,
+            std::time::Duration::from_millis(50),
+            rounds,
+            workers,
+        );
+        let pairs = |a: &str, b: &str| {
+            let of = |imp: &str| -> Vec<f64> {
+                let i = imps.iter().position(|&x| x == imp).unwrap();
+                us[i].iter().map(|ns| ns / 1e3).collect()
+            };
+            Pairs {
+                fibra: of(a),
+                reference: of(b),
+            }
+        };
+        pairs(fibra, floor).print(
             &format!("echo CPU/trip, {workers}w, {conns} x {size} B"),
             "us",
             "epoll floor",
             1.05,
         );
         if !two_workers {
-            // The floor of any stackful design: the floor's loop with a
-            // corosensei coroutine per connection (its own stack, its
-            // buffer on it) and no runtime. Its distance to the epoll
-            // floor is what stackful tasks cost; fibra's distance to it,
-            // what fibra's runtime costs.
-            Pairs::measure(
-                n,
-                || echo::measure_once("coro-floor", conns, size, load).1,
-                || echo::measure_once(floor, conns, size, load).1,
-            )
-            .print(
+            pairs("coro-floor", floor).print(
                 "  stackful floor: coroutines, no runtime",
                 "us",
                 "epoll floor",
@@ -202,44 +247,20 @@ fn echo_rows(n: usize, two_workers: bool) {
             );
         }
         if conns == 1000 {
-            // The same server written as the floor is: no buffer while a
-            // connection waits (`readable`), one buffer per thread
-            // (`try_read`, `try_write`). Its own row, against the same
-            // floor: what the runtime costs when the program is the same.
-            let shared = if two_workers {
-                "fibra-shared-2w"
-            } else {
-                "fibra-shared"
-            };
-            Pairs::measure(
-                n,
-                || echo::measure_once(shared, conns, size, load).1,
-                || echo::measure_once(floor, conns, size, load).1,
-            )
-            .print(
+            pairs(shared, floor).print(
                 "  the same, fibra with one buffer per thread",
                 "us",
                 "epoll floor",
                 1.05,
             );
-        }
-        if !two_workers && conns == 1000 {
-            // The floor reads every connection into one buffer, always in
-            // cache; fibra's server (like tokio's and may's) has a 16 KiB
-            // buffer per connection, cold after the other 999. This row
-            // shows how much of the gap that alone is: the same floor with
-            // a buffer per connection (no target of its own).
-            Pairs::measure(
-                n,
-                || echo::measure_once(fibra, conns, size, load).1,
-                || echo::measure_once("epoll-floor-bufs", conns, size, load).1,
-            )
-            .print(
-                "  the same, floor with per-conn. buffers",
-                "us",
-                "epoll-floor-bufs",
-                1.05,
-            );
+            if !two_workers {
+                pairs(fibra, "epoll-floor-bufs").print(
+                    "  the same, floor with per-conn. buffers",
+                    "us",
+                    "epoll-floor-bufs",
+                    1.05,
+                );
+            }
         }
     }
     if two_workers {
