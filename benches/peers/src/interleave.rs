@@ -6,12 +6,12 @@
 //! neighbour's load), two such runs differ by 20–40 % whatever the servers
 //! are, and a ratio of two runs mostly measures the drift. Here every
 //! server keeps its connections open for the whole run, and the load
-//! moves from one server to the next every window (200 ms, say): a
+//! moves from one server to the next every window (50 ms, say): a
 //! server's CPU time is read before and after each of its windows (the sum
 //! of `/proc/PID/task/*/schedstat`, in nanoseconds, so no clock-tick
 //! sampling), and each round (one window per server, the order turning
-//! round by round) gives a ratio of servers that ran a few hundred
-//! milliseconds apart. The medians of those per-round ratios are what to
+//! round by round) gives a ratio of servers that ran a fraction of a
+//! second apart. The medians of those per-round ratios are what to
 //! quote; the spread shows how well the drift was cancelled.
 //!
 //! `echo-il WINDOW_MS ROUNDS CONNS SIZE NAME=PID:PORT...` (started by
@@ -22,7 +22,6 @@ use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
 struct Server {
-    name: String,
     pid: u32,
     conns: Vec<fibra::net::TcpStream>,
     /// Nanoseconds of CPU per round trip, one a round.
@@ -79,11 +78,11 @@ fn window(
 }
 
 /// Round trips on `conns` connections of `size` bytes to each server
-/// (`(name, pid, port)`), moved from one to the next every `window`, for
+/// (`(pid, port)`), moved from one to the next every `window`, for
 /// `rounds` rounds, from fibers on `workers` workers (pinned or not as the
 /// caller's thread is). Returns each server's CPU a trip (ns), one a round.
 pub fn interleave(
-    servers: &[(String, u32, u16)],
+    servers: &[(u32, u16)],
     conns: usize,
     size: usize,
     window_len: Duration,
@@ -93,8 +92,7 @@ pub fn interleave(
     let rt = fibra::Runtime::builder().workers(workers).build().unwrap();
     let mut all: Vec<Server> = servers
         .iter()
-        .map(|(name, pid, port)| Server {
-            name: name.clone(),
+        .map(|(pid, port)| Server {
             pid: *pid,
             conns: (0..conns)
                 .map(|_| {
@@ -106,8 +104,8 @@ pub fn interleave(
             per_trip: Vec::new(),
         })
         .collect();
-    // A first window each, not counted: every connection's fiber and
-    // buffers exist and have run once.
+    // A first window each, not counted: every server has made its
+    // connections' fibers and buffers and run each once.
     for s in &mut all {
         window(&rt, &mut s.conns, size, Instant::now() + window_len);
     }
@@ -140,7 +138,7 @@ pub fn interleave_kinds(
         .map(|imp| {
             let port = crate::echo::free_port();
             let child = crate::echo::start_server(imp, port);
-            let spec = (imp.to_string(), child.id(), port);
+            let spec = (child.id(), port);
             children.push(child);
             spec
         })
@@ -158,18 +156,17 @@ pub fn run(args: &[String]) {
         eprintln!("usage: echo-il WINDOW_MS ROUNDS CONNS SIZE NAME=PID:PORT...");
         std::process::exit(2);
     };
-    let servers: Vec<(String, u32, u16)> = servers
+    let (names, servers): (Vec<String>, Vec<(u32, u16)>) = servers
         .iter()
         .map(|spec| {
             let (name, at) = spec.split_once('=').expect("NAME=PID:PORT");
             let (pid, port) = at.split_once(':').expect("NAME=PID:PORT");
             (
                 name.to_string(),
-                pid.parse().unwrap(),
-                port.parse().unwrap(),
+                (pid.parse().unwrap(), port.parse().unwrap()),
             )
         })
-        .collect();
+        .unzip();
     // IL_WORKERS=2: a load generator of two workers, unpinned, for servers
     // of two workers (as `cpu_ab2.sh`); else one, pinned to core 1.
     let workers: usize = std::env::var("IL_WORKERS").map_or(1, |w| w.parse().unwrap());
@@ -184,17 +181,7 @@ pub fn run(args: &[String]) {
         rounds.parse().unwrap(),
         workers,
     );
-    let all: Vec<Server> = servers
-        .into_iter()
-        .zip(per_trip)
-        .map(|((name, pid, _), per_trip)| Server {
-            name,
-            pid,
-            conns: Vec::new(),
-            per_trip,
-        })
-        .collect();
-    report(&all);
+    report(&names, &per_trip);
 }
 
 fn median(mut v: Vec<f64>) -> (f64, f64, f64) {
@@ -202,28 +189,26 @@ fn median(mut v: Vec<f64>) -> (f64, f64, f64) {
     (v[v.len() / 2], v[0], v[v.len() - 1])
 }
 
-fn report(all: &[Server]) {
+/// Each server's median CPU a trip (ns in, µs out) and the median of its
+/// per-round ratios to each other server.
+fn report(names: &[String], per_trip: &[Vec<f64>]) {
     println!(
         "server CPU per round trip, median of the rounds (min–max), and its per-round ratio to the others:"
     );
-    for s in all {
-        let (m, lo, hi) = median(s.per_trip.clone());
+    for (i, (name, mine)) in names.iter().zip(per_trip).enumerate() {
+        let (m, lo, hi) = median(mine.clone());
         print!(
-            "{:<14} {:>6.2} us ({:.2}–{:.2})",
-            s.name,
+            "{name:<14} {:>6.2} us ({:.2}–{:.2})",
             m / 1e3,
             lo / 1e3,
             hi / 1e3
         );
-        for o in all.iter().filter(|o| o.name != s.name) {
-            let ratios = s
-                .per_trip
-                .iter()
-                .zip(&o.per_trip)
-                .map(|(a, b)| a / b)
-                .collect();
-            let (m, lo, hi) = median(ratios);
-            print!("  /{} {m:.3} ({lo:.3}–{hi:.3})", o.name);
+        for (j, (other, theirs)) in names.iter().zip(per_trip).enumerate() {
+            if i != j {
+                let ratios = mine.iter().zip(theirs).map(|(a, b)| a / b).collect();
+                let (m, lo, hi) = median(ratios);
+                print!("  /{other} {m:.3} ({lo:.3}–{hi:.3})");
+            }
         }
         println!();
     }
