@@ -24,8 +24,18 @@ use std::time::{Duration, Instant};
 struct Server {
     pid: u32,
     conns: Vec<fibra::net::TcpStream>,
+    got: Measured,
+}
+
+/// What [`interleave`] measured of one server.
+#[derive(Default)]
+pub struct Measured {
     /// Nanoseconds of CPU per round trip, one a round.
-    per_trip: Vec<f64>,
+    pub per_trip: Vec<f64>,
+    /// The 99th percentile of the round trips' latency (µs), one a round.
+    pub p99: Vec<f64>,
+    /// Every eighth round trip's latency (µs) over all rounds.
+    pub latencies: Vec<f64>,
 }
 
 /// The CPU time of every thread of `pid`, in nanoseconds.
@@ -43,13 +53,13 @@ fn cpu_ns(pid: u32) -> u64 {
 
 /// One window of load on `conns`: every connection makes round trips until
 /// `deadline`, connection `i` in a fiber on worker `i % workers`. Returns
-/// the round trips made.
+/// the round trips made and every eighth one's latency (µs).
 fn window(
     rt: &fibra::Runtime<fibra::runtime::Workers>,
     conns: &mut Vec<fibra::net::TcpStream>,
     size: usize,
     deadline: Instant,
-) -> u64 {
+) -> (u64, Vec<f64>) {
     let workers = rt.workers();
     let fibers: Vec<_> = conns
         .drain(..)
@@ -58,29 +68,44 @@ fn window(
             rt.spawn_on(i % workers, move || {
                 let msg = vec![7u8; size];
                 let mut back = vec![0u8; size];
-                let mut n = 0u64;
-                while Instant::now() < deadline {
+                let (mut n, mut lat) = (0u64, Vec::new());
+                let phase = (i % 8) as u64;
+                loop {
+                    let t = Instant::now();
+                    if t >= deadline {
+                        break;
+                    }
                     s.write_all(&msg).unwrap();
                     s.read_exact(&mut back).unwrap();
+                    if n % 8 == phase {
+                        lat.push(t.elapsed().as_nanos() as f64 / 1e3);
+                    }
                     n += 1;
                 }
-                (s, n)
+                (s, n, lat)
             })
         })
         .collect();
-    let mut trips = 0;
+    let (mut trips, mut latencies) = (0, Vec::new());
     for f in fibers {
-        let (s, n) = f.join().unwrap();
+        let (s, n, mut lat) = f.join().unwrap();
         conns.push(s);
         trips += n;
+        latencies.append(&mut lat);
     }
-    trips
+    (trips, latencies)
+}
+
+/// The `p` quantile of `v` (sorted here).
+pub fn quantile(v: &mut [f64], p: f64) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[((v.len().max(1) - 1) as f64 * p) as usize]
 }
 
 /// Round trips on `conns` connections of `size` bytes to each server
 /// (`(pid, port)`), moved from one to the next every `window`, for
 /// `rounds` rounds, from fibers on `workers` workers (pinned or not as the
-/// caller's thread is). Returns each server's CPU a trip (ns), one a round.
+/// caller's thread is). Returns what it measured of each server.
 pub fn interleave(
     servers: &[(u32, u16)],
     conns: usize,
@@ -88,7 +113,7 @@ pub fn interleave(
     window_len: Duration,
     rounds: usize,
     workers: usize,
-) -> Vec<Vec<f64>> {
+) -> Vec<Measured> {
     let rt = fibra::Runtime::builder().workers(workers).build().unwrap();
     let mut all: Vec<Server> = servers
         .iter()
@@ -101,7 +126,7 @@ pub fn interleave(
                     s
                 })
                 .collect(),
-            per_trip: Vec::new(),
+            got: Measured::default(),
         })
         .collect();
     // A first window each, not counted: every server has made its
@@ -114,12 +139,16 @@ pub fn interleave(
         for i in 0..n {
             let s = &mut all[(round + i) % n];
             let before = cpu_ns(s.pid);
-            let trips = window(&rt, &mut s.conns, size, Instant::now() + window_len);
+            let (trips, mut lat) = window(&rt, &mut s.conns, size, Instant::now() + window_len);
             let used = cpu_ns(s.pid) - before;
-            s.per_trip.push(used as f64 / trips.max(1) as f64);
+            s.got.per_trip.push(used as f64 / trips.max(1) as f64);
+            if !lat.is_empty() {
+                s.got.p99.push(quantile(&mut lat, 0.99));
+                s.got.latencies.append(&mut lat);
+            }
         }
     }
-    all.into_iter().map(|s| s.per_trip).collect()
+    all.into_iter().map(|s| s.got).collect()
 }
 
 /// [`interleave`] of server kinds this process starts (each pins itself
@@ -131,7 +160,7 @@ pub fn interleave_kinds(
     window_len: Duration,
     rounds: usize,
     workers: usize,
-) -> Vec<Vec<f64>> {
+) -> Vec<Measured> {
     let mut children = Vec::new();
     let servers: Vec<_> = imps
         .iter()
@@ -181,6 +210,7 @@ pub fn run(args: &[String]) {
         rounds.parse().unwrap(),
         workers,
     );
+    let per_trip: Vec<Vec<f64>> = per_trip.into_iter().map(|m| m.per_trip).collect();
     report(&names, &per_trip);
 }
 

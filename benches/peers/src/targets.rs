@@ -7,10 +7,10 @@
 //!
 //! `cargo run --release -- targets` runs them all (about 15 minutes on two
 //! cores); `TARGETS=switch,echo` picks rows (`switch`, `echo`, `echo2`,
-//! `million`), `TARGET_PAIRS` sets the pairs per row (default 5). Rows
+//! `p99`, `million`), `TARGET_PAIRS` sets the pairs per row (default 5). Rows
 //! without a target (`coro-floor`, `epoll-floor-bufs`) place the floor
-//! between fibra and the epoll loop. The echo CPU rows are not pairs of
-//! runs but rounds of servers interleaved in 50 ms windows
+//! between fibra and the epoll loop. The echo rows (CPU and p99) are not
+//! pairs of runs but rounds of servers interleaved in 50 ms windows
 //! (`TARGET_ROUNDS`, default 300; see `interleave`).
 
 use crate::{echo, floor, interleave, million};
@@ -80,6 +80,15 @@ fn spread(mut v: Vec<f64>) -> (f64, f64, f64) {
     (v[v.len() / 2], v[0], v[v.len() - 1])
 }
 
+/// Rounds of the interleaved echo rows (`TARGET_ROUNDS`, 300).
+fn rounds() -> usize {
+    std::env::var("TARGET_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n: &usize| n > 0)
+        .unwrap_or(300)
+}
+
 fn wanted(row: &str) -> bool {
     std::env::var("TARGETS").map_or(true, |list| list.split(',').any(|w| w == row))
 }
@@ -103,10 +112,13 @@ pub fn run() {
         switch_rows(n);
     }
     if wanted("echo") {
-        echo_rows(n, false);
+        echo_rows(false);
     }
     if wanted("echo2") {
-        echo_rows(n, true);
+        echo_rows(true);
+    }
+    if wanted("p99") {
+        p99_rows();
     }
     if wanted("million") {
         million_rows(n);
@@ -151,19 +163,15 @@ fn switch_rows(n: usize) {
     );
 }
 
-/// A load generator of `echo`: port, connections, message size.
-type LoadFn = fn(u16, usize, usize) -> echo::Load;
-
 /// Server CPU per round trip against the floor's, in every configuration
-/// of the row, and (two workers) the p99 at 100 connections against tokio's
-/// and the floor's.
-fn echo_rows(n: usize, two_workers: bool) {
-    let (fibra, floor, load): (&str, &str, LoadFn) = if two_workers {
+/// of the row.
+fn echo_rows(two_workers: bool) {
+    let (fibra, floor) = if two_workers {
         echo::unpin();
-        ("fibra-2w", "epoll-floor-2w", echo::load_two_workers)
+        ("fibra-2w", "epoll-floor-2w")
     } else {
         echo::pin_to(1);
-        ("fibra", "epoll-floor", echo::load)
+        ("fibra", "epoll-floor")
     };
     let workers = if two_workers { 2 } else { 1 };
     let shared = if two_workers {
@@ -176,13 +184,9 @@ fn echo_rows(n: usize, two_workers: bool) {
     // round's ratio compares runs a fraction of a second apart; this
     // host's speed drifts from second to second, which 3 s runs back to
     // back (the pairs of the other rows) do not cancel.
-    let rounds = std::env::var("TARGET_ROUNDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .filter(|&n: &usize| n > 0)
-        .unwrap_or(300);
+    let rounds = rounds();
     println!(
-        "  (echo CPU rows: the servers interleaved in 50 ms windows, median of {rounds} rounds' ratios)"
+        "  (echo rows: the servers interleaved in 50 ms windows, median of {rounds} rounds' ratios)"
     );
     for (conns, size) in [
         (1, 64),
@@ -225,7 +229,7 @@ fn echo_rows(n: usize, two_workers: bool) {
         let pairs = |a: &str, b: &str| {
             let of = |imp: &str| -> Vec<f64> {
                 let i = imps.iter().position(|&x| x == imp).unwrap();
-                us[i].iter().map(|ns| ns / 1e3).collect()
+                us[i].per_trip.iter().map(|ns| ns / 1e3).collect()
             };
             Pairs {
                 fibra: of(a),
@@ -261,16 +265,6 @@ fn echo_rows(n: usize, two_workers: bool) {
                     1.05,
                 );
             }
-        }
-    }
-    if two_workers {
-        for reference in ["tokio-2w", "epoll-floor-2w"] {
-            Pairs::measure(
-                n,
-                || echo::measure_once(fibra, 100, 64, load).3,
-                || echo::measure_once(reference, 100, 64, load).3,
-            )
-            .print("echo p99, 2w, 100 x 64 B", "us", reference, 1.0);
         }
     }
 }
@@ -332,4 +326,39 @@ fn cpu() -> String {
         field("model"),
         field("model name")
     )
+}
+
+/// The two-worker echo tail at 100 connections against tokio's and the
+/// floor's: the three servers interleaved as the CPU rows are, each
+/// round's p99 of each (every eighth trip's latency), and the p99 of all
+/// of a server's samples together.
+fn p99_rows() {
+    echo::unpin();
+    let (workers, rounds) = (2, rounds());
+    let imps = ["fibra-2w", "tokio-2w", "epoll-floor-2w"];
+    let mut got = interleave::interleave_kinds(
+        &imps,
+        100,
+        64,
+        std::time::Duration::from_millis(50),
+        rounds,
+        workers,
+    );
+    let pooled: Vec<f64> = got
+        .iter_mut()
+        .map(|m| interleave::quantile(&mut m.latencies, 0.99))
+        .collect();
+    for (i, reference) in imps.iter().enumerate().skip(1) {
+        Pairs {
+            fibra: got[0].p99.clone(),
+            reference: got[i].p99.clone(),
+        }
+        .print("echo p99, 2w, 100 x 64 B", "us", reference, 1.0);
+        println!(
+            "    p99 of all samples: fibra {:.0} us, {reference} {:.0} us: {:.2}x",
+            pooled[0],
+            pooled[i],
+            pooled[0] / pooled[i]
+        );
+    }
 }
