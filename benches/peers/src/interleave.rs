@@ -102,18 +102,29 @@ pub fn quantile(v: &mut [f64], p: f64) -> f64 {
     v[((v.len().max(1) - 1) as f64 * p) as usize]
 }
 
-/// Round trips on `conns` connections of `size` bytes to each server
-/// (`(pid, port)`), moved from one to the next every `window`, for
-/// `rounds` rounds, from fibers on `workers` workers (pinned or not as the
-/// caller's thread is). Returns what it measured of each server.
-pub fn interleave(
-    servers: &[(u32, u16)],
-    conns: usize,
-    size: usize,
-    window_len: Duration,
-    rounds: usize,
-    workers: usize,
-) -> Vec<Measured> {
+/// The load of an interleaved run: `conns` connections of `size`-byte
+/// round trips to each server, moved from one server to the next every
+/// `window`, for `rounds` rounds, from fibers on `workers` workers (pinned
+/// or not as the caller's thread is).
+#[derive(Clone, Copy)]
+pub struct Plan {
+    pub conns: usize,
+    pub size: usize,
+    pub window: Duration,
+    pub rounds: usize,
+    pub workers: usize,
+}
+
+/// Runs `plan` on each server (`(pid, port)`); returns what it measured of
+/// each.
+pub fn interleave(servers: &[(u32, u16)], plan: &Plan) -> Vec<Measured> {
+    let Plan {
+        conns,
+        size,
+        window: window_len,
+        rounds,
+        workers,
+    } = *plan;
     let rt = fibra::Runtime::builder().workers(workers).build().unwrap();
     let mut all: Vec<Server> = servers
         .iter()
@@ -153,14 +164,7 @@ pub fn interleave(
 
 /// [`interleave`] of server kinds this process starts (each pins itself
 /// as `echo-server` does), killed after.
-pub fn interleave_kinds(
-    imps: &[&str],
-    conns: usize,
-    size: usize,
-    window_len: Duration,
-    rounds: usize,
-    workers: usize,
-) -> Vec<Measured> {
+pub fn interleave_kinds(imps: &[&str], plan: &Plan) -> Vec<Measured> {
     let mut children = Vec::new();
     let servers: Vec<_> = imps
         .iter()
@@ -172,7 +176,7 @@ pub fn interleave_kinds(
             spec
         })
         .collect();
-    let v = interleave(&servers, conns, size, window_len, rounds, workers);
+    let v = interleave(&servers, plan);
     for mut c in children {
         c.kill().unwrap();
         c.wait().unwrap();
@@ -202,14 +206,14 @@ pub fn run(args: &[String]) {
     if workers == 1 {
         crate::echo::pin_to(1);
     }
-    let per_trip = interleave(
-        &servers,
-        conns.parse().unwrap(),
-        size.parse().unwrap(),
-        Duration::from_millis(window_ms.parse().unwrap()),
-        rounds.parse().unwrap(),
+    let plan = Plan {
+        conns: conns.parse().unwrap(),
+        size: size.parse().unwrap(),
+        window: Duration::from_millis(window_ms.parse().unwrap()),
+        rounds: rounds.parse().unwrap(),
         workers,
-    );
+    };
+    let per_trip = interleave(&servers, &plan);
     let per_trip: Vec<Vec<f64>> = per_trip.into_iter().map(|m| m.per_trip).collect();
     report(&names, &per_trip);
 }

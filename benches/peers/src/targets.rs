@@ -218,14 +218,14 @@ fn echo_rows(two_workers: bool) {
                 imps.push("epoll-floor-bufs");
             }
         }
-        let us = interleave::interleave_kinds(
-            &imps,
+        let plan = interleave::Plan {
             conns,
             size,
-            std::time::Duration::from_millis(50),
+            window: std::time::Duration::from_millis(50),
             rounds,
             workers,
-        );
+        };
+        let us = interleave::interleave_kinds(&imps, &plan);
         let pairs = |a: &str, b: &str| {
             let of = |imp: &str| -> Vec<f64> {
                 let i = imps.iter().position(|&x| x == imp).unwrap();
@@ -334,16 +334,15 @@ fn cpu() -> String {
 /// of a server's samples together.
 fn p99_rows() {
     echo::unpin();
-    let (workers, rounds) = (2, rounds());
     let imps = ["fibra-2w", "tokio-2w", "epoll-floor-2w"];
-    let mut got = interleave::interleave_kinds(
-        &imps,
-        100,
-        64,
-        std::time::Duration::from_millis(50),
-        rounds,
-        workers,
-    );
+    let plan = interleave::Plan {
+        conns: 100,
+        size: 64,
+        window: std::time::Duration::from_millis(50),
+        rounds: rounds(),
+        workers: 2,
+    };
+    let mut got = interleave::interleave_kinds(&imps, &plan);
     let pooled: Vec<f64> = got
         .iter_mut()
         .map(|m| interleave::quantile(&mut m.latencies, 0.99))
