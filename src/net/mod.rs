@@ -37,7 +37,7 @@
 //! tries the syscall and, only if it would block, leaves the task's
 //! `Waker` with the reactor for that socket and direction. Drive the
 //! futures from a fiber with [`block_on_future`](crate::block_on_future);
-//! [`Sleep`](crate::Sleep) is the timer. `examples/hyper_hello.rs` has
+//! `fibra::Sleep` (with the same feature) is the timer. `examples/hyper_hello.rs` has
 //! the few adapters hyper 1 needs (`rt::Read`/`rt::Write`, an executor, a
 //! timer), to copy.
 //!
