@@ -343,6 +343,7 @@ fn may_lateness(spread_us: u64) -> f64 {
 
 mod coro_floor;
 mod echo;
+mod epoll_floor;
 mod floor;
 #[cfg(feature = "hook")]
 mod hook;
