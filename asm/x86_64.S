@@ -7,45 +7,61 @@
 # ## The switch frame
 #
 # A suspended context is nothing but a stack pointer. At that address lies the
-# frame below, pushed by `fibra_0_1_switch` on the way out and popped on the way
-# back in (addresses grow upwards):
+# frame below, written by the first half of the switch (`switch` in
+# src/arch/x86_64.rs, inline assembly) just below the stack pointer of the
+# code that parks, and popped by the second half, `fibra_0_1_switch_tail`
+# here (addresses grow upwards):
 #
-#     sp + 32  | ...caller's frame...          (16-byte aligned for a new fiber)
-#     sp + 24  | return address                 where `ret` resumes the context
+#     sp + 32  | ...the parked code's frame... (16-byte aligned for a new fiber)
+#     sp + 24  | resume point                   where the tail jumps to
 #     sp + 20  | x87 control word (16 bits) + 16 bits of padding
 #     sp + 16  | MXCSR (32 bits)
 #     sp +  8  | rbp
 #     sp +  0  | rbx                            <- saved stack pointer
 #
 # The ABI makes rbx, rbp, r12-r15, rsp, the control bits of MXCSR and the
-# x87 control word callee-saved. The routine keeps rbx, rbp and the FP
-# words itself; r12-r15 it leaves to its one caller, which calls it from
-# inline assembly that declares them clobbered (`switch` in
-# src/arch/x86_64.rs), so the compiler saves them only if they hold
-# something live, and the function that parks (the block is inlined into
-# it) has saved them for its own callers in its prologue anyway.
-# Everything else is caller-saved. So this routine is not a C function:
-# nothing may call it but that block.
+# x87 control word callee-saved. The switch keeps rbx, rbp and the FP words
+# itself; r12-r15 and every other register its inline assembly declares
+# clobbered, so the compiler saves only those it has live across the switch
+# (and the function that parks, into which the block is inlined, has saved
+# r12-r15 for its own callers in its prologue anyway).
 #
-# A new fiber gets the same frame, built by `init_stack` in Rust: the return
-# address is `fibra_0_1_trampoline`, rbx holds the entry's data pointer, rbp
+# A new fiber gets the same frame, built by `init_stack` in Rust: the resume
+# point is `fibra_0_1_trampoline`, rbx holds the entry's data pointer, rbp
 # the entry function (the trampoline zeroes it, so frame-pointer walkers
 # stop there), and the FP words are the ABI defaults (MXCSR 0x1F80, x87 CW
 # 0x037F).
 
-# ## Why `ret` and not `jmp`
+# ## No call, no return: why a switch leaves the return stack alone
 #
-# A `ret` keeps the return stack buffer balanced for the resumed context's
-# own returns, unlike Boost.Context's `pop; jmp`. The block that calls this
-# routine is inlined into the code that parks (`Core::switch_to` in
-# src/scheduler/core/switch.rs), so our `ret` is predicted right when the
-# outgoing context called it from the same place (two fibers yielding in
-# one loop, many fibers waiting in the same `read`) and mispredicted once
-# otherwise, where a Rust frame of its own around the call only moved that
-# misprediction to the frame's return and added its register saves. A
-# fiber's first entry and its final switch are jumps, so that they keep the
-# buffer balanced too (see "A fiber's first and last switch" below).
-# Generators pair a call with a return instead: see "Generators" below.
+# The CPU predicts each `ret` from its return stack buffer, a short stack of
+# the return addresses of the calls it has seen. A switch made by calling a
+# routine that ends in `ret` pushes an entry in one context and pops it in
+# another: the `ret` goes where the resumed context called from, the buffer
+# predicts where the parked one did, and unless the two called the switch
+# from the very same place it is mispredicted (about 20 cycles). Two fibers
+# yielding from loops of their own did so at every yield, and a fiber and
+# the scheduler's loop at every park and every wake-up.
+#
+# So a fiber switch neither calls nor returns. Its first half is inline
+# assembly in the code that parks: it writes the frame above with its own
+# label as the resume point, and jumps here; the tail resumes the other
+# context with an indirect `jmp` to that context's resume point, which the
+# CPU predicts from where the jump comes from and the branches before it
+# (one jump here for every switch; a context's resume point is the same
+# each time it parks in the same place). The return stack holds only the
+# calls each context made itself, so a context that comes back to the code
+# it parked in returns through its own frames as predicted as any code,
+# whatever ran in between. (Boost.Context's `pop; jmp` is a different
+# thing: its switch is called, so the call's entry stays behind.) Two
+# fibers yielding to each other from loops of their own took 13.6 ns a
+# yield with the routine called and returned from, 7.0 with this, on the
+# Zen 5 host of 2026-11-28 (`TARGETS=switch` in `benches/peers`).
+#
+# A frame of Rust's own between the blocking call and the switch still
+# costs a mispredicted return when its context resumes, unless the
+# context that ran before came through the same code: that is why the park
+# path is inlined into its callers (see `Core::switch_to`).
 #
 # ## The FP control words: what they cost, and why MXCSR is loaded blind
 #
@@ -63,7 +79,7 @@
 # An earlier version read the stored word back to load only on a
 # difference: that load waited for the microcoded store, about 1.3 ns per
 # round trip. `cd benches/peers && cargo run --release -- switch` prints
-# the routine beside one that stores MXCSR and never loads it, the floor
+# the switch beside one that stores MXCSR and never loads it, the floor
 # of any switch that keeps it.
 #
 # The x87 control word is the other way round: `fnstcw` is cheap, and
@@ -74,40 +90,28 @@
 
     .text
 
-# usize fibra_0_1_switch(void **save_sp /* rdi */, void *load_sp /* rsi */, usize arg /* rdx */)
+# The second half of every fiber switch, jumped to (never called) by the
+# first half (`switch` in src/arch/x86_64.rs) and by a fiber's final switch
+# (the trampoline below), with:
 #
-# Saves the current context, writes its stack pointer to *save_sp, resumes the
-# context whose stack pointer is load_sp and returns `arg` in *that* context
-# (as the return value of its own call to fibra_0_1_switch, or in rax for
-# the trampoline of a new fiber). Clobbers r12-r15 (see "The switch frame").
-    .globl fibra_0_1_switch
-    .hidden fibra_0_1_switch
-    .type fibra_0_1_switch,@function
+#   rsp = the incoming context's saved stack pointer (its frame, above)
+#   ecx = the outgoing context's x87 control word
+#   rdx = `arg`, which the incoming context gets in rax
+#
+# It loads the incoming context's FP words, rbp and rbx, and jumps to its
+# resume point with its stack pointer as it was before its switch.
+#
+# The CFI describes the frame, so that an unwinder stopped here (a
+# profiler's sample) walks the incoming context, which is well formed.
+    .globl fibra_0_1_switch_tail
+    .hidden fibra_0_1_switch_tail
+    .type fibra_0_1_switch_tail,@function
     .p2align 4
-fibra_0_1_switch:
     .cfi_startproc
-    # Save MXCSR and the x87 control word of the outgoing context first...
-    subq $8, %rsp
-    .cfi_adjust_cfa_offset 8
-    stmxcsr (%rsp)
-    fnstcw 4(%rsp)
-    # ...then rbp and rbx.
-    pushq %rbp
-    .cfi_adjust_cfa_offset 8
-    .cfi_rel_offset %rbp, 0
-    pushq %rbx
-    .cfi_adjust_cfa_offset 8
-    .cfi_rel_offset %rbx, 0
-    # The outgoing x87 control word, to compare with the incoming one.
-    movzwl 20(%rsp), %ecx
-    # The switch itself. The incoming stack holds a frame of the same layout,
-    # so the CFI above stays true: an unwinder stopped here walks the incoming
-    # context instead of the outgoing one, and both are well formed.
-    movq %rsp, (%rdi)
-    movq %rsi, %rsp
-
-    # A fiber's final switch (the trampoline) joins here by a jump, with the
-    # outgoing x87 control word in ecx.
+    .cfi_def_cfa_offset 32
+    .cfi_offset %rbx, -32
+    .cfi_offset %rbp, -24
+    .cfi_offset %rip, -8
 fibra_0_1_switch_tail:
     # MXCSR is loaded every time (cheap); the x87 control word only if it
     # differs from the outgoing one (`fldcw` is not).
@@ -124,27 +128,23 @@ fibra_0_1_switch_tail:
     .cfi_restore %rbp
     addq $8, %rsp
     .cfi_adjust_cfa_offset -8
-    # Hand `arg` to the incoming context and resume it: with `ret`, or
-    # with a jump for a new fiber (see "A fiber's first and last switch").
-    movq %rdx, %rax
-    leaq fibra_0_1_trampoline(%rip), %rcx
-    cmpq %rcx, (%rsp)
-    je 5f
-    ret
-5:
-    addq $8, %rsp
+    popq %rcx
     .cfi_adjust_cfa_offset -8
-    jmp fibra_0_1_trampoline
+    .cfi_register %rip, %rcx
+    # Hand `arg` to the incoming context and resume it.
+    movq %rdx, %rax
+    jmpq *%rcx
     .cfi_restore_state
     # Out-of-line, rarely taken: the incoming context runs with other FP modes.
 4:
     fldcw 20(%rsp)
     jmp 3b
     .cfi_endproc
-    .size fibra_0_1_switch, .-fibra_0_1_switch
+    .size fibra_0_1_switch_tail, .-fibra_0_1_switch_tail
 
-# The first code a new fiber runs, entered by a jump from the second half of
-# the switch, and the last: see "A fiber's first and last switch" below.
+# The first code a new fiber runs, entered by the jump of the switch's tail
+# to the resume point of its first frame, and the last: see "A fiber's first
+# and last switch" below.
 #
 # On entry: rax = the `arg` of the switch that started us, rbx = data pointer,
 # rbp = entry function
@@ -177,7 +177,7 @@ fibra_0_1_trampoline:
     # The entry has returned, in rax and rdx, the context to resume for good
     # and the `arg` it gets: the fiber's final switch. This context is never
     # resumed, so nothing of it is saved: only its x87 control word is read,
-    # for the second half of the switch to compare with the incoming one.
+    # for the tail of the switch to compare with the incoming one.
     subq $8, %rsp
     .cfi_adjust_cfa_offset 8
     fnstcw 4(%rsp)
@@ -190,38 +190,22 @@ fibra_0_1_trampoline:
 
 # ## A fiber's first and last switch
 #
-# A `ret` pops the return stack whether or not it goes where the CPU
-# predicted. So a fiber entered with `ret` (into the trampoline, which no
-# call put there) would both mispredict and use up the entry that the
-# switch's own call pushed, the one its context needs to resume with a
-# predicted `ret` later. Likewise a fiber that made its final switch with a
-# call from deep in its exit path would leave the entries of that path on
-# the return stack, and the resumed context's returns would be predicted
-# from them: wrong, one after another, until they ran out. That was the
-# case of every spawn + join (the joiner resumed three frames deep in
-# `join`), costing a few dozen cycles out of a couple of hundred.
-#
-# So both ends are jumps, and a fiber's whole life is balanced on the
-# return stack:
-#
-# - The second half of the switch recognises a new fiber's frame, whose
-#   return address is the trampoline, and jumps there instead of
-#   returning. (The comparison is two instructions; no context saved by a
-#   switch can have that return address, as the trampoline never switches.)
-# - The entry function returns to the trampoline, which jumps into the
-#   second half of the switch with the context that runs next. Its `ret`
-#   pops the entry that the switch into the fiber left: when the fiber
-#   hands control back to the context that started it (a `join`), every
-#   return of that context is predicted right.
+# A fiber's life is balanced on the return stack, as every switch is: it is
+# entered by the tail's jump, to the trampoline (the resume point of its
+# first frame), which calls the entry function; the entry returns to the
+# trampoline, and the final switch is a jump into the tail. So the context
+# that runs after it (a `join` waiting for it, often) finds the return
+# stack as it left it. (When fibers were switched by a call and a `ret`, a
+# fiber that left from deep in its exit path left that path's entries
+# behind, and a joiner resumed three frames deep in `join` mispredicted
+# each of its returns: a few dozen cycles of a couple of hundred.)
 
 # ## Generators: entered by a call, left by the matching return
 #
-# A fiber switch resumes the other context with `ret`, which the CPU predicts
-# from its return stack: right when both contexts called the switch from the
-# same place, as fibers do. A generator's two sides never do (`next` on one,
-# `yield_` on the other), so every return after such a switch would be
-# mispredicted. So, as corosensei does, a generator is entered by a *call*
-# and left by the *return that matches it*:
+# A generator is the one context that is entered like a function and left
+# like its return, and its switches say so: as corosensei does, it is
+# entered by a *call* and left by the *return that matches it*, which the
+# return stack predicts (and `next`'s caller's own returns after it too):
 #
 # - `Generator::next` calls `fibra_0_1_resume` from inline assembly
 #   (`resume` in src/arch/x86_64.rs). It pushes the caller's rbp and rbx

@@ -1,8 +1,10 @@
-//! Builds three copies of fibra's switch routine for the `floor` table: the
-//! file as shipped (symbols renamed so they do not clash with the crate's),
-//! the same routine with the MXCSR / x87 control-word save and load taken
-//! out, to show what those words cost on this machine, and one that stores
-//! MXCSR but never loads it, the floor of any switch that keeps it.
+//! Builds three copies of the second half of fibra's switch (and of its
+//! trampoline) for the `floor` table: the file as shipped (symbols renamed
+//! so they do not clash with the crate's), the same with the MXCSR / x87
+//! control-word load taken out, to show what those words cost on this
+//! machine, and one that never loads MXCSR, for the switch that stores it
+//! and never loads it, the floor of any switch that keeps it. The first
+//! halves, inline assembly in fibra, are copied in `src/floor.rs`.
 
 use std::{env, fs, path::Path};
 
@@ -10,14 +12,12 @@ fn main() {
     let src = Path::new("../../asm/x86_64.S");
     println!("cargo:rerun-if-changed={}", src.display());
     let text = fs::read_to_string(src).expect("asm/x86_64.S");
-    // Every symbol of the file, renamed (`fibra_0_1_switch` becomes
-    // `floor_full_switch`, and so on).
+    // Every symbol of the file, renamed (`fibra_0_1_switch_tail` becomes
+    // `floor_full_switch_tail`, and so on).
     let full = text.replace("fibra_0_1_", "floor_full_");
     let mut no_fp = text.replace("fibra_0_1_", "floor_nofp_");
     for line in [
-        "    stmxcsr (%rsp)\n",
         "    fnstcw 4(%rsp)\n",
-        "    movzwl 20(%rsp), %ecx\n",
         "    movzwl 4(%rsp), %ecx\n",
         "    ldmxcsr 16(%rsp)\n",
         "    cmpw 20(%rsp), %cx\n",

@@ -117,4 +117,4 @@ pub(crate) fn range_unmapped(_lo: usize, _hi: usize) {
 }
 
 #[cfg(not(all(target_arch = "x86_64", target_os = "linux")))]
-compile_error!("fibra supports x86_64 Linux only (the switch routine is in asm/x86_64.S)");
+compile_error!("fibra supports x86_64 Linux only (its context switch is x86_64 assembly)");

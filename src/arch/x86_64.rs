@@ -1,12 +1,14 @@
 //! The Rust face of `asm/x86_64.S`.
 //!
-//! The register contract, repeated from the assembly: `fibra_0_1_switch`
-//! saves rbx, rbp, the return address, MXCSR and the x87 control word on
-//! the outgoing stack, stores that stack pointer through `save_sp`, loads
-//! `load_sp`, pops the same frame from it, and returns `arg` there. It
-//! clobbers r12–r15 and every caller-saved register: [`switch`] calls it
-//! from inline assembly that says so, and the compiler saves what it has
-//! live (the routine is not a C function, and nothing else calls it).
+//! The register contract, repeated from the assembly: a fiber's [`switch`]
+//! is inline assembly that writes rbx, rbp, its resume point, MXCSR and the
+//! x87 control word just below the stack pointer, stores that frame's
+//! address through `save_sp`, loads `load_sp` and jumps to
+//! `fibra_0_1_switch_tail`, which pops the same frame from it and jumps to
+//! that context's resume point with `arg` in rax. No call and no return:
+//! each context's return stack entries stay its own (see "No call, no
+//! return" there). Every other register, r12–r15 included, is declared
+//! clobbered, so the compiler saves what it has live.
 //!
 //! A generator's switches ([`resume`], [`suspend`]) save only rbx, rbp and
 //! the resume point, in a frame of three words, the same way: inline
@@ -18,10 +20,9 @@ use std::arch::{asm, global_asm};
 global_asm!(include_str!("../../asm/x86_64.S"), options(att_syntax));
 
 unsafe extern "C" {
-    /// Not a C function (it clobbers r12–r15): called from [`switch`]'s
-    /// inline assembly only (rdi: `save_sp`, rsi: `load_sp`, rdx: `arg`;
-    /// returns in rax).
-    fn fibra_0_1_switch();
+    /// Not a function: the second half of a fiber switch, jumped to by
+    /// [`switch`]'s inline assembly and by the trampoline.
+    fn fibra_0_1_switch_tail();
     fn fibra_0_1_trampoline();
     /// Not a C function: it keeps only rbx and rbp, so it is called from
     /// [`resume`]'s inline assembly only (rdi: `save_sp`, rsi: `load_sp`,
@@ -96,9 +97,9 @@ pub(crate) fn prefetch_line(p: *const u8) {
     unsafe { _mm_prefetch::<_MM_HINT_T0>(p.cast()) };
 }
 
-/// Bytes a [`switch`] pushes on the stack it leaves, below the stack
-/// pointer of the code that calls it: the call's return address, the FP
-/// control words, rbp and rbx.
+/// Bytes a [`switch`] writes on the stack it leaves, below the stack
+/// pointer of the code that switches: its resume point, the FP control
+/// words, rbp and rbx.
 pub(crate) const SWITCH_PUSHES: usize = 32;
 
 /// Bytes a [`resume`] pushes on its caller's stack: the call's return
@@ -118,33 +119,6 @@ pub(crate) fn probe_pushes<const BYTES: usize>() {
     unsafe { asm!("cmpb $0, -{n}(%rsp)", n = const BYTES, options(att_syntax, readonly)) };
 }
 
-/// Calls `$routine` (`fibra_0_1_switch` or `fibra_0_1_resume`) with
-/// `save_sp` in rdi, `load_sp` in rsi and `arg` in rdx, and evaluates to
-/// what it returns in rax. Both routines keep rbx, rbp and rsp only, so the
-/// block declares r12–r15 clobbered besides the C ABI's caller-saved
-/// registers, and the compiler saves around it only what it has live.
-/// Used inside `unsafe`, with the routines' own safety contracts.
-macro_rules! call_routine {
-    ($routine:ident, $save_sp:expr, $load_sp:expr, $arg:expr) => {{
-        let got: usize;
-        asm!(
-            "call {routine}",
-            routine = sym $routine,
-            in("rdi") $save_sp,
-            in("rsi") $load_sp,
-            in("rdx") $arg,
-            lateout("rax") got,
-            out("r12") _,
-            out("r13") _,
-            out("r14") _,
-            out("r15") _,
-            clobber_abi("C"),
-            options(att_syntax)
-        );
-        got
-    }};
-}
-
 /// Builds the first switch frame at the top of a fiber's stack and returns
 /// the stack pointer to hand to [`switch`].
 ///
@@ -158,7 +132,7 @@ pub(crate) unsafe fn init_stack(top: *mut u8, entry: EntryFn, data: *mut u8) -> 
         data as usize as u64,                     // rbx: the entry's data
         entry as *const () as u64,                // rbp: the entry function
         DEFAULT_FP_WORDS,                         // MXCSR, x87 control word
-        fibra_0_1_trampoline as *const () as u64, // where the first `ret` goes
+        fibra_0_1_trampoline as *const () as u64, // the first resume point
     ];
     // SAFETY: forwarded from the caller.
     unsafe { write_first_frame(top, frame) }
@@ -214,16 +188,59 @@ unsafe fn write_first_frame<const WORDS: usize>(top: *mut u8, frame: [u64; WORDS
 /// may cross the switch (fiber entries catch every panic).
 #[inline(always)]
 pub(crate) unsafe fn switch(save_sp: *mut *mut u8, load_sp: *mut u8, arg: usize) -> usize {
-    // The routine writes `*save_sp` and the frame it pushes below the
-    // return address of the call, which the block may use (no `nostack`;
-    // rsp is aligned for a call on entry, as Rust guarantees); every
-    // register it or the contexts that run before this one resumes may
-    // change is declared clobbered, and it comes back (by a `ret` from
-    // another context's switch, or from the final switch of a fiber) with
-    // rbx, rbp, rsp and the FP control words as they were.
-    // SAFETY: as just argued, with the caller's guarantees on `save_sp`
-    // and `load_sp`.
-    unsafe { call_routine!(fibra_0_1_switch, save_sp, load_sp, arg) }
+    // The block writes the switch frame of `asm/x86_64.S` (resume point
+    // `2:`, FP words, rbp, rbx) in the 32 bytes below the stack pointer,
+    // stores the frame's address through `save_sp`, and continues on the
+    // incoming context's frame with `fibra_0_1_switch_tail`, which jumps to
+    // that context's resume point. When this context is resumed, the tail
+    // has popped the frame, restoring rbx, rbp, the FP words and the stack
+    // pointer, and jumps to `2:` with `arg` in rax; every other register is
+    // declared clobbered, r12-r15 included, so the compiler keeps nothing
+    // in them across the block.
+    //
+    // Stores rather than pushes, as in `suspend`: the stack pointer of this
+    // (inlined) function changes at one instruction only, the load of the
+    // incoming context's, so the unwind info the compiler wrote for the
+    // function stays true at every other instruction of the block. The 32
+    // bytes are inside the red zone, which signal delivery skips, and the
+    // compiler keeps nothing there across a block that does not say
+    // `nostack`.
+    //
+    // The inputs are in fixed registers that the block reads before it
+    // writes anything but rax (not an input) and rcx (after the last read
+    // of them); the incoming frame was written by this same block in
+    // another context, or by `init_stack`.
+    let got: usize;
+    // SAFETY: as argued above, with the caller's guarantees on `save_sp`
+    // and `load_sp`; everything else is declared clobbered.
+    unsafe {
+        asm!(
+            "stmxcsr -16(%rsp)",
+            "fnstcw -12(%rsp)",
+            "leaq 2f(%rip), %rax",
+            "movq %rax, -8(%rsp)",
+            "movq %rbp, -24(%rsp)",
+            "movq %rbx, -32(%rsp)",
+            "leaq -32(%rsp), %rax",
+            "movq %rax, (%rdi)",
+            "movzwl -12(%rsp), %ecx",
+            "movq %rsi, %rsp",
+            "jmp {tail}",
+            "2:",
+            tail = sym fibra_0_1_switch_tail,
+            in("rdi") save_sp,
+            in("rsi") load_sp,
+            in("rdx") arg,
+            lateout("rax") got,
+            out("r12") _,
+            out("r13") _,
+            out("r14") _,
+            out("r15") _,
+            clobber_abi("C"),
+            options(att_syntax)
+        );
+    }
+    got
 }
 
 /// Enters a generator: like [`switch`], but the generator's context is
@@ -244,6 +261,7 @@ pub(crate) unsafe fn switch(save_sp: *mut *mut u8, load_sp: *mut u8, arg: usize)
 /// frame of another layout.
 #[inline(always)]
 pub(crate) unsafe fn resume(save_sp: *mut *mut u8, load_sp: *mut u8, arg: usize) -> usize {
+    let got: usize;
     // The routine writes `*save_sp` and the 24 bytes it pushes below the
     // return address of the call, which the block may use (no `nostack`;
     // rsp is aligned for a call on entry, as Rust guarantees); every
@@ -252,7 +270,23 @@ pub(crate) unsafe fn resume(save_sp: *mut *mut u8, load_sp: *mut u8, arg: usize)
     // rbp and rsp as they were.
     // SAFETY: as just argued, with the caller's guarantees on `save_sp`
     // and `load_sp`.
-    unsafe { call_routine!(fibra_0_1_resume, save_sp, load_sp, arg) }
+    unsafe {
+        asm!(
+            "call {routine}",
+            routine = sym fibra_0_1_resume,
+            in("rdi") save_sp,
+            in("rsi") load_sp,
+            in("rdx") arg,
+            lateout("rax") got,
+            out("r12") _,
+            out("r13") _,
+            out("r14") _,
+            out("r15") _,
+            clobber_abi("C"),
+            options(att_syntax)
+        );
+    }
+    got
 }
 
 /// Leaves a generator for the context that entered it with [`resume`],
@@ -409,7 +443,7 @@ mod tests {
             Some(fde),
             "one FDE for the whole trampoline"
         );
-        let switch = super::fibra_0_1_switch as *const () as usize;
+        let switch = super::fibra_0_1_switch_tail as *const () as usize;
         assert_ne!(fde_start(switch), Some(fde));
         // The same for a generator's.
         let trampoline = super::fibra_0_1_generator_trampoline as *const () as usize;

@@ -1,13 +1,16 @@
-//! The floor under every fibra switch: the switch routine alone, two
-//! contexts handing control back and forth from one shared loop (so every
-//! `ret` is predicted, as in corosensei's resume + suspend), with no
-//! scheduler around it.
+//! The floor under every fibra switch: the switch alone, two contexts
+//! handing control back and forth from one shared loop (as in corosensei's
+//! resume + suspend), with no scheduler around it.
 //!
-//! Three copies of `asm/x86_64.S` are built by `build.rs`: as shipped,
-//! without the MXCSR / x87 control-word save, and storing MXCSR without
-//! ever loading it. The first two differ by what the System V rule "the FP
-//! control words are callee-saved" costs per round trip on this machine;
-//! the third is the floor of any routine that keeps them.
+//! A fibra switch is two halves: inline assembly in the code that parks
+//! (`arch::switch` in fibra's `src/arch/x86_64.rs`, copied below), and the
+//! tail in `asm/x86_64.S`. Three copies of the tail are built by
+//! `build.rs`: as shipped, without the MXCSR / x87 control-word load, and
+//! without the MXCSR load only. With the matching first halves they make
+//! the switch as shipped, the switch without the FP words (what the System
+//! V rule "the FP control words are callee-saved" costs per round trip on
+//! this machine), and one that stores MXCSR without ever loading it, the
+//! floor of any switch that keeps it.
 
 use std::arch::global_asm;
 use std::time::Instant;
@@ -25,86 +28,163 @@ global_asm!(
     options(att_syntax)
 );
 
-// Not C functions: the routine clobbers r12-r15, so it is called from
-// inline assembly that says so (see `ping_pong`), as fibra's `arch::switch`
-// calls it.
+// Not functions: the second halves, jumped to by `first_half!`.
 unsafe extern "C" {
-    fn floor_full_switch();
+    fn floor_full_switch_tail();
     fn floor_full_trampoline();
-    fn floor_nofp_switch();
+    fn floor_nofp_switch_tail();
     fn floor_nofp_trampoline();
-    fn floor_store_switch();
+    fn floor_store_switch_tail();
     fn floor_store_trampoline();
 }
 
-type SwitchFn = unsafe extern "C" fn();
-
-/// The two contexts' saved stack pointers and the routine they use.
-struct Pair {
-    sp: [*mut u8; 2],
-    switch: SwitchFn,
-}
-
-/// One switch to the other context of `pair`, from `me`.
-///
-/// The routine keeps rbx, rbp and the FP words; everything else is
-/// declared clobbered, as in fibra's `arch::switch`.
-#[inline(always)]
-fn switch_once(pair: *mut Pair, me: usize) {
-    // SAFETY: the other context is suspended with its sp in the pair
-    // (built by `run` or saved by its own switch), on a live stack.
-    unsafe {
-        let other = (*pair).sp[1 - me];
+/// The first half of a switch to the context saved at `$load`, saving this
+/// one's stack pointer at `$save`: fibra's `arch::switch`, with (`fp`) or
+/// without (`nofp`) the FP control words' save, jumping to `$tail`.
+macro_rules! first_half {
+    (fp, $tail:ident, $save:expr, $load:expr) => {
         std::arch::asm!(
-            "call {f}",
-            f = in(reg) (*pair).switch,
-            in("rdi") &raw mut (*pair).sp[me],
-            in("rsi") other,
+            "stmxcsr -16(%rsp)",
+            "fnstcw -12(%rsp)",
+            "leaq 2f(%rip), %rax",
+            "movq %rax, -8(%rsp)",
+            "movq %rbp, -24(%rsp)",
+            "movq %rbx, -32(%rsp)",
+            "leaq -32(%rsp), %rax",
+            "movq %rax, (%rdi)",
+            "movzwl -12(%rsp), %ecx",
+            "movq %rsi, %rsp",
+            "jmp {tail}",
+            "2:",
+            tail = sym $tail,
+            in("rdi") $save,
+            in("rsi") $load,
             in("rdx") 0usize,
+            lateout("rax") _,
             out("r12") _,
             out("r13") _,
             out("r14") _,
             out("r15") _,
             clobber_abi("C"),
-        );
-    }
+            options(att_syntax)
+        )
+    };
+    (nofp, $tail:ident, $save:expr, $load:expr) => {
+        std::arch::asm!(
+            "leaq 2f(%rip), %rax",
+            "movq %rax, -8(%rsp)",
+            "movq %rbp, -24(%rsp)",
+            "movq %rbx, -32(%rsp)",
+            "leaq -32(%rsp), %rax",
+            "movq %rax, (%rdi)",
+            "movq %rsi, %rsp",
+            "jmp {tail}",
+            "2:",
+            tail = sym $tail,
+            in("rdi") $save,
+            in("rsi") $load,
+            in("rdx") 0usize,
+            lateout("rax") _,
+            out("r12") _,
+            out("r13") _,
+            out("r14") _,
+            out("r15") _,
+            clobber_abi("C"),
+            options(att_syntax)
+        )
+    };
 }
 
-/// Both contexts run this loop, so both call the routine from one site.
+/// The two contexts' saved stack pointers.
+struct Pair {
+    sp: [*mut u8; 2],
+}
+
+/// One way of switching: its first half and its tail's trampoline.
+trait Switch {
+    /// Switches from context `me` of `pair` to the other one.
+    ///
+    /// # Safety
+    ///
+    /// The other context is suspended with its sp in the pair (built by
+    /// `run` or saved by its own switch), on a live stack.
+    unsafe fn once(pair: *mut Pair, me: usize);
+    const TRAMPOLINE: unsafe extern "C" fn();
+}
+
+struct Full;
+struct NoFp;
+struct Store;
+
+impl Switch for Full {
+    #[inline(always)]
+    unsafe fn once(pair: *mut Pair, me: usize) {
+        // SAFETY: forwarded from the caller; the block is fibra's switch.
+        unsafe {
+            let other = (*pair).sp[1 - me];
+            first_half!(fp, floor_full_switch_tail, &raw mut (*pair).sp[me], other);
+        }
+    }
+    const TRAMPOLINE: unsafe extern "C" fn() = floor_full_trampoline;
+}
+
+impl Switch for NoFp {
+    #[inline(always)]
+    unsafe fn once(pair: *mut Pair, me: usize) {
+        // SAFETY: forwarded from the caller; a tail without FP words pairs
+        // with a first half without them.
+        unsafe {
+            let other = (*pair).sp[1 - me];
+            first_half!(nofp, floor_nofp_switch_tail, &raw mut (*pair).sp[me], other);
+        }
+    }
+    const TRAMPOLINE: unsafe extern "C" fn() = floor_nofp_trampoline;
+}
+
+impl Switch for Store {
+    #[inline(always)]
+    unsafe fn once(pair: *mut Pair, me: usize) {
+        // SAFETY: forwarded from the caller; the tail loads the x87 word
+        // and not MXCSR, which the first half stores all the same.
+        unsafe {
+            let other = (*pair).sp[1 - me];
+            first_half!(fp, floor_store_switch_tail, &raw mut (*pair).sp[me], other);
+        }
+    }
+    const TRAMPOLINE: unsafe extern "C" fn() = floor_store_trampoline;
+}
+
+/// Both contexts run this loop, so both switch from one site.
 #[inline(never)]
-fn ping_pong(pair: *mut Pair, me: usize, rounds: u64) {
+fn ping_pong<S: Switch>(pair: *mut Pair, me: usize, rounds: u64) {
     for _ in 0..rounds {
-        switch_once(pair, me);
+        // SAFETY: the other context is suspended in its own switch (or
+        // new, built by `run`).
+        unsafe { S::once(pair, me) };
     }
 }
 
-unsafe extern "C" fn partner(_arg: usize, pair: *mut u8) -> ! {
+unsafe extern "C" fn partner<S: Switch>(_arg: usize, pair: *mut u8) -> ! {
     loop {
-        ping_pong(pair.cast(), 1, u64::MAX);
+        ping_pong::<S>(pair.cast(), 1, u64::MAX);
     }
 }
 
-/// A yield as a fiber makes it, with no scheduler: a function of its own
-/// that switches and returns to its caller.
+/// The measuring context's loop, a switch site of its own, as a fiber's
+/// loop that calls `yield_now` (inlined, with the switch) is.
 #[inline(never)]
-fn yield_once(pair: *mut Pair, me: usize) {
-    switch_once(pair, me);
-}
-
-/// The measuring context's loop of `yield_once`, a call site of its own.
-#[inline(never)]
-fn loop_here(pair: *mut Pair, _me: usize, rounds: u64) {
+fn loop_here<S: Switch>(pair: *mut Pair, _me: usize, rounds: u64) {
     for _ in 0..rounds {
-        yield_once(pair, 0);
+        // SAFETY: as in `ping_pong`.
+        unsafe { S::once(pair, 0) };
     }
 }
 
-/// The partner's loop, another call site: each return from `yield_once`
-/// lands where the other context's call left the return stack pointing,
-/// as `yield_now` between two fibers' loops does.
-unsafe extern "C" fn partner_elsewhere(_arg: usize, pair: *mut u8) -> ! {
+/// The partner's loop, another switch site, as the other fiber's loop.
+unsafe extern "C" fn partner_elsewhere<S: Switch>(_arg: usize, pair: *mut u8) -> ! {
     loop {
-        yield_once(pair.cast(), 1);
+        // SAFETY: as in `ping_pong`.
+        unsafe { S::once(pair.cast(), 1) };
         std::hint::black_box(());
     }
 }
@@ -112,19 +192,18 @@ unsafe extern "C" fn partner_elsewhere(_arg: usize, pair: *mut u8) -> ! {
 type LoopFn = fn(*mut Pair, usize, u64);
 type EntryFn = unsafe extern "C" fn(usize, *mut u8) -> !;
 
-fn run(switch: SwitchFn, trampoline: unsafe extern "C" fn(), main: LoopFn, entry: EntryFn) -> f64 {
+fn run<S: Switch>(main: LoopFn, entry: EntryFn) -> f64 {
     const ROUNDS: u64 = 20_000_000;
     let stack = vec![0u8; 64 << 10];
     let top = (stack.as_ptr() as usize + stack.len()) & !15;
     let mut pair = Pair {
         sp: [std::ptr::null_mut(); 2],
-        switch,
     };
     let frame: [u64; 4] = [
-        &raw mut pair as u64,           // rbx: the entry's data
-        entry as *const () as u64,      // rbp: the entry
-        0x1F80 | (0x037F << 32),        // MXCSR, x87 CW
-        trampoline as *const () as u64, // first ret
+        &raw mut pair as u64,              // rbx: the entry's data
+        entry as *const () as u64,         // rbp: the entry
+        0x1F80 | (0x037F << 32),           // MXCSR, x87 CW
+        S::TRAMPOLINE as *const () as u64, // the first resume point
     ];
     let sp = (top - 32) as *mut [u64; 4];
     // SAFETY: the 32 bytes below the 16-aligned top of `stack` are ours.
@@ -139,35 +218,24 @@ fn run(switch: SwitchFn, trampoline: unsafe extern "C" fn(), main: LoopFn, entry
 }
 
 pub fn with_fp_words() -> f64 {
-    run(floor_full_switch, floor_full_trampoline, ping_pong, partner)
+    run::<Full>(ping_pong::<Full>, partner::<Full>)
 }
 
 pub fn without_fp_words() -> f64 {
-    run(floor_nofp_switch, floor_nofp_trampoline, ping_pong, partner)
+    run::<NoFp>(ping_pong::<NoFp>, partner::<NoFp>)
 }
 
-/// The floor of any switch that keeps each context's MXCSR: the routine
+/// The floor of any switch that keeps each context's MXCSR: the switch
 /// that stores it (`stmxcsr`, which must be) and never loads it back.
 pub fn mxcsr_stored_only() -> f64 {
-    run(
-        floor_store_switch,
-        floor_store_trampoline,
-        ping_pong,
-        partner,
-    )
+    run::<Store>(ping_pong::<Store>, partner::<Store>)
 }
 
 /// The floor of `yield_now` between two fibers with no scheduler: fibra's
-/// routine as shipped, each context switching from a function of its own
-/// called from a loop of its own, so each return to a loop mispredicts as
-/// it does between two fibers. Per round trip (two yields).
+/// switch as shipped, each context switching from a loop of its own, as two
+/// fibers' loops that call `yield_now` do. Per round trip (two yields).
 pub fn two_sites() -> f64 {
-    run(
-        floor_full_switch,
-        floor_full_trampoline,
-        loop_here,
-        partner_elsewhere,
-    )
+    run::<Full>(loop_here::<Full>, partner_elsewhere::<Full>)
 }
 
 /// What keeping a context's MXCSR costs a round trip at the least: the two

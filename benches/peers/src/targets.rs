@@ -128,7 +128,7 @@ pub fn run() {
 fn switch_rows(n: usize) {
     let coro = crate::corosensei_resume_suspend;
     Pairs::measure(n, floor::with_fp_words, coro).print(
-        "switch routine alone, FP words kept",
+        "the switch alone, FP words kept",
         "ns/rt",
         "corosensei resume+susp.",
         2.0,
@@ -152,11 +152,11 @@ fn switch_rows(n: usize) {
         "corosensei resume+susp.",
         2.0,
     );
-    // The same switches with no scheduler: fibra's routine called from a
-    // function of each context's own loop, whose returns mispredict as
-    // those of two fibers' loops do (see `floor::two_sites`).
+    // The same switches with no scheduler: fibra's switch made from each
+    // context's own loop, as two fibers' loops make it (see
+    // `floor::two_sites`).
     Pairs::measure(n, || floor::two_sites() / 2.0, coro).print(
-        "  its floor: the routine, two call sites",
+        "  its floor: the switch alone, two loops",
         "ns",
         "corosensei resume+susp.",
         2.0,

@@ -9,31 +9,28 @@ impl Core {
     /// Suspends `from` and resumes `to`.
     ///
     /// Inlined into its callers (the park and yield paths, themselves
-    /// inlined into theirs), so the switch routine returns straight into the
-    /// code that parked. When a context resumes, the CPU's return stack
-    /// still holds the calls of the context that switched to it, so the
-    /// first return that differs between the two is mispredicted (about 20
-    /// cycles): the routine's own `ret` when they parked in different
-    /// places, none when they came through the very same code (two fibers
-    /// yielding in one loop, many fibers waiting in the same `read`). A
-    /// frame of this function's own between the routine and its caller
-    /// moved that misprediction one return up and cost its call, return
-    /// and six register saves and restores on every switch (its callers
-    /// expect r12–r15 kept, which the routine does not keep): 1.1 ns of a
-    /// 16.2 ns yield on the Zen 4 host (`TARGETS=switch` in `benches/peers`,
-    /// the medians of five runs). (A fiber's final switch is made by its
-    /// trampoline instead: see [`Core::exit_current`].)
+    /// inlined into theirs), so the switch resumes straight into the code
+    /// that parked. The switch neither calls nor returns (see "No call, no
+    /// return" in `asm/x86_64.S`): the CPU's return stack keeps the calls
+    /// of whichever context ran last, so a context that resumes and returns
+    /// through frames of its own that the other context did not come
+    /// through mispredicts each of those returns (about 20 cycles). A frame
+    /// of this function's own between the switch and its caller would be
+    /// one more such return, and cost its call, return and six register
+    /// saves and restores on every switch (its callers expect r12–r15
+    /// kept, which the switch does not keep): 1.1 ns of a 16.2 ns yield on
+    /// the Zen 4 host (`TARGETS=switch` in `benches/peers`, the medians of
+    /// five runs). (A fiber's final switch is made by its trampoline
+    /// instead: see [`Core::exit_current`].)
     ///
-    /// Each frame between a blocking call and the switch costs the same
-    /// mispredicted return when its context resumes, unless the other
-    /// context came through the very same frames or left the return stack
-    /// as it found it (a fiber that ran from its start to its end). That is
-    /// why the park path (`park_current`, `park`, [`Core::park_raw`]) is
-    /// inlined into its callers, and why the root parks by switching
-    /// straight to the next fiber instead of through [`Core::run_root`]'s
-    /// loop (from a function of its own, `park_root`: one frame more for
-    /// the root, and a fiber's park path without the root's code in its
-    /// cache lines).
+    /// Each frame between a blocking call and the switch costs the same,
+    /// unless the other context came through the very same frames (many
+    /// fibers waiting in the same `read`). That is why the park path
+    /// (`park_current`, `park`, [`Core::park_raw`]) is inlined into its
+    /// callers, and why the root parks by switching straight to the next
+    /// fiber instead of through [`Core::run_root`]'s loop (from a function
+    /// of its own, `park_root`: one frame more for the root, and a fiber's
+    /// park path without the root's code in its cache lines).
     ///
     /// The caller has chosen `to` (marked running, out of the run queue)
     /// and settled `from`'s state (parked, queued, or done) with no borrow
