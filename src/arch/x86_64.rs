@@ -107,10 +107,10 @@ pub(crate) const SWITCH_PUSHES: usize = 32;
 pub(crate) const RESUME_PUSHES: usize = 24;
 
 /// Reads the lowest of the `BYTES` below the stack pointer, which a switch
-/// made from the same frame is about to push (see [`SWITCH_PUSHES`] and
+/// made from the same frame is about to write (see [`SWITCH_PUSHES`] and
 /// [`RESUME_PUSHES`]): if they would run off the stack, the fault comes
-/// here, before the switch, and not in the routine. Inlined: from a frame
-/// of its own it would probe deeper, which only makes it stricter.
+/// here, before the switch, and not in the middle of it. Inlined: from a
+/// frame of its own it would probe deeper, which only makes it stricter.
 #[inline(always)]
 pub(crate) fn probe_pushes<const BYTES: usize>() {
     // SAFETY: reads a byte `BYTES` below the stack pointer, in the area a
@@ -206,10 +206,10 @@ pub(crate) unsafe fn switch(save_sp: *mut *mut u8, load_sp: *mut u8, arg: usize)
     // compiler keeps nothing there across a block that does not say
     // `nostack`.
     //
-    // The inputs are in fixed registers that the block reads before it
-    // writes anything but rax (not an input) and rcx (after the last read
-    // of them); the incoming frame was written by this same block in
-    // another context, or by `init_stack`.
+    // The inputs are in fixed registers (rdi, rsi, rdx) that the block
+    // never writes: it writes rax and rcx only, neither an input. The
+    // incoming frame was written by this same block in another context,
+    // or by `init_stack`.
     let got: usize;
     // SAFETY: as argued above, with the caller's guarantees on `save_sp`
     // and `load_sp`; everything else is declared clobbered.
@@ -355,11 +355,12 @@ pub(crate) unsafe fn suspend(save_sp: *mut *mut u8, load_sp: *mut u8, arg: usize
     }
 }
 
-/// Whether this thread may switch stacks with the routine above: not while
-/// a CET shadow stack is active, since the switch does not switch shadow
-/// stacks (its `ret` into another context would not match the shadow
-/// stack's record, and the CPU would kill the process with a control
-/// protection fault). Linux enables one only for a binary marked
+/// Whether this thread may switch stacks with the switches above: not
+/// while a CET shadow stack is active, since they do not switch shadow
+/// stacks (a context's returns after another context's calls, or a
+/// generator's `ret` into its caller, would not match the shadow stack's
+/// record, and the CPU would kill the process with a control protection
+/// fault). Linux enables one only for a binary marked
 /// SHSTK-compatible (e.g. built with `-Zcf-protection=full`) and when
 /// glibc is asked to (`GLIBC_TUNABLES=glibc.cpu.x86_shstk=on`).
 pub(crate) fn check_supported() -> std::io::Result<()> {
