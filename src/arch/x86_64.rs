@@ -119,6 +119,34 @@ pub(crate) fn probe_pushes<const BYTES: usize>() {
     unsafe { asm!("cmpb $0, -{n}(%rsp)", n = const BYTES, options(att_syntax, readonly)) };
 }
 
+/// Runs the assembly `$line`s of a switch with `save_sp` in rdi, `load_sp`
+/// in rsi and `arg` in rdx, and evaluates to what the resumed side finds
+/// in rax. Both switches that use it ([`switch`], [`resume`]) keep rbx,
+/// rbp and rsp only, so the block declares r12–r15 clobbered besides the
+/// C ABI's caller-saved registers, and the compiler saves around it only
+/// what it has live. `$sym` names the routine the lines call or jump to.
+/// Used inside `unsafe`, with the switches' own safety contracts.
+macro_rules! switch_block {
+    ([$($line:literal),+], $sym:ident = $target:ident, $save_sp:expr, $load_sp:expr, $arg:expr) => {{
+        let got: usize;
+        asm!(
+            $($line),+,
+            $sym = sym $target,
+            in("rdi") $save_sp,
+            in("rsi") $load_sp,
+            in("rdx") $arg,
+            lateout("rax") got,
+            out("r12") _,
+            out("r13") _,
+            out("r14") _,
+            out("r15") _,
+            clobber_abi("C"),
+            options(att_syntax)
+        );
+        got
+    }};
+}
+
 /// Builds the first switch frame at the top of a fiber's stack and returns
 /// the stack pointer to hand to [`switch`].
 ///
@@ -210,37 +238,30 @@ pub(crate) unsafe fn switch(save_sp: *mut *mut u8, load_sp: *mut u8, arg: usize)
     // never writes: it writes rax and rcx only, neither an input. The
     // incoming frame was written by this same block in another context,
     // or by `init_stack`.
-    let got: usize;
     // SAFETY: as argued above, with the caller's guarantees on `save_sp`
     // and `load_sp`; everything else is declared clobbered.
     unsafe {
-        asm!(
-            "stmxcsr -16(%rsp)",
-            "fnstcw -12(%rsp)",
-            "leaq 2f(%rip), %rax",
-            "movq %rax, -8(%rsp)",
-            "movq %rbp, -24(%rsp)",
-            "movq %rbx, -32(%rsp)",
-            "leaq -32(%rsp), %rax",
-            "movq %rax, (%rdi)",
-            "movzwl -12(%rsp), %ecx",
-            "movq %rsi, %rsp",
-            "jmp {tail}",
-            "2:",
-            tail = sym fibra_0_1_switch_tail,
-            in("rdi") save_sp,
-            in("rsi") load_sp,
-            in("rdx") arg,
-            lateout("rax") got,
-            out("r12") _,
-            out("r13") _,
-            out("r14") _,
-            out("r15") _,
-            clobber_abi("C"),
-            options(att_syntax)
-        );
+        switch_block!(
+            [
+                "stmxcsr -16(%rsp)",
+                "fnstcw -12(%rsp)",
+                "leaq 2f(%rip), %rax",
+                "movq %rax, -8(%rsp)",
+                "movq %rbp, -24(%rsp)",
+                "movq %rbx, -32(%rsp)",
+                "leaq -32(%rsp), %rax",
+                "movq %rax, (%rdi)",
+                "movzwl -12(%rsp), %ecx",
+                "movq %rsi, %rsp",
+                "jmp {tail}",
+                "2:"
+            ],
+            tail = fibra_0_1_switch_tail,
+            save_sp,
+            load_sp,
+            arg
+        )
     }
-    got
 }
 
 /// Enters a generator: like [`switch`], but the generator's context is
@@ -261,7 +282,6 @@ pub(crate) unsafe fn switch(save_sp: *mut *mut u8, load_sp: *mut u8, arg: usize)
 /// frame of another layout.
 #[inline(always)]
 pub(crate) unsafe fn resume(save_sp: *mut *mut u8, load_sp: *mut u8, arg: usize) -> usize {
-    let got: usize;
     // The routine writes `*save_sp` and the 24 bytes it pushes below the
     // return address of the call, which the block may use (no `nostack`;
     // rsp is aligned for a call on entry, as Rust guarantees); every
@@ -271,22 +291,14 @@ pub(crate) unsafe fn resume(save_sp: *mut *mut u8, load_sp: *mut u8, arg: usize)
     // SAFETY: as just argued, with the caller's guarantees on `save_sp`
     // and `load_sp`.
     unsafe {
-        asm!(
-            "call {routine}",
-            routine = sym fibra_0_1_resume,
-            in("rdi") save_sp,
-            in("rsi") load_sp,
-            in("rdx") arg,
-            lateout("rax") got,
-            out("r12") _,
-            out("r13") _,
-            out("r14") _,
-            out("r15") _,
-            clobber_abi("C"),
-            options(att_syntax)
-        );
+        switch_block!(
+            ["call {routine}"],
+            routine = fibra_0_1_resume,
+            save_sp,
+            load_sp,
+            arg
+        )
     }
-    got
 }
 
 /// Leaves a generator for the context that entered it with [`resume`],

@@ -43,40 +43,27 @@ unsafe extern "C" {
 /// without (`nofp`) the FP control words' save, jumping to `$tail`.
 macro_rules! first_half {
     (fp, $tail:ident, $save:expr, $load:expr) => {
-        std::arch::asm!(
-            "stmxcsr -16(%rsp)",
-            "fnstcw -12(%rsp)",
-            "leaq 2f(%rip), %rax",
-            "movq %rax, -8(%rsp)",
-            "movq %rbp, -24(%rsp)",
-            "movq %rbx, -32(%rsp)",
-            "leaq -32(%rsp), %rax",
-            "movq %rax, (%rdi)",
-            "movzwl -12(%rsp), %ecx",
-            "movq %rsi, %rsp",
-            "jmp {tail}",
-            "2:",
-            tail = sym $tail,
-            in("rdi") $save,
-            in("rsi") $load,
-            in("rdx") 0usize,
-            lateout("rax") _,
-            out("r12") _,
-            out("r13") _,
-            out("r14") _,
-            out("r15") _,
-            clobber_abi("C"),
-            options(att_syntax)
+        first_half!(
+            @lines ["stmxcsr -16(%rsp)", "fnstcw -12(%rsp)"],
+            ["movzwl -12(%rsp), %ecx"],
+            $tail,
+            $save,
+            $load
         )
     };
     (nofp, $tail:ident, $save:expr, $load:expr) => {
+        first_half!(@lines [], [], $tail, $save, $load)
+    };
+    (@lines [$($fp_save:literal),*], [$($fp_keep:literal),*], $tail:ident, $save:expr, $load:expr) => {
         std::arch::asm!(
+            $($fp_save,)*
             "leaq 2f(%rip), %rax",
             "movq %rax, -8(%rsp)",
             "movq %rbp, -24(%rsp)",
             "movq %rbx, -32(%rsp)",
             "leaq -32(%rsp), %rax",
             "movq %rax, (%rdi)",
+            $($fp_keep,)*
             "movq %rsi, %rsp",
             "jmp {tail}",
             "2:",
@@ -112,47 +99,31 @@ trait Switch {
     const TRAMPOLINE: unsafe extern "C" fn();
 }
 
-struct Full;
-struct NoFp;
-struct Store;
+/// A [`Switch`] named `$name`: `first_half!($fp, $tail, ..)` and the
+/// matching trampoline.
+macro_rules! switch_kind {
+    ($name:ident, $fp:ident, $tail:ident, $trampoline:ident) => {
+        struct $name;
 
-impl Switch for Full {
-    #[inline(always)]
-    unsafe fn once(pair: *mut Pair, me: usize) {
-        // SAFETY: forwarded from the caller; the block is fibra's switch.
-        unsafe {
-            let other = (*pair).sp[1 - me];
-            first_half!(fp, floor_full_switch_tail, &raw mut (*pair).sp[me], other);
+        impl Switch for $name {
+            #[inline(always)]
+            unsafe fn once(pair: *mut Pair, me: usize) {
+                // SAFETY: forwarded from the caller; the block is fibra's
+                // switch, its first half saving the FP words that its tail
+                // loads (or neither, or MXCSR saved and never loaded).
+                unsafe {
+                    let other = (*pair).sp[1 - me];
+                    first_half!($fp, $tail, &raw mut (*pair).sp[me], other);
+                }
+            }
+            const TRAMPOLINE: unsafe extern "C" fn() = $trampoline;
         }
-    }
-    const TRAMPOLINE: unsafe extern "C" fn() = floor_full_trampoline;
+    };
 }
 
-impl Switch for NoFp {
-    #[inline(always)]
-    unsafe fn once(pair: *mut Pair, me: usize) {
-        // SAFETY: forwarded from the caller; a tail without FP words pairs
-        // with a first half without them.
-        unsafe {
-            let other = (*pair).sp[1 - me];
-            first_half!(nofp, floor_nofp_switch_tail, &raw mut (*pair).sp[me], other);
-        }
-    }
-    const TRAMPOLINE: unsafe extern "C" fn() = floor_nofp_trampoline;
-}
-
-impl Switch for Store {
-    #[inline(always)]
-    unsafe fn once(pair: *mut Pair, me: usize) {
-        // SAFETY: forwarded from the caller; the tail loads the x87 word
-        // and not MXCSR, which the first half stores all the same.
-        unsafe {
-            let other = (*pair).sp[1 - me];
-            first_half!(fp, floor_store_switch_tail, &raw mut (*pair).sp[me], other);
-        }
-    }
-    const TRAMPOLINE: unsafe extern "C" fn() = floor_store_trampoline;
-}
+switch_kind!(Full, fp, floor_full_switch_tail, floor_full_trampoline);
+switch_kind!(NoFp, nofp, floor_nofp_switch_tail, floor_nofp_trampoline);
+switch_kind!(Store, fp, floor_store_switch_tail, floor_store_trampoline);
 
 /// Both contexts run this loop, so both switch from one site.
 #[inline(never)]
