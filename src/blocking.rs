@@ -34,8 +34,12 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use crate::scheduler::context;
-use crate::scheduler::park::Unparker;
+#[cfg(feature = "hook")]
+use crate::scheduler::park::{Halted, park_without_unwind};
+use crate::scheduler::park::{Unparker, park_uncancellable};
 use crate::scheduler::wait_on::WaitOn;
+#[cfg(feature = "hook")]
+use crate::timer::clock;
 
 /// The cap on pool threads unless [`set_max_blocking_threads`] changes it:
 /// tokio's default too.
@@ -357,19 +361,69 @@ where
     let Some(core) = context::current() else {
         return f();
     };
+    let slot = submit_borrowing(f);
+    wait(&slot, || park_uncancellable(core, None, WaitOn::Blocking))
+}
+
+/// [`run_borrowing`] for a call that a cancellation or an expired
+/// `fibra::timeout` of the waiting fiber should cut short (a hooked
+/// `connect`): when one lands while `f` runs, `interrupt` is called — and
+/// again every [`INTERRUPT_EVERY`] until `f` returns, in case `f` had not
+/// started its wait yet — to make `f` return early. The wait never
+/// unwinds (the caller may be a C function); it returns `f`'s result and
+/// what halted the wait, if anything did.
+#[cfg(feature = "hook")]
+pub(crate) fn run_interruptible<F, T>(f: F, mut interrupt: impl FnMut()) -> (T, Option<Halted>)
+where
+    F: FnOnce() -> T + Send,
+    T: Send,
+{
+    let Some(core) = context::current() else {
+        return (f(), None);
+    };
+    let slot = submit_borrowing(f);
+    let mut halted = None;
+    let value = wait(&slot, || match halted {
+        None => match park_without_unwind(core, None, WaitOn::Blocking) {
+            h @ (Halted::Cancelled | Halted::Expired) => {
+                halted = Some(h);
+                interrupt();
+            }
+            Halted::Woken | Halted::TimedOut => {}
+        },
+        Some(_) => {
+            let again = clock::now_ns().saturating_add(INTERRUPT_EVERY.as_nanos() as u64);
+            park_uncancellable(core, Some(again), WaitOn::Blocking);
+            interrupt();
+        }
+    });
+    (value, halted)
+}
+
+/// How often [`run_interruptible`] interrupts its job again.
+#[cfg(feature = "hook")]
+const INTERRUPT_EVERY: Duration = Duration::from_millis(10);
+
+/// Queues `f`, which may borrow from the caller, and returns its slot. The
+/// caller must wait for the slot's outcome before any borrow of `f` ends,
+/// with a wait that cannot unwind.
+fn submit_borrowing<F, T>(f: F) -> Slot<T>
+where
+    F: FnOnce() -> T + Send,
+    T: Send,
+{
     let slot = new_slot();
     let job_slot = slot.clone();
     // `f` and everything it borrows are consumed inside `complete` before
     // the outcome is stored; after that the job touches only the Arc'd slot.
     let job: Box<dyn FnOnce() + Send + '_> = Box::new(move || complete(&job_slot, f));
-    // The job borrows what `f` borrows. This function returns only after
-    // the job stored its outcome, which happens after `f` (and its captures)
-    // are gone, and the wait below cannot unwind (`park_uncancellable`
-    // ignores cancellation and timeouts), so every borrow outlives its use.
+    // The job borrows what `f` borrows. Both callers return only after the
+    // job stored its outcome, which happens after `f` (and its captures)
+    // are gone, and their waits cannot unwind (`park_uncancellable` and
+    // `park_without_unwind` neither unwind nor return for good on a
+    // cancellation or a timeout), so every borrow outlives its use.
     // SAFETY: as argued above; only the lifetime is erased, not the layout.
     let job: Job = unsafe { std::mem::transmute::<Box<dyn FnOnce() + Send + '_>, Job>(job) };
     submit(job);
-    wait(&slot, || {
-        crate::scheduler::park::park_uncancellable(core, None, WaitOn::Blocking);
-    })
+    slot
 }

@@ -35,13 +35,13 @@ pub(super) struct Call<'a> {
 }
 
 impl<'a> Call<'a> {
+    /// A call that does not block touches nothing of the scheduler: a
+    /// signal handler may make it (the self-pipe trick), interrupting the
+    /// scheduler in the middle of its own work. So, unlike `fibra::net`'s
+    /// sockets, hooked calls spend no I/O budget and never yield; only a
+    /// call that would block, on a blocking socket, parks — and never in
+    /// a signal handler (see `handlers`).
     pub(super) fn new(core: &'a Core, fd: c_int, uid: u64, interest: Interest) -> Call<'a> {
-        if core.io_budget_spent() {
-            // Many socket calls without a park: let the others run (as
-            // fibra's own sockets do), so a socket whose data is always
-            // there cannot starve the thread.
-            core.yield_now();
-        }
         Call {
             core,
             fd,
@@ -59,18 +59,24 @@ impl<'a> Call<'a> {
             if r != EAGAIN {
                 return Step::Done(r);
             }
-            let deadline = match self.deadline {
-                Some(deadline) => deadline,
-                None => match self.would_block() {
-                    Ok(deadline) => *self.deadline.insert(deadline),
-                    Err(step) => return step,
-                },
-            };
-            match wait::socket(self.core, self.fd, self.uid, self.interest, deadline) {
-                Waited::Woken => {}
-                Waited::Unwatchable => return Step::Real,
-                w => return Step::Done(-(w.errno(libc::EAGAIN) as isize)),
+            if let Err(step) = self.wait() {
+                return step;
             }
+        }
+    }
+
+    /// Parks until the socket may be ready (its next event), at most until
+    /// the socket's timeout: `Err` with what the call is to return when it
+    /// may not wait (see [`Call::would_block`]) or the wait failed.
+    pub(super) fn wait(&mut self) -> Result<(), Step> {
+        let deadline = match self.deadline {
+            Some(deadline) => deadline,
+            None => *self.deadline.insert(self.would_block()?),
+        };
+        match wait::socket(self.core, self.fd, self.uid, self.interest, deadline) {
+            Waited::Woken => Ok(()),
+            Waited::Unwatchable => Err(Step::Real),
+            w => Err(Step::Done(-(w.errno(libc::EAGAIN) as isize))),
         }
     }
 

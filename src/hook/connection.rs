@@ -1,14 +1,34 @@
-//! Connection calls: accept and connect. Neither has a per-call
-//! non-blocking flag, so the fd is made `O_NONBLOCK` for the system call
-//! and restored at once; the fiber parks in between ([`Call`]).
+//! Connection calls: accept and connect.
+//!
+//! Neither has a per-call non-blocking flag (no `MSG_DONTWAIT`, no
+//! `RWF_NOWAIT`), and the socket's own `O_NONBLOCK` is not ours to change:
+//! it belongs to the open file description, which every `dup`, thread and
+//! process sharing the socket sees, so flipping it for one call would hand
+//! `EAGAIN` to a plain thread blocked in `accept` on a `try_clone`, and
+//! race any other thread's own `fcntl(F_SETFL)`. So:
+//!
+//! - `accept` waits for the listener to be readable (a connection is
+//!   queued), parked, and only then makes the blocking call, which takes
+//!   that connection at once. If another thread or process takes it in
+//!   between, the call blocks the thread until the next connection comes,
+//!   as a blocking `accept` does (the socket's `SO_RCVTIMEO` still bounds
+//!   it).
+//! - `connect` has nothing to wait for before the call: the blocking call
+//!   runs on the blocking pool while the fiber parks. The kernel keeps
+//!   every promise of it as it is (the `SO_SNDTIMEO` bound, `EINPROGRESS`
+//!   when it passes). A cancellation or an expired `fibra::timeout` aborts
+//!   the handshake (`shutdown`, which ends a connect in progress) and the
+//!   call fails with `ECANCELED` or `ETIMEDOUT`, leaving the socket
+//!   unconnected.
 
 use libc::{c_int, sockaddr, socklen_t};
 
-use super::call::{Call, Step, finish, hooked};
-use super::sys::{self, EAGAIN};
-use super::wait::{self, Waited};
+use super::call::{Call, Step, hooked};
+use super::sys;
+use crate::blocking;
 use crate::io::Interest;
 use crate::scheduler::core::Core;
+use crate::scheduler::park::Halted;
 
 /// accept(2).
 ///
@@ -21,8 +41,8 @@ pub unsafe extern "C" fn accept(fd: c_int, addr: *mut sockaddr, len: *mut sockle
     unsafe { accept4(fd, addr, len, 0) }
 }
 
-/// accept4(2). There is no per-call non-blocking flag: the listener is made
-/// `O_NONBLOCK` for each try and restored at once.
+/// accept4(2): in a fiber, on a blocking listener, parks until a
+/// connection is queued, then takes it (see the module docs).
 ///
 /// # Safety
 ///
@@ -43,102 +63,70 @@ pub unsafe extern "C" fn accept4(
             )
         }
     };
-    if let Some((core, uid)) = hooked(fd) {
-        let mode = sys::get_fl(fd);
-        if mode >= 0 && mode & libc::O_NONBLOCK as isize == 0 {
-            let step = Call::new(core, fd, uid, Interest::READABLE).run(|| {
-                if sys::set_fl(fd, mode | libc::O_NONBLOCK as isize) < 0 {
-                    return call(); // cannot: block the thread
-                }
-                let r = call();
-                sys::set_fl(fd, mode);
-                r
-            });
-            return finish(step, call) as c_int;
-        }
-    }
-    sys::ret(call()) as c_int
-}
-
-/// connect(2). There is no per-call non-blocking flag: the socket is made
-/// `O_NONBLOCK` for the system call and restored at once; then the fiber
-/// waits for the connection, at most the socket's `SO_SNDTIMEO` (then
-/// `EINPROGRESS`, as the kernel's blocking connect says).
-///
-/// # Safety
-///
-/// As connect(2).
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int {
-    let call = || {
-        // SAFETY: the caller's contract, passed to the kernel.
-        unsafe {
-            sys::call(
-                libc::SYS_connect,
-                &[fd as usize, addr as usize, len as usize],
-            )
-        }
-    };
     if let Some((core, uid)) = hooked(fd)
-        && let Some(r) = connect_parked(core, fd, uid, call)
+        && let Err(r) = wait_for_connection(core, fd, uid)
     {
         return sys::ret(r) as c_int;
     }
     sys::ret(call()) as c_int
 }
 
-/// A connect that parks while the handshake runs; `None`: make the real
-/// call instead (a non-blocking socket; a Unix socket whose listener's
-/// backlog is full, which has nothing to wait on).
-fn connect_parked(core: &Core, fd: c_int, uid: u64, call: impl Fn() -> isize) -> Option<isize> {
-    let mode = sys::get_fl(fd);
-    if mode < 0 || mode & libc::O_NONBLOCK as isize != 0 {
-        return None;
-    }
-    if sys::set_fl(fd, mode | libc::O_NONBLOCK as isize) < 0 {
-        return None;
-    }
-    let r = call();
-    sys::set_fl(fd, mode);
-    if r == EAGAIN {
-        return None;
-    }
-    if r != -(libc::EINPROGRESS as isize) {
-        return Some(r);
-    }
-    let c = Call::new(core, fd, uid, Interest::WRITABLE);
-    let deadline = match c.would_block() {
-        Ok(deadline) => deadline,
-        Err(Step::Done(r)) => return Some(r),
-        Err(Step::Real) => return Some(-(libc::EINPROGRESS as isize)),
-    };
+/// Parks until listener `fd` has a connection queued (`Ok`: make the
+/// call), or says what the accept returns instead: `EAGAIN` for a
+/// non-blocking listener with none queued or at its `SO_RCVTIMEO`,
+/// `ECANCELED`/`ETIMEDOUT` when the fiber is cancelled or its
+/// `fibra::timeout` expires.
+fn wait_for_connection(core: &Core, fd: c_int, uid: u64) -> Result<(), isize> {
+    let mut c = Call::new(core, fd, uid, Interest::READABLE);
     loop {
         let mut pfd = libc::pollfd {
             fd,
-            events: libc::POLLOUT,
+            events: libc::POLLIN,
             revents: 0,
         };
         // SAFETY: one valid pollfd.
-        let ready = unsafe { sys::poll_now(&mut pfd, 1) };
-        if ready != 0 {
-            if ready < 0 {
-                return Some(ready);
-            }
-            return Some(match sys::sockopt(fd, libc::SO_ERROR, 0 as c_int) {
-                Ok(0) => 0,
-                Ok(e) => -(e as isize),
-                Err(e) => e,
-            });
+        if unsafe { sys::poll_now(&mut pfd, 1) } != 0 {
+            return Ok(()); // queued, or an error the call will report
         }
-        match wait::socket(core, fd, uid, Interest::WRITABLE, deadline) {
-            Waited::Woken => {}
-            Waited::Unwatchable => {
-                // Wait in the kernel, then look as above.
-                pfd.revents = 0;
-                // SAFETY: one valid pollfd.
-                unsafe { sys::call(libc::SYS_poll, &[(&raw mut pfd) as usize, 1, usize::MAX]) };
-            }
-            w => return Some(-(w.errno(libc::EINPROGRESS) as isize)),
+        match c.wait() {
+            Ok(()) => {}
+            Err(Step::Real) => return Ok(()), // let the kernel wait
+            Err(Step::Done(r)) => return Err(r),
         }
     }
+}
+
+/// connect(2): in a fiber, on a blocking socket, the call runs on the
+/// blocking pool while the fiber parks (see the module docs).
+///
+/// # Safety
+///
+/// As connect(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_t) -> c_int {
+    let (addr, len) = (addr as usize, len as usize);
+    let call = move || {
+        // SAFETY: the caller's contract, passed to the kernel (the address
+        // outlives the call: the hook returns only after it).
+        unsafe { sys::call(libc::SYS_connect, &[fd as usize, addr, len]) }
+    };
+    if hooked(fd).is_some() {
+        let mode = sys::get_fl(fd);
+        if mode >= 0 && mode & libc::O_NONBLOCK as isize == 0 {
+            let (r, halted) = blocking::run_interruptible(call, || {
+                // Ends a handshake in progress; the call then returns.
+                // SAFETY: shutdown(2) reads no memory.
+                unsafe { sys::call(libc::SYS_shutdown, &[fd as usize, libc::SHUT_RDWR as usize]) };
+            });
+            // Once interrupted, the socket may be shut down even if the
+            // handshake won the race: the call fails either way.
+            let r = match halted {
+                Some(Halted::Cancelled) => -(libc::ECANCELED as isize),
+                Some(_) => -(libc::ETIMEDOUT as isize),
+                None => r,
+            };
+            return sys::ret(r) as c_int;
+        }
+    }
+    sys::ret(call()) as c_int
 }

@@ -8,9 +8,11 @@
 //! - `0`: not known (never looked at, or closed since);
 //! - `1`: not a socket (a file, pipe, tty, eventfd...): hooks leave it alone;
 //! - `uid << 1`: a socket; `uid` is unique in the process for this opening
-//!   of the fd number, and is the owner of its registrations in a reactor
-//!   (see `reactor::Reactor::socket`), so a socket that reuses a closed
-//!   socket's number is never taken for it.
+//!   of the fd number — drawn from the one id space of every socket
+//!   registration, `fibra::net`'s included (`reactor::new_socket_owner`) —
+//!   and is the owner of its registrations in a reactor (see
+//!   `reactor::Reactor::socket`), so a socket that reuses a closed
+//!   socket's number is never taken for it, whichever kind either is.
 //!
 //! ## Ground rules
 //!
@@ -39,7 +41,6 @@ const UNKNOWN: u64 = 0;
 const NOT_SOCKET: u64 = 1;
 
 static TABLE: [AtomicPtr<AtomicU64>; CHUNKS] = [const { AtomicPtr::new(ptr::null_mut()) }; CHUNKS];
-static NEXT_UID: AtomicU64 = AtomicU64::new(1);
 
 /// The word of `fd`, mapping its chunk if `create`; `None` for fds out of
 /// range, or when the chunk is not there (and not to be made, or mmap
@@ -107,7 +108,7 @@ pub(super) fn socket(fd: c_int) -> Option<u64> {
 #[cold]
 fn fill(fd: c_int, slot: &AtomicU64) -> Option<u64> {
     let word = match sys::sockopt(fd, libc::SO_TYPE, 0 as c_int) {
-        Ok(_) => NEXT_UID.fetch_add(1, Ordering::Relaxed) << 1,
+        Ok(_) => crate::reactor::new_socket_owner() << 1,
         Err(e) if e == -(libc::ENOTSOCK as isize) => NOT_SOCKET,
         Err(_) => return None, // not open: the real call will say so
     };

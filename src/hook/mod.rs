@@ -28,23 +28,46 @@
 //! the fiber parks on the reactor, at most until the socket's
 //! `SO_RCVTIMEO`/`SO_SNDTIMEO` (then `EAGAIN`, std's `WouldBlock`), and
 //! tries again. A blocking `write`/`send`/`sendto` returns when all is
-//! sent, as the kernel's does. `connect` and `accept` have no per-call flag:
-//! they set `O_NONBLOCK` for the one system call and restore it.
+//! sent, as the kernel's does; `recv` with `MSG_WAITALL` on a stream
+//! returns when the buffer is full (with `MSG_PEEK`: when that much can be
+//! peeked), on a datagram socket with one datagram.
+//!
+//! `accept` and `connect` have no per-call flag, and the hooks never change
+//! a socket's `O_NONBLOCK` behind the user's back (it belongs to the open
+//! file description, which `try_clone`s, threads and processes share): a
+//! hooked `accept` parks until a connection is queued and then takes it; a
+//! hooked `connect` runs on the blocking pool while the fiber parks (see
+//! `connection`).
 //!
 //! A hooked socket is registered with the reactor once (edge-triggered,
 //! readable and writable) and stays so until `close`: the hook of `close`
 //! (and of `dup2`/`dup3`) forgets the fd, in the table of [`fds`] and in
 //! this thread's reactor, so a reused fd number is a new socket and never
-//! gets a stale wake-up.
+//! gets a stale wake-up. Its registration carries an id from the one id
+//! space of every socket registration in the process, `fibra::net`'s
+//! included, so a socket closed on another thread (whose stale source this
+//! reactor keeps) is never taken for a later socket of either kind.
+//!
+//! ## Signal handlers
+//!
+//! Nothing that runs in a signal handler touches the scheduler. A call that
+//! does not block (a write to a non-blocking socket: the self-pipe trick)
+//! neither parks nor yields — hooked calls spend no I/O budget, unlike
+//! `fibra::net`'s — and every handler installed through `sigaction` or
+//! `signal` runs marked as one ([`handlers`]), so a call in it that would
+//! block blocks the thread, as the kernel's does, instead of parking the
+//! interrupted fiber.
 //!
 //! ## What is hooked
 //!
 //! Inside fibers, on sockets: `read`, `write`, `readv`, `writev`, `recv`,
 //! `recvfrom`, `recvmsg`, `send`, `sendto`, `sendmsg`, `accept`,
 //! `accept4`, `connect`; `poll` on any pollable fds (sockets, pipes,
-//! eventfds...: readiness has no blocking mode); `nanosleep` and
-//! `clock_nanosleep` (monotonic and realtime clocks) on the timer wheel.
-//! `close`, `dup2` and `dup3` are hooked everywhere, to forget fds.
+//! eventfds...: readiness has no blocking mode; `POLLPRI` is waited for as
+//! itself); `nanosleep` and `clock_nanosleep` (monotonic and realtime
+//! clocks) on the timer wheel. `close`, `dup2` and `dup3` are hooked
+//! everywhere, to forget fds; `sigaction` and `signal` everywhere, to mark
+//! handlers.
 //!
 //! ## What is not
 //!
@@ -58,20 +81,16 @@
 //!   the thread. So do C libraries that call the kernel directly, crates
 //!   that make raw system calls (rustix's `linux_raw` backend), std's
 //!   `io::copy` when it uses `splice`/`sendfile`, `select`, `ppoll`,
-//!   `epoll_wait`, and the `MSG_WAITALL` form of `recvmsg`.
+//!   `epoll_wait`, and the `MSG_WAITALL` form of `recvmsg` on a stream.
 //! - A call that is made non-blocking by its caller (`MSG_DONTWAIT`, an
 //!   `O_NONBLOCK` fd) is never parked.
 //! - Cancellation and `fibra::timeout` cannot unwind out of a hook (std
 //!   called it as a C function): a hooked socket call that would wait in a
 //!   cancelled fiber fails with `ECANCELED`, one that outlives its
-//!   `fibra::timeout` with `ETIMEDOUT`, and the fiber unwinds at its next
-//!   fibra park point; a hooked sleep always sleeps its full time, as std
-//!   promises. A parked call is never interrupted by a signal (as with
-//!   `SA_RESTART`).
-//! - A signal handler that runs on a fiber's thread must not make a
-//!   blocking socket call that would block (a non-blocking fd, or
-//!   `MSG_DONTWAIT`, as the self-pipe trick uses, is fine): it would park
-//!   the fiber from inside the handler.
+//!   `fibra::timeout` with `ETIMEDOUT` (a `connect` is aborted: the socket
+//!   is left unconnected), and the fiber unwinds at its next fibra park
+//!   point; a hooked sleep always sleeps its full time, as std promises. A
+//!   parked call is never interrupted by a signal (as with `SA_RESTART`).
 //! - Fds closed behind libc's back (a raw `close` system call, `fclose`)
 //!   are not forgotten; fd numbers from 4 Mi up are left alone.
 //!
@@ -83,12 +102,13 @@
 //! the first call on an fd also asks the kernel whether it is a socket). A
 //! call that waits costs two more system calls (`F_GETFL` and the socket's
 //! timeout) before it parks, and no `epoll_ctl` after the first wait on the
-//! socket.
+//! socket. A `connect` costs a hand-over to a pool thread and back.
 
 mod call;
 mod close;
 mod connection;
 mod fds;
+mod handlers;
 mod poll;
 mod sleep;
 mod socket;

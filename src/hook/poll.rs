@@ -112,15 +112,26 @@ unsafe fn poll_parked(core: &Core, fds: *mut pollfd, nfds: nfds_t, timeout: c_in
     }
 }
 
-/// The reactor interest that covers a pollfd's events. An fd asked for
-/// neither (only errors and hang-ups, which poll(2) always reports) is
-/// watched for reading, which epoll reports them with.
+/// The reactor interest that covers a pollfd's events: `POLLPRI` (TCP
+/// urgent data) is priority, which epoll reports only when asked for it.
+/// An fd asked for none of them (only errors and hang-ups, which poll(2)
+/// always reports) is watched for reading, which epoll reports them with.
 fn interest(events: i16) -> Interest {
-    let read = libc::POLLIN | libc::POLLPRI | libc::POLLRDNORM | libc::POLLRDBAND;
+    let read = libc::POLLIN | libc::POLLRDNORM | libc::POLLRDBAND;
     let write = libc::POLLOUT | libc::POLLWRNORM | libc::POLLWRBAND;
-    match (events & read != 0, events & write != 0) {
-        (true, true) => Interest::READABLE | Interest::WRITABLE,
-        (false, true) => Interest::WRITABLE,
-        _ => Interest::READABLE,
+    let mut interest = Interest::EMPTY;
+    if events & read != 0 {
+        interest = interest | Interest::READABLE;
+    }
+    if events & write != 0 {
+        interest = interest | Interest::WRITABLE;
+    }
+    if events & libc::POLLPRI != 0 {
+        interest = interest | Interest::PRIORITY;
+    }
+    if interest.is_empty() {
+        Interest::READABLE
+    } else {
+        interest
     }
 }

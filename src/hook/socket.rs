@@ -8,7 +8,7 @@
 
 use libc::{c_int, c_void, iovec, msghdr, size_t, sockaddr, socklen_t, ssize_t};
 
-use super::call::{Call, finish, hooked, rw_nowait};
+use super::call::{Call, Step, finish, hooked, rw_nowait};
 use super::sys;
 use crate::io::Interest;
 
@@ -166,20 +166,56 @@ pub unsafe extern "C" fn recvfrom(
     };
     let nowait = flags | libc::MSG_DONTWAIT;
     let mut c = Call::new(core, fd, uid, Interest::READABLE);
-    if flags & libc::MSG_WAITALL != 0 {
-        return match c.run_all(len, |done| {
-            call(
-                buf.cast::<u8>().wrapping_add(done).cast(),
-                len - done,
-                nowait,
-            )
-        }) {
+    // `MSG_WAITALL` waits for the whole buffer on a stream only: a
+    // datagram socket returns one datagram, as without it.
+    if flags & libc::MSG_WAITALL != 0 && is_stream(fd) {
+        let moved = if flags & libc::MSG_PEEK != 0 {
+            // Peeking moves nothing: each try looks at the stream's start
+            // again, and the wait is for more of it to come.
+            peek_all(&mut c, len, || call(buf, len, nowait))
+        } else {
+            c.run_all(len, |done| {
+                call(
+                    buf.cast::<u8>().wrapping_add(done).cast(),
+                    len - done,
+                    nowait,
+                )
+            })
+        };
+        return match moved {
             Some(r) => sys::ret(r),
             None => sys::ret(real()),
         };
     }
     let step = c.run(|| call(buf, len, nowait));
     finish(step, real)
+}
+
+/// Whether `fd` is a stream socket (`SOCK_STREAM`), where `MSG_WAITALL`
+/// waits for the whole buffer.
+fn is_stream(fd: c_int) -> bool {
+    sys::sockopt(fd, libc::SO_TYPE, 0 as c_int) == Ok(libc::SOCK_STREAM)
+}
+
+/// `recv(MSG_PEEK | MSG_WAITALL)` on a stream: `peek` (the whole buffer,
+/// without waiting) until it shows `len` bytes, the end of the stream or
+/// an error; in between, park until more comes. `None`: make the real
+/// call. Where the wait ends early (the socket's timeout, a non-blocking
+/// socket), what was seen is returned, as the kernel does.
+fn peek_all(c: &mut Call<'_>, len: usize, mut peek: impl FnMut() -> isize) -> Option<isize> {
+    loop {
+        let r = peek();
+        let short = r > 0 && (r as usize) < len;
+        if !short && r != sys::EAGAIN {
+            return Some(r);
+        }
+        match c.wait() {
+            Ok(()) => {}
+            Err(_) if short => return Some(r),
+            Err(Step::Done(e)) => return Some(e),
+            Err(Step::Real) => return None,
+        }
+    }
 }
 
 /// recvmsg(2) (but `MSG_WAITALL` blocks the thread).

@@ -47,17 +47,6 @@ pub(super) fn get_fl(fd: c_int) -> isize {
     unsafe { call(libc::SYS_fcntl, &[fd as usize, libc::F_GETFL as usize]) }
 }
 
-/// `fcntl(fd, F_SETFL, flags)`.
-pub(super) fn set_fl(fd: c_int, flags: isize) -> isize {
-    // SAFETY: F_SETFL reads no memory of ours.
-    unsafe {
-        call(
-            libc::SYS_fcntl,
-            &[fd as usize, libc::F_SETFL as usize, flags as usize],
-        )
-    }
-}
-
 /// `getsockopt(fd, SOL_SOCKET, opt)` of a `T`, or `-errno`.
 pub(super) fn sockopt<T: Copy>(fd: c_int, opt: c_int, mut value: T) -> Result<T, isize> {
     let mut len = size_of::<T>() as libc::socklen_t;

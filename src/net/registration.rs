@@ -39,9 +39,8 @@ pub(crate) struct Registration {
 
 impl Registration {
     pub(crate) fn new() -> Registration {
-        static NEXT: AtomicU64 = AtomicU64::new(1);
         Registration {
-            uid: NEXT.fetch_add(1, Ordering::Relaxed),
+            uid: crate::reactor::new_socket_owner(),
             read_timeout: AtomicU64::new(0),
             write_timeout: AtomicU64::new(0),
         }

@@ -105,9 +105,16 @@ pub(super) fn readiness(bits: u32) -> (Interest, Interest) {
     let half_closed = u8::from(bits & libc::EPOLLIN != 0 && bits & libc::EPOLLRDHUP != 0);
     let read_closed = any(ends) | half_closed;
     let write_closed = any(ends);
+    // Priority data is readable too (as mio says), and PRIORITY for a
+    // waiter that asked for it alone (the hooked `poll` of `POLLPRI`).
+    let priority = any(libc::EPOLLPRI);
     // (Bits, not branches: this runs for every event.)
     (
-        Interest((readable * Interest::READABLE.0) | (writable * Interest::WRITABLE.0)),
+        Interest(
+            (readable * Interest::READABLE.0)
+                | (writable * Interest::WRITABLE.0)
+                | (priority * Interest::PRIORITY.0),
+        ),
         Interest((read_closed * Interest::READABLE.0) | (write_closed * Interest::WRITABLE.0)),
     )
 }
@@ -123,12 +130,13 @@ mod tests {
 
     const R: Interest = Interest::READABLE;
     const W: Interest = Interest::WRITABLE;
+    const P: Interest = Interest::PRIORITY;
     const NONE: Interest = Interest::EMPTY;
 
     #[test]
     fn an_event_s_bits_read_as_mio_reads_them() {
         assert_eq!(bits(EPOLLIN), (R, NONE));
-        assert_eq!(bits(EPOLLPRI), (R, NONE));
+        assert_eq!(bits(EPOLLPRI), (R | P, NONE));
         assert_eq!(bits(EPOLLOUT), (W, NONE));
         assert_eq!(bits(EPOLLIN | EPOLLOUT), (R | W, NONE));
         // The peer's half-close: readable, and reads end (a short read

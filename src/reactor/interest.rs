@@ -21,6 +21,9 @@ impl Interest {
     pub const READABLE: Interest = Interest(1);
     /// Data can be written (or an error is pending).
     pub const WRITABLE: Interest = Interest(2);
+    /// Priority data (TCP urgent data, `POLLPRI`): not public, for the
+    /// hooked `poll`, which must wait for what it was asked.
+    pub(crate) const PRIORITY: Interest = Interest(4);
     pub(crate) const EMPTY: Interest = Interest(0);
 
     /// Whether readability is included.
@@ -31,6 +34,11 @@ impl Interest {
     /// Whether writability is included.
     pub fn is_writable(self) -> bool {
         self.0 & 2 != 0
+    }
+
+    /// Whether priority data is included (see [`Interest::PRIORITY`]).
+    pub(crate) fn is_priority(self) -> bool {
+        self.0 & 4 != 0
     }
 
     pub(crate) fn is_empty(self) -> bool {
@@ -54,11 +62,22 @@ impl BitAnd for Interest {
 
 impl fmt::Debug for Interest {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match (self.is_readable(), self.is_writable()) {
-            (true, true) => f.write_str("READABLE | WRITABLE"),
-            (true, false) => f.write_str("READABLE"),
-            (false, true) => f.write_str("WRITABLE"),
-            (false, false) => f.write_str("(empty)"),
+        let names = [
+            (self.is_readable(), "READABLE"),
+            (self.is_writable(), "WRITABLE"),
+            (self.is_priority(), "PRIORITY"),
+        ];
+        let mut any = false;
+        for (_, name) in names.iter().filter(|(set, _)| *set) {
+            if any {
+                f.write_str(" | ")?;
+            }
+            f.write_str(name)?;
+            any = true;
         }
+        if !any {
+            f.write_str("(empty)")?;
+        }
+        Ok(())
     }
 }

@@ -87,6 +87,7 @@ mod waiters;
 use events::Events;
 use fd_map::FdMap;
 pub use interest::Interest;
+pub(crate) use sockets::new_socket_owner;
 use source::Source;
 pub(crate) use tasks::TaskWakes;
 use timerfd::{new_timerfd, set_timerfd};
@@ -442,9 +443,16 @@ impl Reactor {
 }
 
 fn to_mio(interest: Interest) -> mio::Interest {
-    match (interest.is_readable(), interest.is_writable()) {
+    let rw = match (interest.is_readable(), interest.is_writable()) {
         (true, true) => mio::Interest::READABLE | mio::Interest::WRITABLE,
         (false, true) => mio::Interest::WRITABLE,
-        _ => mio::Interest::READABLE,
+        (true, false) => mio::Interest::READABLE,
+        (false, false) if interest.is_priority() => return mio::Interest::PRIORITY,
+        (false, false) => mio::Interest::READABLE,
+    };
+    if interest.is_priority() {
+        rw | mio::Interest::PRIORITY
+    } else {
+        rw
     }
 }

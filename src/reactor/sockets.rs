@@ -5,6 +5,7 @@
 use std::io;
 use std::num::NonZeroU64;
 use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use mio::unix::SourceFd;
 
@@ -159,8 +160,22 @@ impl Reactor {
     }
 }
 
-/// A socket's id as a source keeps it. Ids count from 1 (see
-/// `net::registration`), so none is zero.
+/// A new socket owner id, unique in the process: the tag a socket's
+/// registrations carry in every reactor ([`Reactor::socket`]).
+///
+/// There is one id space for every kind of socket — `fibra::net`'s
+/// sockets and the sockets the `hook` feature registers — because a
+/// reactor takes an id as the sole owner of an fd's source: were two
+/// counters to hand out the same number, a socket of one kind could be
+/// matched to the stale source a closed socket of the other kind left on
+/// the same fd number, and wait on a source epoll no longer watches.
+/// Ids count from 1, so none is zero.
+pub(crate) fn new_socket_owner() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+/// A socket's id as a source keeps it (see [`new_socket_owner`]).
 fn socket_owner(owner: u64) -> Option<NonZeroU64> {
     let owner = NonZeroU64::new(owner);
     debug_assert!(owner.is_some(), "a socket id of 0");

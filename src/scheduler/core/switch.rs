@@ -365,9 +365,17 @@ impl Core {
     /// Counts a socket call of the current fiber; true when it has made
     /// [`IO_BUDGET`] of them since it was last switched in: it should
     /// yield.
+    ///
+    /// For `fibra::net`'s calls only, which are not async-signal-safe and
+    /// so never run in a signal handler. Never for a hooked libc call: a
+    /// signal handler may make one (a write to a non-blocking socket is
+    /// the self-pipe trick), interrupting code of this runtime that holds
+    /// its state, and it must neither borrow that state nor yield.
     #[inline]
     pub(crate) fn io_budget_spent(&self) -> bool {
-        // SAFETY: on the runtime's thread; short borrow.
+        // SAFETY: on the runtime's thread, from a fiber's (or block_on's)
+        // own code, never from a signal handler (see above): no borrow of
+        // the state is live; this one ends within the function.
         let l = unsafe { self.local() };
         if l.io_since != l.resumed {
             l.io_since = l.resumed;
