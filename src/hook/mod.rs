@@ -65,7 +65,9 @@
 //! `accept4`, `connect`; `poll` on any pollable fds (sockets, pipes,
 //! eventfds...: readiness has no blocking mode; `POLLPRI` is waited for as
 //! itself); `nanosleep` and `clock_nanosleep` (monotonic and realtime
-//! clocks) on the timer wheel. `close`, `dup2` and `dup3` are hooked
+//! clocks) on the timer wheel; name resolution (`getaddrinfo`,
+//! `getnameinfo`, `gethostbyname`, `gethostbyname_r`) on the blocking pool
+//! while the fiber parks ([`resolve`]). `close`, `dup2` and `dup3` are hooked
 //! everywhere, to forget fds; `sigaction` and `signal` everywhere, to mark
 //! handlers.
 //!
@@ -76,10 +78,9 @@
 //!   `fibra::fs`). Stdin, stdout and stderr (fds 0-2) are never parked on
 //!   even when they are sockets: std guards them with locks tied to the
 //!   thread, which two fibers of one thread would share.
-//! - DNS: glibc's resolver (`getaddrinfo`, behind `ToSocketAddrs`) makes
-//!   its socket calls inside libc, where they are not interposed: it blocks
-//!   the thread. So do C libraries that call the kernel directly, crates
-//!   that make raw system calls (rustix's `linux_raw` backend), std's
+//! - C libraries that call the kernel directly (or resolve names with a
+//!   resolver of their own: c-ares, a static glibc) block the thread, as
+//!   do crates that make raw system calls (rustix's `linux_raw` backend), std's
 //!   `io::copy` when it uses `splice`/`sendfile`, `select`, `ppoll`,
 //!   `epoll_wait`, and the `MSG_WAITALL` form of `recvmsg` on a stream.
 //! - A call that is made non-blocking by its caller (`MSG_DONTWAIT`, an
@@ -110,6 +111,7 @@ mod connection;
 mod fds;
 mod handlers;
 mod poll;
+mod resolve;
 mod sleep;
 mod socket;
 mod sys;
