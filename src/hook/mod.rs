@@ -62,9 +62,11 @@
 //!
 //! Inside fibers, on sockets: `read`, `write`, `readv`, `writev`, `recv`,
 //! `recvfrom`, `recvmsg`, `send`, `sendto`, `sendmsg`, `accept`,
-//! `accept4`, `connect`; `poll` on any pollable fds (sockets, pipes,
-//! eventfds...: readiness has no blocking mode; `POLLPRI` is waited for as
-//! itself); `nanosleep` and `clock_nanosleep` (monotonic and realtime
+//! `accept4`, `connect`; the waits of event loops on any pollable fds
+//! (sockets, pipes, eventfds, epoll fds...: readiness has no blocking
+//! mode): `poll` and `ppoll` (`POLLPRI` is waited for as itself), `select`
+//! and `pselect`, `epoll_wait`, `epoll_pwait` and `epoll_pwait2` — those
+//! with a signal mask excepted ([`select`]); `nanosleep` and `clock_nanosleep` (monotonic and realtime
 //! clocks) on the timer wheel; name resolution (`getaddrinfo`,
 //! `getnameinfo`, `gethostbyname`, `gethostbyname_r`) on the blocking pool
 //! while the fiber parks ([`resolve`]). `close`, `dup2` and `dup3` are hooked
@@ -81,8 +83,15 @@
 //! - C libraries that call the kernel directly (or resolve names with a
 //!   resolver of their own: c-ares, a static glibc) block the thread, as
 //!   do crates that make raw system calls (rustix's `linux_raw` backend), std's
-//!   `io::copy` when it uses `splice`/`sendfile`, `select`, `ppoll`,
-//!   `epoll_wait`, and the `MSG_WAITALL` form of `recvmsg` on a stream.
+//!   `io::copy` when it uses `splice`/`sendfile`, a wait with a signal
+//!   mask (`ppoll`, `pselect`, `epoll_pwait`), and the `MSG_WAITALL` form
+//!   of `recvmsg` on a stream.
+//! - An embedded event loop that keeps its state in thread-locals (tokio
+//!   inside the sync `postgres` crate) parks in its `epoll_wait` like any
+//!   other; a second fiber of the thread entering the same kind of loop
+//!   meanwhile finds the first one's state (tokio panics: "Cannot start a
+//!   runtime from within a runtime"). Give such a client
+//!   `fibra::spawn_blocking`, or its async form on fibra's reactor.
 //! - A call that is made non-blocking by its caller (`MSG_DONTWAIT`, an
 //!   `O_NONBLOCK` fd) is never parked.
 //! - Cancellation and `fibra::timeout` cannot unwind out of a hook (std
@@ -112,6 +121,7 @@ mod fds;
 mod handlers;
 mod poll;
 mod resolve;
+mod select;
 mod sleep;
 mod socket;
 mod sys;

@@ -13,9 +13,45 @@ use super::sys;
 use super::wait::{self, Waited};
 use crate::io::Interest;
 use crate::scheduler::core::Core;
-use crate::scheduler::readiness::FdWaiter;
-use crate::scheduler::wait_on::WaitOn;
 use crate::timer::clock;
+
+/// ppoll(2): as `poll`; with a signal mask (which the kernel would set
+/// for the wait alone, atomically — a parked fiber cannot) the kernel
+/// waits, blocking the thread.
+///
+/// # Safety
+///
+/// As ppoll(2).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn ppoll(
+    fds: *mut pollfd,
+    nfds: nfds_t,
+    timeout: *const libc::timespec,
+    sigmask: *const libc::sigset_t,
+) -> c_int {
+    if sigmask.is_null()
+        // SAFETY: the caller's contract: null or a valid timespec.
+        && let Some(deadline) = unsafe { wait::deadline_of(timeout) }
+        && let Some(core) = super::parkable()
+    {
+        // SAFETY: the caller's contract.
+        return sys::ret(unsafe { poll_until(core, fds, nfds, deadline) }) as c_int;
+    }
+    // SAFETY: the caller's contract, passed to the kernel (the size of the
+    // kernel's sigset: 8 bytes).
+    let r = unsafe {
+        sys::call6(
+            libc::SYS_ppoll,
+            fds as usize,
+            nfds as usize,
+            timeout as usize,
+            sigmask as usize,
+            8,
+            0,
+        )
+    };
+    sys::ret(r) as c_int
+}
 
 /// poll(2).
 ///
@@ -51,62 +87,50 @@ unsafe fn real(fds: *mut pollfd, nfds: nfds_t, timeout: c_int) -> isize {
 ///
 /// As poll(2).
 unsafe fn poll_parked(core: &Core, fds: *mut pollfd, nfds: nfds_t, timeout: c_int) -> isize {
-    // SAFETY: the caller's contract.
-    let ready = unsafe { sys::poll_now(fds, nfds) };
-    if ready != 0 {
-        return ready; // ready, or an error
-    }
     let deadline = u64::try_from(timeout)
         .ok()
         .map(|ms| clock::now_ns().saturating_add(ms * 1_000_000));
-    let mut waiters: Vec<FdWaiter<'_>> = Vec::new();
+    // SAFETY: the caller's contract.
+    unsafe { poll_until(core, fds, nfds, deadline) }
+}
+
+/// Waits, parked, until one of `fds` is ready or `deadline` passes; the
+/// answer (`revents`, the count) always from the kernel.
+///
+/// # Safety
+///
+/// As poll(2): `fds` points to `nfds` valid `pollfd`s.
+pub(super) unsafe fn poll_until(
+    core: &Core,
+    fds: *mut pollfd,
+    nfds: nfds_t,
+    deadline: Option<u64>,
+) -> isize {
     loop {
-        let mut on = WaitOn::Sleep;
-        let mut watchable = true;
-        for i in 0..nfds as usize {
+        // SAFETY: the caller's contract.
+        let ready = unsafe { sys::poll_now(fds, nfds) };
+        if ready != 0 {
+            return ready; // ready, or an error
+        }
+        let watched = (0..nfds as usize).filter_map(|i| {
             // SAFETY: the caller's contract; a copy of the two fields we
             // read, not a reference into memory the kernel writes.
             let (fd, events) = unsafe {
                 let p = fds.add(i);
                 ((*p).fd, (*p).events)
             };
-            if fd < 0 {
-                continue; // poll(2) ignores it
-            }
-            let interest = interest(events);
-            on = WaitOn::Fd(fd, interest);
-            match FdWaiter::fd(core, fd, interest) {
-                Ok(Some(waiter)) => waiters.push(waiter),
-                _ => {
-                    watchable = false;
-                    break;
-                }
-            }
-        }
-        let waited = if watchable {
-            wait::park(core, deadline, on)
-        } else {
-            Waited::Unwatchable
-        };
-        waiters.clear(); // each waiter is removed as it drops
-        if waited == Waited::Unwatchable {
+            // poll(2) ignores a negative fd.
+            (fd >= 0).then(|| (fd, interest(events)))
+        });
+        match wait::fds(core, watched, deadline) {
+            Waited::Woken => {}
+            // The kernel says which fds are ready and the count: 0 or more.
+            // SAFETY: the caller's contract.
+            Waited::TimedOut => return unsafe { sys::poll_now(fds, nfds) },
             // An fd epoll cannot watch: let the kernel wait, for what is
             // left of the timeout.
-            let left = match deadline {
-                None => -1,
-                Some(d) => d.saturating_sub(clock::now_ns()).div_ceil(1_000_000) as c_int,
-            };
             // SAFETY: the caller's contract.
-            return unsafe { real(fds, nfds, left) };
-        }
-        // SAFETY: the caller's contract.
-        let ready = unsafe { sys::poll_now(fds, nfds) };
-        if ready != 0 {
-            return ready;
-        }
-        match waited {
-            Waited::Woken => {}
-            Waited::TimedOut => return 0,
+            Waited::Unwatchable => return unsafe { real(fds, nfds, wait::ms_left(deadline)) },
             w => return -(w.errno(0) as isize),
         }
     }

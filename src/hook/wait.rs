@@ -83,6 +83,70 @@ pub(super) fn socket(
     waited
 }
 
+/// Parks until one of `fds` may be ready for its interest (an event came
+/// for it), or `deadline`: the wait of the hooked `poll`, `select` and
+/// `epoll_wait`, whose callers then ask the kernel what is ready. Each fd
+/// is registered for as long as the fiber parks, as `fibra::io::wait`
+/// does. `Unwatchable` when one of them cannot be watched by epoll (a
+/// regular file, say): the caller lets the kernel wait instead. With no fd
+/// at all this is a sleep to `deadline`.
+pub(super) fn fds(
+    core: &Core,
+    fds: impl IntoIterator<Item = (c_int, Interest)>,
+    deadline: Option<u64>,
+) -> Waited {
+    let mut waiters: Vec<FdWaiter<'_>> = Vec::new();
+    let mut on = WaitOn::Sleep;
+    for (fd, interest) in fds {
+        on = WaitOn::Fd(fd, interest);
+        match FdWaiter::fd(core, fd, interest) {
+            Ok(Some(waiter)) => waiters.push(waiter),
+            _ => return Waited::Unwatchable, // (the waiters so far drop)
+        }
+    }
+    let waited = park(core, deadline, on);
+    // No unwind can skip this: `park` above does not unwind. Each waiter
+    // is removed as it drops.
+    drop(waiters);
+    waited
+}
+
+/// What is left of `deadline`, in milliseconds rounded up, as the timeout
+/// of a real call that waits in the kernel instead (-1: none).
+pub(super) fn ms_left(deadline: Option<u64>) -> c_int {
+    match deadline {
+        None => -1,
+        Some(d) => {
+            let ms = d
+                .saturating_sub(crate::timer::clock::now_ns())
+                .div_ceil(1_000_000);
+            c_int::try_from(ms).unwrap_or(c_int::MAX)
+        }
+    }
+}
+
+/// The deadline of a call's `timespec` timeout, relative to now: `None`
+/// when the call is not to park (a zero timeout, which only looks, or an
+/// invalid one, which the kernel refuses); `Some(None)` for a null
+/// pointer, which waits for ever.
+///
+/// # Safety
+///
+/// `ts` is null or points to a timespec.
+pub(super) unsafe fn deadline_of(ts: *const libc::timespec) -> Option<Option<u64>> {
+    // SAFETY: the caller's contract.
+    let Some(ts) = (unsafe { ts.as_ref() }) else {
+        return Some(None);
+    };
+    if ts.tv_sec < 0 || !(0..1_000_000_000).contains(&ts.tv_nsec) {
+        return None;
+    }
+    let ns = (ts.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(ts.tv_nsec as u64);
+    (ns != 0).then(|| Some(crate::timer::clock::now_ns().saturating_add(ns)))
+}
+
 /// Forgets socket `fd`'s registration (hook uid `uid`) in the runtime of
 /// this thread, before the fd is closed; its waiters (other fibers blocked
 /// on the fd) are woken and find the fd closed.
