@@ -1,10 +1,10 @@
-//! One hooked call on a blocking socket ([`Call`]): make it non-blocking
-//! for this call only, and on `EAGAIN` park the fiber until the socket is
-//! ready, at most the socket's own timeout.
+//! One hooked call on a blocking fd ([`Call`]): make it non-blocking for
+//! this call only, and on `EAGAIN` park the fiber until the fd is ready, at
+//! most a socket's own timeout.
 
 use libc::{c_int, c_long, iovec};
 
-use super::fds;
+use super::fds::{self, Fd};
 use super::sys::{self, EAGAIN};
 use super::wait::{self, Waited};
 use crate::io::Interest;
@@ -24,11 +24,11 @@ pub(super) enum Step {
     Real,
 }
 
-/// One hooked call on a blocking socket, across its waits.
+/// One hooked call on a blocking fd, across its waits.
 pub(super) struct Call<'a> {
     core: &'a Core,
     fd: c_int,
-    uid: u64,
+    what: Fd,
     interest: Interest,
     /// Looked up the first time the call would block: `Some(deadline)`.
     deadline: Option<Option<u64>>,
@@ -41,11 +41,11 @@ impl<'a> Call<'a> {
     /// sockets, hooked calls spend no I/O budget and never yield; only a
     /// call that would block, on a blocking socket, parks — and never in
     /// a signal handler (see `handlers`).
-    pub(super) fn new(core: &'a Core, fd: c_int, uid: u64, interest: Interest) -> Call<'a> {
+    pub(super) fn new(core: &'a Core, fd: c_int, what: Fd, interest: Interest) -> Call<'a> {
         Call {
             core,
             fd,
-            uid,
+            what,
             interest,
             deadline: None,
         }
@@ -73,7 +73,7 @@ impl<'a> Call<'a> {
             Some(deadline) => deadline,
             None => *self.deadline.insert(self.would_block()?),
         };
-        match wait::socket(self.core, self.fd, self.uid, self.interest, deadline) {
+        match wait::socket(self.core, self.fd, self.what.uid, self.interest, deadline) {
             Waited::Woken => Ok(()),
             Waited::Unwatchable => Err(Step::Real),
             w => Err(Step::Done(-(w.errno(libc::EAGAIN) as isize))),
@@ -81,9 +81,9 @@ impl<'a> Call<'a> {
     }
 
     /// The call would block: `Err` if its caller wants no waiting (an
-    /// `O_NONBLOCK` socket: `EAGAIN`) or it is no socket after all (the
-    /// number was reused behind our back); else the socket timeout's
-    /// deadline.
+    /// `O_NONBLOCK` fd: `EAGAIN`) or it is no socket after all (the number
+    /// was reused behind our back); else the deadline of a socket's
+    /// timeout (other fds have none).
     pub(super) fn would_block(&self) -> Result<Option<u64>, Step> {
         let flags = sys::get_fl(self.fd);
         if flags < 0 {
@@ -91,6 +91,9 @@ impl<'a> Call<'a> {
         }
         if flags & libc::O_NONBLOCK as isize != 0 {
             return Err(Step::Done(EAGAIN));
+        }
+        if !self.what.socket {
+            return Ok(None);
         }
         let opt = if self.interest.is_readable() {
             libc::SO_RCVTIMEO
@@ -110,7 +113,7 @@ impl<'a> Call<'a> {
                 Ok(Some(clock::now_ns().saturating_add(ns)))
             }
             Err(e) if e == -(libc::ENOTSOCK as isize) => {
-                fds::mark_not_socket(self.fd);
+                fds::mark_ignored(self.fd);
                 Err(Step::Real)
             }
             Err(e) => Err(Step::Done(e)),
@@ -145,11 +148,17 @@ impl<'a> Call<'a> {
     }
 }
 
-/// The fiber's runtime and the fd's hook uid, if a call on `fd` may park.
+/// The fiber's runtime and what `fd` is, if a call on it may park.
 #[inline(always)]
-pub(super) fn hooked<'a>(fd: c_int) -> Option<(&'a Core, u64)> {
+pub(super) fn hooked<'a>(fd: c_int) -> Option<(&'a Core, Fd)> {
     let core = super::parkable_fd(fd)?;
-    Some((core, fds::socket(fd)?))
+    Some((core, fds::lookup(fd)?))
+}
+
+/// [`hooked`], for the calls only a socket takes.
+#[inline(always)]
+pub(super) fn hooked_socket<'a>(fd: c_int) -> Option<(&'a Core, Fd)> {
+    hooked(fd).filter(|(_, what)| what.socket)
 }
 
 /// `preadv2`/`pwritev2` (`n`) at the current position with `RWF_NOWAIT`.
@@ -173,10 +182,52 @@ pub(super) unsafe fn rw_nowait(n: c_long, fd: c_int, iov: *const iovec, cnt: c_i
     }
 }
 
-/// A step's result, or the real call's when it says so.
-pub(super) fn finish(step: Step, real: impl FnOnce() -> isize) -> isize {
-    match step {
-        Step::Done(EOPNOTSUPP) | Step::Real => sys::ret(real()),
-        Step::Done(r) => sys::ret(r),
+impl Call<'_> {
+    /// Parks until the fd is ready for the call's interest as `poll` sees
+    /// it (or has an error or a hang-up to report): then the blocking call
+    /// will not wait, unless another thread takes what was ready first.
+    /// `Err`: what the call is to return instead (see [`Call::wait`]).
+    pub(super) fn wait_ready(&mut self) -> Result<(), isize> {
+        let mut events = 0;
+        if self.interest.is_readable() {
+            events |= libc::POLLIN;
+        }
+        if self.interest.is_writable() {
+            events |= libc::POLLOUT;
+        }
+        loop {
+            let mut pfd = libc::pollfd {
+                fd: self.fd,
+                events,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd.
+            if unsafe { sys::poll_now(&mut pfd, 1) } != 0 {
+                return Ok(());
+            }
+            match self.wait() {
+                Ok(()) => {}
+                Err(Step::Real) => return Ok(()), // let the kernel wait
+                Err(Step::Done(r)) => return Err(r),
+            }
+        }
+    }
+
+    /// A step's result; or the real call's, when the fd cannot be parked
+    /// on or the kernel has no non-blocking form of the call for it
+    /// (`EOPNOTSUPP`: a tty, a timerfd): then after [`Call::wait_ready`].
+    pub(super) fn finish(mut self, step: Step, real: impl FnOnce() -> isize) -> isize {
+        match step {
+            Step::Done(EOPNOTSUPP) | Step::Real => self.fallback(real),
+            Step::Done(r) => sys::ret(r),
+        }
+    }
+
+    /// The real call, once the fd is ready (see [`Call::finish`]).
+    pub(super) fn fallback(&mut self, real: impl FnOnce() -> isize) -> isize {
+        match self.wait_ready() {
+            Ok(()) => sys::ret(real()),
+            Err(r) => sys::ret(r),
+        }
     }
 }

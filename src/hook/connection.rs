@@ -23,11 +23,10 @@
 
 use libc::{c_int, sockaddr, socklen_t};
 
-use super::call::{Call, Step, hooked};
+use super::call::{Call, hooked_socket};
 use super::sys;
 use crate::blocking;
 use crate::io::Interest;
-use crate::scheduler::core::Core;
 use crate::scheduler::park::Halted;
 
 /// accept(2).
@@ -63,37 +62,14 @@ pub unsafe extern "C" fn accept4(
             )
         }
     };
-    if let Some((core, uid)) = hooked(fd)
-        && let Err(r) = wait_for_connection(core, fd, uid)
+    // Parked until a connection is queued; `EAGAIN` at once for a
+    // non-blocking listener with none, or at its SO_RCVTIMEO.
+    if let Some((core, what)) = hooked_socket(fd)
+        && let Err(r) = Call::new(core, fd, what, Interest::READABLE).wait_ready()
     {
         return sys::ret(r) as c_int;
     }
     sys::ret(call()) as c_int
-}
-
-/// Parks until listener `fd` has a connection queued (`Ok`: make the
-/// call), or says what the accept returns instead: `EAGAIN` for a
-/// non-blocking listener with none queued or at its `SO_RCVTIMEO`,
-/// `ECANCELED`/`ETIMEDOUT` when the fiber is cancelled or its
-/// `fibra::timeout` expires.
-fn wait_for_connection(core: &Core, fd: c_int, uid: u64) -> Result<(), isize> {
-    let mut c = Call::new(core, fd, uid, Interest::READABLE);
-    loop {
-        let mut pfd = libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        };
-        // SAFETY: one valid pollfd.
-        if unsafe { sys::poll_now(&mut pfd, 1) } != 0 {
-            return Ok(()); // queued, or an error the call will report
-        }
-        match c.wait() {
-            Ok(()) => {}
-            Err(Step::Real) => return Ok(()), // let the kernel wait
-            Err(Step::Done(r)) => return Err(r),
-        }
-    }
 }
 
 /// connect(2): in a fiber, on a blocking socket, the call runs on the
@@ -110,7 +86,7 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_
         // outlives the call: the hook returns only after it).
         unsafe { sys::call(libc::SYS_connect, &[fd as usize, addr, len]) }
     };
-    if hooked(fd).is_some() {
+    if hooked_socket(fd).is_some() {
         let mode = sys::get_fl(fd);
         if mode >= 0 && mode & libc::O_NONBLOCK as isize == 0 {
             let (r, halted) = blocking::run_interruptible(call, || {

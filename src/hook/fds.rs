@@ -1,26 +1,30 @@
-//! What the hooks remember per fd number: whether it is a socket, and the
-//! id its reactor registrations carry.
+//! What the hooks remember per fd number: whether calls on it may park
+//! (a socket, or another fd epoll can watch), and the id its reactor
+//! registrations carry.
 //!
 //! One word per fd, in chunks of [`CHUNK`] fds mapped on first use, so a
 //! lookup is two loads and no lock, allocation or system call: safe in a
 //! signal handler. A word is
 //!
 //! - `0`: not known (never looked at, or closed since);
-//! - `1`: not a socket (a file, pipe, tty, eventfd...): hooks leave it alone;
-//! - `uid << 1`: a socket; `uid` is unique in the process for this opening
-//!   of the fd number — drawn from the one id space of every socket
-//!   registration, `fibra::net`'s included (`reactor::new_socket_owner`) —
-//!   and is the owner of its registrations in a reactor (see
-//!   `reactor::Reactor::socket`), so a socket that reuses a closed
-//!   socket's number is never taken for it, whichever kind either is.
+//! - `1`: left alone: a regular file, a directory, a block device (file
+//!   I/O belongs on the blocking pool: `fibra::fs`);
+//! - `uid << 2 | 2`: a socket; `uid << 2 | 3`: another pollable fd — a
+//!   pipe or FIFO, a character device (a tty), an anonymous inode (an
+//!   eventfd, a timerfd, a signalfd). `uid` is unique in the process for
+//!   this opening of the fd number — drawn from the one id space of every
+//!   socket registration, `fibra::net`'s included
+//!   (`reactor::new_socket_owner`) — and is the owner of its registrations
+//!   in a reactor (see `reactor::Reactor::socket`), so an fd that reuses a
+//!   closed one's number is never taken for it, whichever kind either is.
 //!
 //! ## Ground rules
 //!
-//! - The word is filled, from the kernel (`getsockopt(SO_TYPE)`), by the
-//!   first hook that needs it, and cleared by the hooks of `close`, `dup2`
-//!   and `dup3` (before and after the kernel closes the fd). Fds closed
-//!   behind libc's back (a raw `close` system call) are not seen: see the
-//!   module docs of `hook`.
+//! - The word is filled, from the kernel (`getsockopt(SO_TYPE)`, then
+//!   `fstat`), by the first hook that needs it, and cleared by the hooks of
+//!   `close`, `dup2` and `dup3` (before and after the kernel closes the
+//!   fd). Fds closed behind libc's back (a raw `close` system call) are not
+//!   seen: see the module docs of `hook`.
 //! - Fds from [`MAX_FDS`] up are never remembered: hooks leave them alone.
 
 use std::ptr;
@@ -38,7 +42,27 @@ const CHUNKS: usize = 1024;
 pub(super) const MAX_FDS: usize = CHUNK * CHUNKS;
 
 const UNKNOWN: u64 = 0;
-const NOT_SOCKET: u64 = 1;
+const IGNORED: u64 = 1;
+const SOCKET: u64 = 2;
+const POLLABLE: u64 = 3;
+
+/// An fd the hooks may park on.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Fd {
+    /// The owner id of its registrations.
+    pub(super) uid: u64,
+    /// A socket (else a pipe, tty, eventfd...: no socket options).
+    pub(super) socket: bool,
+}
+
+impl Fd {
+    fn of(word: u64) -> Option<Fd> {
+        (word > IGNORED).then_some(Fd {
+            uid: word >> 2,
+            socket: word & 3 == SOCKET,
+        })
+    }
+}
 
 static TABLE: [AtomicPtr<AtomicU64>; CHUNKS] = [const { AtomicPtr::new(ptr::null_mut()) }; CHUNKS];
 
@@ -92,44 +116,49 @@ fn map_chunk(entry: &AtomicPtr<AtomicU64>) -> Option<*mut AtomicU64> {
     }
 }
 
-/// The uid of `fd` if it is a socket the hooks may park on; `None` for
-/// anything else (not a socket, not open, out of range).
+/// What `fd` is, if the hooks may park on it; `None` for anything else (a
+/// file, not open, out of range).
 #[inline]
-pub(super) fn socket(fd: c_int) -> Option<u64> {
+pub(super) fn lookup(fd: c_int) -> Option<Fd> {
     let slot = slot(fd, true)?;
-    let word = slot.load(Ordering::Relaxed);
-    match word {
+    match slot.load(Ordering::Relaxed) {
         UNKNOWN => fill(fd, slot),
-        NOT_SOCKET => None,
-        _ => Some(word >> 1),
+        word => Fd::of(word),
     }
 }
 
 #[cold]
-fn fill(fd: c_int, slot: &AtomicU64) -> Option<u64> {
-    let word = match sys::sockopt(fd, libc::SO_TYPE, 0 as c_int) {
-        Ok(_) => crate::reactor::new_socket_owner() << 1,
-        Err(e) if e == -(libc::ENOTSOCK as isize) => NOT_SOCKET,
+fn fill(fd: c_int, slot: &AtomicU64) -> Option<Fd> {
+    let kind = match sys::sockopt(fd, libc::SO_TYPE, 0 as c_int) {
+        Ok(_) => SOCKET,
+        Err(e) if e == -(libc::ENOTSOCK as isize) => match sys::file_type(fd)? {
+            libc::S_IFREG | libc::S_IFDIR | libc::S_IFBLK | libc::S_IFLNK => IGNORED,
+            _ => POLLABLE, // FIFO, character device, anonymous inode (0)
+        },
         Err(_) => return None, // not open: the real call will say so
+    };
+    let word = match kind {
+        IGNORED => IGNORED,
+        kind => crate::reactor::new_socket_owner() << 2 | kind,
     };
     let word = match slot.compare_exchange(UNKNOWN, word, Ordering::Relaxed, Ordering::Relaxed) {
         Ok(_) => word,
         Err(theirs) => theirs,
     };
-    (word != NOT_SOCKET).then_some(word >> 1)
+    Fd::of(word)
 }
 
-/// Records that `fd` turned out not to be a socket (its number was
-/// reused behind our back).
-pub(super) fn mark_not_socket(fd: c_int) {
+/// Records that `fd` is to be left alone after all (its number was reused
+/// behind our back, by a file).
+pub(super) fn mark_ignored(fd: c_int) {
     if let Some(slot) = slot(fd, false) {
-        slot.store(NOT_SOCKET, Ordering::Relaxed);
+        slot.store(IGNORED, Ordering::Relaxed);
     }
 }
 
-/// Forgets `fd` (it is being closed); returns its socket uid, if it had one.
+/// Forgets `fd` (it is being closed); returns its uid, if it had one.
 #[inline]
 pub(super) fn forget(fd: c_int) -> Option<u64> {
     let word = slot(fd, false)?.swap(UNKNOWN, Ordering::Relaxed);
-    (word > NOT_SOCKET).then_some(word >> 1)
+    Fd::of(word).map(|f| f.uid)
 }

@@ -62,7 +62,11 @@
 //!
 //! Inside fibers, on sockets: `read`, `write`, `readv`, `writev`, `recv`,
 //! `recvfrom`, `recvmsg`, `send`, `sendto`, `sendmsg`, `accept`,
-//! `accept4`, `connect`; the waits of event loops on any pollable fds
+//! `accept4`, `connect`; on the other fds epoll can watch (pipes and
+//! FIFOs — a child's stdout —, ttys and pseudo-terminals, eventfds):
+//! `read`, `write`, `readv`, `writev` (where the kernel has no per-call
+//! non-blocking form for the fd, the fiber parks until `poll` says it is
+//! ready, then makes the call); the waits of event loops on any pollable fds
 //! (sockets, pipes, eventfds, epoll fds...: readiness has no blocking
 //! mode): `poll` and `ppoll` (`POLLPRI` is waited for as itself), `select`
 //! and `pselect`, `epoll_wait`, `epoll_pwait` and `epoll_pwait2` — those
@@ -75,11 +79,12 @@
 //!
 //! ## What is not
 //!
-//! - Files, pipes, ttys: `read` and `write` on anything but a socket call
-//!   the kernel as before (file I/O belongs on the blocking pool:
-//!   `fibra::fs`). Stdin, stdout and stderr (fds 0-2) are never parked on
-//!   even when they are sockets: std guards them with locks tied to the
-//!   thread, which two fibers of one thread would share.
+//! - Files (regular files, directories, block devices): `read` and
+//!   `write` on them call the kernel as before — readiness means nothing
+//!   for a file, and file I/O belongs on the blocking pool: `fibra::fs`.
+//!   Stdin, stdout and stderr (fds 0-2) are never parked on, whatever they
+//!   are: std guards them with locks tied to the thread, which two fibers
+//!   of one thread would share.
 //! - C libraries that call the kernel directly (or resolve names with a
 //!   resolver of their own: c-ares, a static glibc) block the thread, as
 //!   do crates that make raw system calls (rustix's `linux_raw` backend), std's

@@ -1,14 +1,18 @@
-//! Socket data calls: read, write and their vectored, `recv*` and `send*`
-//! forms.
+//! Data calls: `read`, `write` and their vectored forms on sockets and on
+//! the other fds epoll can watch (pipes, FIFOs, ttys, eventfds); the
+//! `recv*` and `send*` forms on sockets.
 //!
 //! Each hook makes its call non-blocking for this call only, and on
-//! `EAGAIN` parks the fiber if the socket is a blocking one
-//! ([`Call`](super::call::Call)). Anything else — not in a fiber, stdio,
-//! not a socket, a non-blocking call — goes to the kernel unchanged.
+//! `EAGAIN` parks the fiber if the fd is a blocking one
+//! ([`Call`](super::call::Call)). Where the kernel has no non-blocking form
+//! of the call for the fd (`EOPNOTSUPP`: a tty, say), the fiber parks
+//! until `poll` says it is ready, then makes the call. Anything else — not
+//! in a fiber, stdio, a file, a non-blocking call — goes to the kernel
+//! unchanged.
 
 use libc::{c_int, c_void, iovec, msghdr, size_t, sockaddr, socklen_t, ssize_t};
 
-use super::call::{Call, Step, finish, hooked, rw_nowait};
+use super::call::{Call, Step, hooked, hooked_socket, rw_nowait};
 use super::sys;
 use crate::io::Interest;
 
@@ -23,21 +27,22 @@ pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, count: size_t) -> ssi
         // SAFETY: the caller's contract, passed to the kernel.
         unsafe { sys::call(libc::SYS_read, &[fd as usize, buf as usize, count]) }
     };
-    let Some((core, uid)) = hooked(fd) else {
+    let Some((core, what)) = hooked(fd) else {
         return sys::ret(real());
     };
     let iov = iovec {
         iov_base: buf,
         iov_len: count,
     };
-    let step = Call::new(core, fd, uid, Interest::READABLE).run(|| {
+    let mut c = Call::new(core, fd, what, Interest::READABLE);
+    let step = c.run(|| {
         // SAFETY: one iovec of the caller's buffer.
         unsafe { rw_nowait(libc::SYS_preadv2, fd, &iov, 1) }
     });
-    finish(step, real)
+    c.finish(step, real)
 }
 
-/// write(2): on a blocking socket, returns when all is written.
+/// write(2): on a blocking fd, returns when all is written.
 ///
 /// # Safety
 ///
@@ -48,10 +53,11 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, count: size_t) -> 
         // SAFETY: the caller's contract, passed to the kernel.
         unsafe { sys::call(libc::SYS_write, &[fd as usize, buf as usize, count]) }
     };
-    let Some((core, uid)) = hooked(fd) else {
+    let Some((core, what)) = hooked(fd) else {
         return sys::ret(real());
     };
-    let moved = Call::new(core, fd, uid, Interest::WRITABLE).run_all(count, |done| {
+    let mut c = Call::new(core, fd, what, Interest::WRITABLE);
+    let moved = c.run_all(count, |done| {
         let iov = iovec {
             iov_base: buf.cast::<u8>().wrapping_add(done).cast_mut().cast(),
             iov_len: count - done,
@@ -62,7 +68,7 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, count: size_t) -> 
     });
     match moved {
         Some(r) => sys::ret(r),
-        None => sys::ret(real()),
+        None => c.fallback(real),
     }
 }
 
@@ -77,14 +83,15 @@ pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, cnt: c_int) -> ssiz
         // SAFETY: the caller's contract, passed to the kernel.
         unsafe { sys::call(libc::SYS_readv, &[fd as usize, iov as usize, cnt as usize]) }
     };
-    let Some((core, uid)) = hooked(fd) else {
+    let Some((core, what)) = hooked(fd) else {
         return sys::ret(real());
     };
-    let step = Call::new(core, fd, uid, Interest::READABLE).run(|| {
+    let mut c = Call::new(core, fd, what, Interest::READABLE);
+    let step = c.run(|| {
         // SAFETY: the caller's iovecs, as readv(2) would use them.
         unsafe { rw_nowait(libc::SYS_preadv2, fd, iov, cnt) }
     });
-    finish(step, real)
+    c.finish(step, real)
 }
 
 /// writev(2). On a blocking socket it may return having written a part,
@@ -99,14 +106,15 @@ pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, cnt: c_int) -> ssi
         // SAFETY: the caller's contract, passed to the kernel.
         unsafe { sys::call(libc::SYS_writev, &[fd as usize, iov as usize, cnt as usize]) }
     };
-    let Some((core, uid)) = hooked(fd) else {
+    let Some((core, what)) = hooked(fd) else {
         return sys::ret(real());
     };
-    let step = Call::new(core, fd, uid, Interest::WRITABLE).run(|| {
+    let mut c = Call::new(core, fd, what, Interest::WRITABLE);
+    let step = c.run(|| {
         // SAFETY: the caller's iovecs, as writev(2) would use them.
         unsafe { rw_nowait(libc::SYS_pwritev2, fd, iov, cnt) }
     });
-    finish(step, real)
+    c.finish(step, real)
 }
 
 /// recv(2).
@@ -161,11 +169,11 @@ pub unsafe extern "C" fn recvfrom(
     if flags & libc::MSG_DONTWAIT != 0 {
         return sys::ret(real());
     }
-    let Some((core, uid)) = hooked(fd) else {
+    let Some((core, what)) = hooked_socket(fd) else {
         return sys::ret(real());
     };
     let nowait = flags | libc::MSG_DONTWAIT;
-    let mut c = Call::new(core, fd, uid, Interest::READABLE);
+    let mut c = Call::new(core, fd, what, Interest::READABLE);
     // `MSG_WAITALL` waits for the whole buffer on a stream only: a
     // datagram socket returns one datagram, as without it.
     if flags & libc::MSG_WAITALL != 0 && is_stream(fd) {
@@ -184,11 +192,11 @@ pub unsafe extern "C" fn recvfrom(
         };
         return match moved {
             Some(r) => sys::ret(r),
-            None => sys::ret(real()),
+            None => c.fallback(real),
         };
     }
     let step = c.run(|| call(buf, len, nowait));
-    finish(step, real)
+    c.finish(step, real)
 }
 
 /// Whether `fd` is a stream socket (`SOCK_STREAM`), where `MSG_WAITALL`
@@ -237,12 +245,12 @@ pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> s
     if flags & (libc::MSG_DONTWAIT | libc::MSG_WAITALL) != 0 {
         return sys::ret(call(flags));
     }
-    let Some((core, uid)) = hooked(fd) else {
+    let Some((core, what)) = hooked_socket(fd) else {
         return sys::ret(call(flags));
     };
-    let step =
-        Call::new(core, fd, uid, Interest::READABLE).run(|| call(flags | libc::MSG_DONTWAIT));
-    finish(step, || call(flags))
+    let mut c = Call::new(core, fd, what, Interest::READABLE);
+    let step = c.run(|| call(flags | libc::MSG_DONTWAIT));
+    c.finish(step, || call(flags))
 }
 
 /// send(2).
@@ -287,13 +295,14 @@ pub unsafe extern "C" fn sendto(
     if flags & libc::MSG_DONTWAIT != 0 {
         return sys::ret(call(0, flags));
     }
-    let Some((core, uid)) = hooked(fd) else {
+    let Some((core, what)) = hooked_socket(fd) else {
         return sys::ret(call(0, flags));
     };
     let nowait = flags | libc::MSG_DONTWAIT;
-    match Call::new(core, fd, uid, Interest::WRITABLE).run_all(len, |done| call(done, nowait)) {
+    let mut c = Call::new(core, fd, what, Interest::WRITABLE);
+    match c.run_all(len, |done| call(done, nowait)) {
         Some(r) => sys::ret(r),
-        None => sys::ret(call(0, flags)),
+        None => c.fallback(|| call(0, flags)),
     }
 }
 
@@ -317,10 +326,10 @@ pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) ->
     if flags & libc::MSG_DONTWAIT != 0 {
         return sys::ret(call(flags));
     }
-    let Some((core, uid)) = hooked(fd) else {
+    let Some((core, what)) = hooked_socket(fd) else {
         return sys::ret(call(flags));
     };
-    let step =
-        Call::new(core, fd, uid, Interest::WRITABLE).run(|| call(flags | libc::MSG_DONTWAIT));
-    finish(step, || call(flags))
+    let mut c = Call::new(core, fd, what, Interest::WRITABLE);
+    let step = c.run(|| call(flags | libc::MSG_DONTWAIT));
+    c.finish(step, || call(flags))
 }

@@ -67,6 +67,15 @@ pub(super) fn sockopt<T: Copy>(fd: c_int, opt: c_int, mut value: T) -> Result<T,
     if r < 0 { Err(r) } else { Ok(value) }
 }
 
+/// The file type bits (`S_IFMT`) of `fd`'s `fstat`; `None` if it fails.
+pub(super) fn file_type(fd: c_int) -> Option<libc::mode_t> {
+    // SAFETY: all-zero is a valid stat, which the call fills.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `st` is valid for writes of a stat.
+    let r = unsafe { call(libc::SYS_fstat, &[fd as usize, (&raw mut st) as usize]) };
+    (r == 0).then_some(st.st_mode & libc::S_IFMT)
+}
+
 /// `poll(fds, n, 0)`: which fds are ready now.
 ///
 /// # Safety
