@@ -42,7 +42,7 @@
 //!
 //! - Unmodified blocking code (cargo feature `hook`, off by default):
 //!   inside a fiber, std's socket calls and `std::thread::sleep` park the
-//!   fiber instead of blocking the thread.
+//!   fiber instead of blocking the thread; see [below](#the-hook-feature).
 //!
 //! Every blocking call also works outside a runtime, where it blocks the
 //! thread, so libraries can use them without knowing who calls.
@@ -119,6 +119,88 @@
 //!     assert_eq!((len, sum), (8, 499_999_500_000));
 //! });
 //! # std::fs::remove_file(&path).unwrap();
+//! ```
+//!
+//! ## The hook feature
+//!
+//! With `features = ["hook"]`, code written for std and for C clients runs
+//! in fibers unchanged: a call that would block parks the fiber instead of
+//! the thread. fibra defines, in the executable, the libc entry points that
+//! std and C libraries call; the executable's definitions win over libc's
+//! in a normal `cargo build` (no `LD_PRELOAD`, no linker flags). Outside a
+//! fiber every hook makes the plain system call, at the cost of one
+//! thread-local load.
+//!
+//! - **Sockets**: `read`, `write`, `readv`, `writev`, `recv`, `recvfrom`,
+//!   `recvmsg`, `send`, `sendto`, `sendmsg`, `accept`, `accept4`,
+//!   `connect`. Timeouts set with `set_read_timeout`/`set_write_timeout`
+//!   hold (`WouldBlock`); a socket made non-blocking gets `WouldBlock` at
+//!   once; a blocking write sends everything; a socket's `O_NONBLOCK` is
+//!   never changed behind the program's back (`accept` parks until a
+//!   connection is queued, `connect` runs on the blocking pool).
+//! - **Other pollable fds**: `read`/`write` (and the vectored forms) on
+//!   pipes, FIFOs, ttys and eventfds — a child's stdout read in a fiber
+//!   parks.
+//! - **Event-loop waits**: `poll`, `ppoll`, `select`, `pselect`,
+//!   `epoll_wait`, `epoll_pwait`, `epoll_pwait2` park on their fds and
+//!   deadline (a wait with a signal mask goes to the kernel).
+//! - **Name resolution**: `getaddrinfo` (behind `ToSocketAddrs`),
+//!   `getnameinfo`, `gethostbyname(_r)` run glibc's resolver on the
+//!   blocking pool while the fiber parks.
+//! - **Sleeping**: `nanosleep`/`clock_nanosleep` (behind
+//!   `std::thread::sleep`) park on fibra's timers, for the full time.
+//! - **Not hooked**: files (use [`fs`]); stdin, stdout and stderr; code
+//!   that makes system calls without libc (rustix's `linux_raw` backend, a
+//!   static C library); `splice`/`sendfile` in `io::copy`.
+//! - **Cancellation and timeouts** cannot unwind through C frames: a
+//!   hooked call that waits when a [`JoinHandle::cancel`] or a [`timeout`]
+//!   lands fails with `ECANCELED` or `ETIMEDOUT`, and the fiber unwinds at
+//!   its next fibra park (see [`timeout`] for what it then returns).
+//! - **Signal handlers** never park or yield: handlers installed with
+//!   `sigaction`/`signal` run marked as such, and a blocking call in one
+//!   blocks the thread as the kernel's would.
+//! - **Embedded event loops** with thread-local state (tokio inside the
+//!   sync `postgres` crate) park in their `epoll_wait` too; a second fiber
+//!   of the thread entering the same loop meanwhile finds the first's state
+//!   (tokio panics "Cannot start a runtime from within a runtime"). Give
+//!   such a client [`spawn_blocking`].
+//!
+//! ```no_run
+//! use std::io::{Read, Write};
+//! use std::net::{TcpListener, TcpStream};
+//!
+//! // A server and clients written for std, unchanged. With the hook, each
+//! // accept, read, write and connect parks its fiber. Without it, the
+//! // server's first accept would block the thread, and with it the clients
+//! // that were to connect: the stall the hook takes away (tests/hook.rs
+//! // runs this shape with the feature on).
+//! let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+//! let addr = listener.local_addr().unwrap();
+//! fibra::run(move || {
+//!     let server = fibra::spawn(move || {
+//!         for _ in 0..3 {
+//!             let (mut conn, _) = listener.accept().unwrap();
+//!             fibra::spawn(move || {
+//!                 let mut buf = [0u8; 5];
+//!                 conn.read_exact(&mut buf).unwrap();
+//!                 conn.write_all(&buf).unwrap();
+//!             });
+//!         }
+//!     });
+//!     let clients: Vec<_> = (0..3)
+//!         .map(|_| fibra::spawn(move || {
+//!             let mut s = TcpStream::connect(addr).unwrap();
+//!             s.write_all(b"hello").unwrap();
+//!             let mut back = [0u8; 5];
+//!             s.read_exact(&mut back).unwrap();
+//!             back
+//!         }))
+//!         .collect();
+//!     for c in clients {
+//!         assert_eq!(&c.join().unwrap(), b"hello");
+//!     }
+//!     server.join().unwrap();
+//! });
 //! ```
 //!
 //! ## Thread-locals

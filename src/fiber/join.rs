@@ -103,6 +103,14 @@ impl<T> JoinHandle<T> {
     /// would put a read of the cross-thread queue on every fast path. A
     /// loop that never blocks is cancelled at its next `yield_now`.
     ///
+    /// With the `hook` feature, a call into C that waits when the cancel
+    /// lands (a std socket call, a C client library's, a `select`) cannot
+    /// be unwound: it fails with `ECANCELED` (std: an `io::Error` of that
+    /// code; a `connect` is aborted, leaving its socket unconnected), and
+    /// the fiber unwinds at its next fibra park. Code that stops at that
+    /// error and returns makes the fiber finish normally: its `join` then
+    /// returns its value, not a cancelled [`JoinError`].
+    ///
     /// ```
     /// use std::time::Duration;
     ///

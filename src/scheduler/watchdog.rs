@@ -218,11 +218,22 @@ fn warn_running(thread: &str, r: &Running) {
         running_for = ?running_for,
         thread,
         "{} has run for {running_for:.0?} without blocking in fibra: every other fiber of \
-         thread {thread:?} waits (a CPU loop without yield_now, std::thread::sleep, std::fs, \
-         a std lock or channel: use fibra's, or spawn_blocking)",
+         thread {thread:?} waits ({})",
         describe(r.id, r.name.as_deref(), r.root),
+        STALL_CAUSES,
     );
 }
+
+/// What usually holds a thread, as the stall warning names it. With the
+/// `hook` feature std's sleep, sockets and name lookups park the fiber, so
+/// what is left is named instead.
+#[cfg(not(feature = "hook"))]
+const STALL_CAUSES: &str = "a CPU loop without yield_now, std::thread::sleep, std::fs, a std \
+     lock or channel, a blocking client library: use fibra's, or spawn_blocking";
+#[cfg(feature = "hook")]
+const STALL_CAUSES: &str = "a CPU loop without yield_now, std::fs or another file read, a std \
+     lock or channel, a C library that calls the kernel or resolves names by itself, an \
+     embedded event loop waiting with a signal mask: use fibra's, or spawn_blocking";
 
 /// Installs, once, a panic hook that says which fiber panicked before the
 /// previous hook (std's report, usually) runs: std's report names only the

@@ -128,6 +128,17 @@ impl From<Elapsed> for std::io::Error {
 /// that never parks runs to its end. Timeouts nest; the earliest deadline
 /// wins. A panic in `f` passes through unchanged.
 ///
+/// # With the `hook` feature
+///
+/// A call into C that waits (std's socket calls, a C client library's, a
+/// `select` or `epoll_wait`, all parked by the hooks) cannot be unwound:
+/// its frames are C's. When the deadline passes while one waits, it fails
+/// with `ETIMEDOUT` (std reports `io::ErrorKind::TimedOut`; a `connect` is
+/// aborted, leaving its socket unconnected) and `f` goes on; it is unwound
+/// at its next fibra park. If `f` returns first — having passed that error
+/// up — `timeout` returns `Ok` of what it returned, not `Err(Elapsed)`. A
+/// hooked `std::thread::sleep` and a name lookup are never cut short.
+///
 /// # Panics
 ///
 /// Outside a fibra runtime.
