@@ -3,35 +3,18 @@
 //! thread, and keeps std's promises.
 #![cfg(feature = "hook")]
 
+mod util;
+
 use std::cell::Cell;
 use std::collections::HashSet;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 use std::rc::Rc;
-use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-/// Runs `f` on its own thread and fails (instead of hanging) if it takes
-/// longer than `limit`.
-fn bounded<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = mpsc::channel();
-    let t = thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    match rx.recv_timeout(limit) {
-        Ok(v) => {
-            t.join().unwrap();
-            v
-        }
-        Err(mpsc::RecvTimeoutError::Disconnected) => match t.join() {
-            Err(p) => std::panic::resume_unwind(p),
-            Ok(()) => unreachable!(),
-        },
-        Err(mpsc::RecvTimeoutError::Timeout) => panic!("the test did not end within {limit:?}"),
-    }
-}
+use util::bounded;
 
 /// A fiber that ticks every 5 ms until `stop` is set; returns the ticks and
 /// the longest gap between two of them.

@@ -8,32 +8,14 @@ mod util;
 use std::io::{ErrorKind, Read, Write};
 use std::net::{TcpListener, TcpStream, UdpSocket};
 use std::os::fd::AsRawFd;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, mpsc};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use libc::c_int;
 
-/// Runs `f` on its own thread and fails (instead of hanging) if it takes
-/// longer than `limit`.
-fn bounded<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let (tx, rx) = mpsc::channel();
-    let t = thread::spawn(move || {
-        let _ = tx.send(f());
-    });
-    match rx.recv_timeout(limit) {
-        Ok(v) => {
-            t.join().unwrap();
-            v
-        }
-        Err(mpsc::RecvTimeoutError::Disconnected) => match t.join() {
-            Err(p) => std::panic::resume_unwind(p),
-            Ok(()) => unreachable!(),
-        },
-        Err(mpsc::RecvTimeoutError::Timeout) => panic!("the test did not end within {limit:?}"),
-    }
-}
+use util::bounded;
 
 /// A connected TCP pair on loopback: (client, server).
 fn tcp_pair() -> (TcpStream, TcpStream) {

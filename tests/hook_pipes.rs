@@ -5,48 +5,20 @@
 //! to the kernel.
 #![cfg(feature = "hook")]
 
-use std::cell::Cell;
+mod util;
+
 use std::io::{ErrorKind, Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::process::{Command, Stdio};
-use std::rc::Rc;
 use std::thread;
 use std::time::{Duration, Instant};
 
 const WAIT: Duration = Duration::from_millis(100);
 const FIBERS: usize = 20;
 
-/// Runs `FIBERS` fibers of `one` on one thread beside a ticker; returns
-/// how long they took together and the ticker's longest gap.
+/// [`util::side_by_side`] with `FIBERS` fibers.
 fn side_by_side(one: impl Fn(usize) + Clone + 'static) -> (Duration, Duration) {
-    fibra::run(move || {
-        let stop = Rc::new(Cell::new(false));
-        let ticker = {
-            let stop = stop.clone();
-            fibra::spawn(move || {
-                let (mut worst, mut last) = (Duration::ZERO, Instant::now());
-                while !stop.get() {
-                    fibra::sleep(Duration::from_millis(5));
-                    worst = worst.max(last.elapsed());
-                    last = Instant::now();
-                }
-                worst
-            })
-        };
-        let start = Instant::now();
-        let fibers: Vec<_> = (0..FIBERS)
-            .map(|i| {
-                let one = one.clone();
-                fibra::spawn(move || one(i))
-            })
-            .collect();
-        for f in fibers {
-            f.join().unwrap();
-        }
-        let took = start.elapsed();
-        stop.set(true);
-        (took, ticker.join().unwrap())
-    })
+    util::side_by_side(FIBERS, one)
 }
 
 fn assert_parked(what: &str, (took, gap): (Duration, Duration)) {

@@ -89,3 +89,66 @@ pub fn assert_child_ok(name: &str) {
         out.status
     );
 }
+
+/// Runs `n` fibers of `one` on one thread (a fresh `fibra::run`) beside a
+/// ticker fiber that sleeps 5 ms at a time; returns how long the `n`
+/// fibers took together and the ticker's longest gap between two ticks —
+/// above a few milliseconds, something blocked the thread.
+pub fn side_by_side(
+    n: usize,
+    one: impl Fn(usize) + Clone + 'static,
+) -> (std::time::Duration, std::time::Duration) {
+    use std::time::{Duration, Instant};
+    fibra::run(move || {
+        let stop = Rc::new(Cell::new(false));
+        let ticker = {
+            let stop = stop.clone();
+            fibra::spawn(move || {
+                let (mut worst, mut last) = (Duration::ZERO, Instant::now());
+                while !stop.get() {
+                    fibra::sleep(Duration::from_millis(5));
+                    worst = worst.max(last.elapsed());
+                    last = Instant::now();
+                }
+                worst
+            })
+        };
+        let start = Instant::now();
+        let fibers: Vec<_> = (0..n)
+            .map(|i| {
+                let one = one.clone();
+                fibra::spawn(move || one(i))
+            })
+            .collect();
+        for f in fibers {
+            f.join().unwrap();
+        }
+        let took = start.elapsed();
+        stop.set(true);
+        (took, ticker.join().unwrap())
+    })
+}
+
+/// Runs `f` on its own thread and fails (instead of hanging) if it takes
+/// longer than `limit`.
+pub fn bounded<T: Send + 'static>(
+    limit: std::time::Duration,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> T {
+    use std::sync::mpsc;
+    let (tx, rx) = mpsc::channel();
+    let t = std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(v) => {
+            t.join().unwrap();
+            v
+        }
+        Err(mpsc::RecvTimeoutError::Disconnected) => match t.join() {
+            Err(p) => std::panic::resume_unwind(p),
+            Ok(()) => unreachable!(),
+        },
+        Err(mpsc::RecvTimeoutError::Timeout) => panic!("the test did not end within {limit:?}"),
+    }
+}

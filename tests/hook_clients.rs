@@ -1,0 +1,296 @@
+//! C client libraries, unmodified, under the `hook` feature: 200 calls
+//! from 200 fibers of one thread take about the time of one, and a ticker
+//! fiber shows the thread never blocked.
+//!
+//! - libpq (through `pq-sys`, its C API called as a C program would)
+//!   against a real PostgreSQL, `select pg_sleep(0.2)`;
+//! - libcurl (the `curl` crate) against a local HTTP server that answers
+//!   every request after 200 ms.
+//!
+//! Each prints one row — calls, wall time, one call's time, longest ticker
+//! gap — that `benches/peers/hook_clients.sh` gathers into the README's
+//! table. The PostgreSQL server is the test's own: `initdb` in a temporary
+//! directory, `postgres` on a free port, stopped by its pid. Without
+//! PostgreSQL's binaries the test says SKIPPED (CI installs them and sets
+//! `FIBRA_REQUIRE_POSTGRES`, which makes a missing server a failure).
+#![cfg(feature = "hook")]
+
+mod util;
+
+use std::ffi::{CStr, CString};
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+const CALLS: usize = 200;
+const DELAY: Duration = Duration::from_millis(200);
+
+/// Prints the row of one client and checks it: the calls together within
+/// a few times one call (one after another they would take 200 times as
+/// long), and no gap of the ticker as long as one call.
+fn report(client: &str, one: Duration, (all, gap): (Duration, Duration)) {
+    println!(
+        "CLIENT-ROW | {client} | {CALLS} | {:.2} s | {:.2} s | {:.0} ms |",
+        all.as_secs_f64(),
+        one.as_secs_f64(),
+        gap.as_secs_f64() * 1000.0
+    );
+    assert!(
+        all < one * 5 + DELAY * 5,
+        "{client}: {CALLS} calls took {all:?}, one {one:?}"
+    );
+    assert!(gap < DELAY / 2, "{client}: the ticker stalled {gap:?}");
+}
+
+// ---- libpq ---------------------------------------------------------------
+
+/// A PostgreSQL server of the test's own.
+struct Postgres {
+    child: Child,
+    dir: std::path::PathBuf,
+    port: u16,
+}
+
+impl Drop for Postgres {
+    fn drop(&mut self) {
+        // SIGINT to the postmaster (not to `runuser`, which would not pass
+        // it on): a fast shutdown, the clients are gone.
+        let pid = std::fs::read_to_string(self.dir.join("data/postmaster.pid"))
+            .ok()
+            .and_then(|s| s.lines().next()?.trim().parse::<libc::pid_t>().ok())
+            .unwrap_or(self.child.id() as libc::pid_t);
+        // SAFETY: kill(2) with a pid of our server.
+        unsafe { libc::kill(pid, libc::SIGINT) };
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Starts PostgreSQL, or says why it cannot (`Err`).
+fn start_postgres() -> Result<Postgres, String> {
+    let bindir = Command::new("pg_config")
+        .arg("--bindir")
+        .output()
+        .map_err(|e| format!("pg_config: {e}"))?;
+    let bindir = String::from_utf8_lossy(&bindir.stdout).trim().to_string();
+    let bin = |name: &str| std::path::Path::new(&bindir).join(name);
+    if !bin("initdb").exists() {
+        return Err(format!("no initdb in {bindir}"));
+    }
+    let dir = std::env::temp_dir().join(format!("fibra-pg-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    // PostgreSQL will not run as root: then it runs as the `postgres` user.
+    // SAFETY: getuid has no preconditions.
+    let as_root = unsafe { libc::getuid() } == 0;
+    let run = |program: std::path::PathBuf| {
+        if as_root {
+            let mut c = Command::new("runuser");
+            c.args(["-u", "postgres", "--"]).arg(program);
+            c
+        } else {
+            Command::new(program)
+        }
+    };
+    if as_root {
+        let ok = Command::new("chown").args(["postgres:"]).arg(&dir).status();
+        if !ok.is_ok_and(|s| s.success()) {
+            return Err("cannot chown the data directory to postgres".into());
+        }
+    }
+    let data = dir.join("data");
+    let out = run(bin("initdb"))
+        .args(["-A", "trust", "-U", "fibra", "--no-sync", "-D"])
+        .arg(&data)
+        .output()
+        .map_err(|e| format!("initdb: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("initdb: {}", String::from_utf8_lossy(&out.stderr)));
+    }
+    let port = free_port();
+    let child = run(bin("postgres"))
+        .arg("-D")
+        .arg(&data)
+        .args(["-p", &port.to_string(), "-k"])
+        .arg(&dir)
+        .args([
+            "-c",
+            "listen_addresses=127.0.0.1",
+            "-c",
+            "max_connections=260",
+        ])
+        .args(["-c", "fsync=off", "-c", "shared_buffers=16MB"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("postgres: {e}"))?;
+    let pg = Postgres { child, dir, port };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while Instant::now() < deadline {
+        if query(&pg.conninfo(), "select 1").is_ok() {
+            return Ok(pg);
+        }
+        thread::sleep(Duration::from_millis(100));
+    }
+    Err("postgres did not answer within 30 s".into())
+}
+
+impl Postgres {
+    fn conninfo(&self) -> CString {
+        CString::new(format!(
+            "host=127.0.0.1 port={} user=fibra dbname=postgres connect_timeout=10",
+            self.port
+        ))
+        .unwrap()
+    }
+}
+
+/// One libpq connection, closed on drop.
+struct Conn(*mut pq_sys::PGconn);
+
+impl Conn {
+    fn connect(conninfo: &CStr) -> Result<Conn, String> {
+        // SAFETY: a NUL-terminated conninfo; the connection is ours.
+        let conn = Conn(unsafe { pq_sys::PQconnectdb(conninfo.as_ptr()) });
+        // SAFETY: a connection PQconnectdb made (null only without memory).
+        if conn.0.is_null()
+            || unsafe { pq_sys::PQstatus(conn.0) } != pq_sys::ConnStatusType::CONNECTION_OK
+        {
+            return Err(conn.error());
+        }
+        Ok(conn)
+    }
+
+    fn error(&self) -> String {
+        if self.0.is_null() {
+            return "out of memory".into();
+        }
+        // SAFETY: a valid connection; libpq's message is NUL-terminated.
+        unsafe { CStr::from_ptr(pq_sys::PQerrorMessage(self.0)) }
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    fn exec(&self, sql: &str) -> Result<(), String> {
+        let sql = CString::new(sql).unwrap();
+        // SAFETY: a valid connection and query; the result is cleared.
+        unsafe {
+            let res = pq_sys::PQexec(self.0, sql.as_ptr());
+            let status = pq_sys::PQresultStatus(res);
+            pq_sys::PQclear(res);
+            if status == pq_sys::ExecStatusType::PGRES_TUPLES_OK {
+                Ok(())
+            } else {
+                Err(self.error())
+            }
+        }
+    }
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        if !self.0.is_null() {
+            // SAFETY: our connection, finished once.
+            unsafe { pq_sys::PQfinish(self.0) };
+        }
+    }
+}
+
+fn query(conninfo: &CStr, sql: &str) -> Result<(), String> {
+    Conn::connect(conninfo)?.exec(sql)
+}
+
+#[test]
+fn libpq_two_hundred_queries_on_one_thread() {
+    let pg = match start_postgres() {
+        Ok(pg) => pg,
+        Err(why) if std::env::var_os("FIBRA_REQUIRE_POSTGRES").is_none() => {
+            eprintln!("SKIPPED: libpq against PostgreSQL: {why}");
+            return;
+        }
+        Err(why) => panic!("FIBRA_REQUIRE_POSTGRES is set, but: {why}"),
+    };
+    let conninfo = pg.conninfo();
+    let sleep = format!("select pg_sleep({})", DELAY.as_secs_f64());
+    let start = Instant::now();
+    query(&conninfo, &sleep).unwrap();
+    let one = start.elapsed();
+    let (conninfo, sleep2) = (conninfo.clone(), sleep.clone());
+    let rows = util::side_by_side(CALLS, move |_| {
+        let conn = Conn::connect(&conninfo).unwrap();
+        conn.exec(&sleep2).unwrap();
+    });
+    report("libpq (pq-sys), pg_sleep(0.2)", one, rows);
+    drop(pg);
+}
+
+// ---- libcurl -------------------------------------------------------------
+
+/// An HTTP/1.1 server on a plain thread: every connection on a thread of
+/// its own, each request answered after [`DELAY`].
+fn slow_http_server() -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { continue };
+            thread::spawn(move || {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 1024];
+                while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match conn.read(&mut chunk) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                }
+                thread::sleep(DELAY);
+                let _ = conn.write_all(
+                    b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello",
+                );
+            });
+        }
+    });
+    format!("http://{addr}/")
+}
+
+fn curl_get(url: &str) -> Vec<u8> {
+    let mut easy = curl::easy::Easy::new();
+    easy.url(url).unwrap();
+    easy.verbose(std::env::var_os("CURL_VERBOSE").is_some())
+        .unwrap();
+    let mut body = Vec::new();
+    {
+        let mut transfer = easy.transfer();
+        transfer
+            .write_function(|data| {
+                body.extend_from_slice(data);
+                Ok(data.len())
+            })
+            .unwrap();
+        transfer.perform().unwrap();
+    }
+    assert_eq!(easy.response_code().unwrap(), 200);
+    body
+}
+
+#[test]
+fn libcurl_two_hundred_requests_on_one_thread() {
+    let url = slow_http_server();
+    let start = Instant::now();
+    assert_eq!(curl_get(&url), b"hello");
+    let one = start.elapsed();
+    let rows = util::side_by_side(CALLS, move |_| {
+        assert_eq!(curl_get(&url), b"hello");
+    });
+    report("libcurl (curl), a 200 ms server", one, rows);
+}
