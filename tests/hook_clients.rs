@@ -7,15 +7,17 @@
 //! - libcurl (the `curl` crate) against a local HTTP server that answers
 //!   every request after 200 ms;
 //! - the `mysql` crate (pure Rust on std sockets) against a real MariaDB,
-//!   `SELECT SLEEP(0.2)`.
+//!   `SELECT SLEEP(0.2)`;
+//! - libssh2 (the `ssh2` crate) against a real sshd, a request to the
+//!   200 ms HTTP server through a forwarded channel.
 //!
 //! Each prints one row — calls, wall time, one call's time, longest ticker
 //! gap — that `benches/peers/hook_clients.sh` gathers into the README's
-//! table. The PostgreSQL and MariaDB servers are the test's own: made in a
-//! temporary directory, listening on a free port of 127.0.0.1, stopped by
-//! their pid. Without a server's binaries its test says SKIPPED (CI
-//! installs them and sets `FIBRA_REQUIRE_POSTGRES` and
-//! `FIBRA_REQUIRE_MARIADB`, which make a missing server a failure).
+//! table. The PostgreSQL, MariaDB and sshd servers are the test's own: made
+//! in a temporary directory, listening on a free port of 127.0.0.1, stopped
+//! by their pid. Without a server's binaries its test says SKIPPED (CI
+//! installs them and sets `FIBRA_REQUIRE_POSTGRES`, `FIBRA_REQUIRE_MARIADB`
+//! and `FIBRA_REQUIRE_SSHD`, which make a missing server a failure).
 #![cfg(feature = "hook")]
 
 mod util;
@@ -446,4 +448,158 @@ fn mysql_crate_two_hundred_queries_on_one_thread() {
         rows,
     );
     drop(db);
+}
+
+// ---- libssh2 ---------------------------------------------------------------
+
+/// An sshd of the test's own: its host key and the one client key it
+/// accepts made at start, on a free port of 127.0.0.1, TCP forwarding on.
+struct Sshd {
+    child: Child,
+    dir: std::path::PathBuf,
+    port: u16,
+}
+
+impl Drop for Sshd {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) with our child's pid (sshd itself, -D).
+        unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Starts sshd, or says why it cannot (`Err`).
+fn start_sshd() -> Result<Sshd, String> {
+    let sshd = ["/usr/sbin/sshd", "/usr/local/sbin/sshd"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists())
+        .ok_or("no sshd")?;
+    let dir = std::env::temp_dir().join(format!("fibra-sshd-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    for key in ["host_key", "client_key"] {
+        let out = Command::new("ssh-keygen")
+            .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+            .arg(dir.join(key))
+            .output()
+            .map_err(|e| format!("ssh-keygen: {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "ssh-keygen: {}",
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+    }
+    std::fs::copy(dir.join("client_key.pub"), dir.join("authorized_keys")).unwrap();
+    // SAFETY: getuid has no preconditions.
+    if unsafe { libc::getuid() } == 0 {
+        // sshd's privilege separation wants its directory.
+        let _ = std::fs::create_dir_all("/run/sshd");
+    }
+    let port = free_port();
+    let config = format!(
+        "Port {port}\nListenAddress 127.0.0.1\nHostKey {d}/host_key\n\
+         AuthorizedKeysFile {d}/authorized_keys\nPidFile {d}/pid\nStrictModes no\n\
+         UsePAM no\nPermitRootLogin yes\nPasswordAuthentication no\n\
+         KbdInteractiveAuthentication no\nAllowTcpForwarding yes\nMaxStartups 300\n\
+         MaxSessions 10\n",
+        d = dir.display()
+    );
+    std::fs::write(dir.join("sshd_config"), config).unwrap();
+    let child = Command::new(sshd)
+        .args(["-D", "-e", "-f"])
+        .arg(dir.join("sshd_config"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("sshd: {e}"))?;
+    let s = Sshd { child, dir, port };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
+        if s.session().is_ok() {
+            return Ok(s);
+        }
+        thread::sleep(Duration::from_millis(100));
+    }
+    Err("sshd did not let us in within 20 s".into())
+}
+
+impl Sshd {
+    /// A session, authenticated with the client key.
+    fn session(&self) -> Result<ssh2::Session, String> {
+        ssh_session(self.port, &self.dir.join("client_key"))
+    }
+}
+
+/// A session with the sshd at `port`, authenticated with `key`.
+fn ssh_session(port: u16, key: &std::path::Path) -> Result<ssh2::Session, String> {
+    let tcp = std::net::TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
+    let mut session = ssh2::Session::new().map_err(|e| e.to_string())?;
+    session.set_tcp_stream(tcp);
+    session.handshake().map_err(|e| e.to_string())?;
+    let user = std::env::var("USER").unwrap_or_else(|_| "root".into());
+    session
+        .userauth_pubkey_file(&user, None, key, None)
+        .map_err(|e| e.to_string())?;
+    Ok(session)
+}
+
+/// One request to the slow HTTP server at `port`, through a forwarded
+/// channel of `session`.
+fn ssh_forwarded_get(session: &ssh2::Session, port: u16) {
+    let mut channel = session
+        .channel_direct_tcpip("127.0.0.1", port, None)
+        .unwrap();
+    channel
+        .write_all(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    let mut reply = String::new();
+    channel.read_to_string(&mut reply).unwrap();
+    assert!(reply.ends_with("hello"), "{reply:?}");
+}
+
+#[test]
+fn libssh2_two_hundred_forwarded_requests_on_one_thread() {
+    let _serial = one_at_a_time();
+    let sshd = match start_sshd() {
+        Ok(s) => s,
+        Err(why) if std::env::var_os("FIBRA_REQUIRE_SSHD").is_none() => {
+            eprintln!("SKIPPED: libssh2 against sshd: {why}");
+            return;
+        }
+        Err(why) => panic!("FIBRA_REQUIRE_SSHD is set, but: {why}"),
+    };
+    let url = slow_http_server();
+    let port: u16 = url
+        .trim_end_matches('/')
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    // The sessions first, made in fibers too (sshd takes its time to start
+    // each; key exchanges are CPU on both ends, which the row is not about).
+    let key = sshd.dir.join("client_key");
+    let ssh_port = sshd.port;
+    let sessions: Vec<ssh2::Session> = fibra::run(move || {
+        let makers: Vec<_> = (0..CALLS)
+            .map(|_| {
+                let key = key.clone();
+                fibra::spawn(move || ssh_session(ssh_port, &key).unwrap())
+            })
+            .collect();
+        makers.into_iter().map(|m| m.join().unwrap()).collect()
+    });
+    let start = Instant::now();
+    ssh_forwarded_get(&sessions[0], port);
+    let one = start.elapsed();
+    let sessions = std::rc::Rc::new(sessions);
+    let rows = util::side_by_side(CALLS, move |i| ssh_forwarded_get(&sessions[i], port));
+    report(
+        "libssh2 (ssh2), a forwarded channel to the 200 ms server",
+        one,
+        rows,
+    );
+    drop(sshd);
 }

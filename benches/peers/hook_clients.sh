@@ -7,8 +7,9 @@
 #
 #   bash benches/peers/hook_clients.sh
 #
-# Needs: PostgreSQL's server binaries and libpq (apt-get install postgresql
-# libpq-dev); a test whose server is missing says SKIPPED and has no row.
+# Needs: apt-get install postgresql libpq-dev libcurl4-openssl-dev
+# mariadb-server openssh-server libssl-dev; a test whose server is missing says
+# SKIPPED and has no row.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=$(cargo test --release --quiet --features hook --test hook_clients -- \
