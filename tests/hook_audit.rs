@@ -366,6 +366,22 @@ fn recv_waitall_on_a_datagram_socket_returns_one_datagram() {
 
 // ---- Hole 6: accept and connect never flip a shared O_NONBLOCK -----------
 
+/// A plain thread that reads `fd`'s file status flags in a loop until
+/// `stop`, and returns how often it saw `O_NONBLOCK`.
+fn nonblocking_watcher(fd: c_int, stop: Arc<AtomicBool>) -> thread::JoinHandle<usize> {
+    thread::spawn(move || {
+        let mut seen = 0usize;
+        while !stop.load(Ordering::Relaxed) {
+            // SAFETY: F_GETFL reads no memory.
+            let fl = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+            if fl >= 0 && fl & libc::O_NONBLOCK != 0 {
+                seen += 1;
+            }
+        }
+        seen
+    })
+}
+
 /// A fiber accepts on a listener while a plain thread accepts on a
 /// `try_clone` of it (the same open file description) and a third thread
 /// watches the description's flags. Before the fix every hooked accept
@@ -383,20 +399,7 @@ fn a_hooked_accept_never_makes_a_shared_listener_nonblocking() {
         let accepted = Arc::new(AtomicUsize::new(0));
         let stop = Arc::new(AtomicBool::new(false));
 
-        let watcher = {
-            let (fd, stop) = (clone.as_raw_fd(), stop.clone());
-            thread::spawn(move || {
-                let mut seen = 0usize;
-                while !stop.load(Ordering::Relaxed) {
-                    // SAFETY: F_GETFL reads no memory.
-                    let fl = unsafe { libc::fcntl(fd, libc::F_GETFL) };
-                    if fl >= 0 && fl & libc::O_NONBLOCK != 0 {
-                        seen += 1;
-                    }
-                }
-                seen
-            })
-        };
+        let watcher = nonblocking_watcher(clone.as_raw_fd(), stop.clone());
         let plain = {
             let (accepted, stop) = (accepted.clone(), stop.clone());
             thread::spawn(move || {
@@ -480,20 +483,7 @@ fn a_hooked_connect_never_makes_the_socket_nonblocking() {
                 let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0) };
                 assert!(fd >= 0);
                 let stop = Arc::new(AtomicBool::new(false));
-                let watcher = {
-                    let stop = stop.clone();
-                    thread::spawn(move || {
-                        let mut seen = 0usize;
-                        while !stop.load(Ordering::Relaxed) {
-                            // SAFETY: F_GETFL reads no memory.
-                            let fl = unsafe { libc::fcntl(fd, libc::F_GETFL) };
-                            if fl >= 0 && fl & libc::O_NONBLOCK != 0 {
-                                seen += 1;
-                            }
-                        }
-                        seen
-                    })
-                };
+                let watcher = nonblocking_watcher(fd, stop.clone());
                 thread::sleep(Duration::from_micros(100)); // the watcher runs
                 let sin = match addr {
                     std::net::SocketAddr::V4(a) => libc::sockaddr_in {

@@ -9,7 +9,9 @@
 //! - the `mysql` crate (pure Rust on std sockets) against a real MariaDB,
 //!   `SELECT SLEEP(0.2)`;
 //! - libssh2 (the `ssh2` crate) against a real sshd, a request to the
-//!   200 ms HTTP server through a forwarded channel.
+//!   200 ms HTTP server through a forwarded channel;
+//! - tungstenite (pure Rust on std sockets) against a WebSocket server that
+//!   echoes after 200 ms.
 //!
 //! Each prints one row — calls, wall time, one call's time, longest ticker
 //! gap — that `benches/peers/hook_clients.sh` gathers into the README's
@@ -87,6 +89,17 @@ impl Drop for Postgres {
         let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// A listener on loopback whose accept queue takes 200 connections at once
+/// (std's listens with a backlog of 128: a burst beyond it loses SYNs, which
+/// the clients send again a second later).
+fn listener() -> TcpListener {
+    use std::os::fd::AsRawFd;
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    // SAFETY: listen(2) again on our listening socket only sets its backlog.
+    assert_eq!(unsafe { libc::listen(l.as_raw_fd(), 1024) }, 0);
+    l
 }
 
 fn free_port() -> u16 {
@@ -267,7 +280,7 @@ fn libpq_two_hundred_queries_on_one_thread() {
 /// An HTTP/1.1 server on a plain thread: every connection on a thread of
 /// its own, each request answered after [`DELAY`].
 fn slow_http_server() -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let listener = listener();
     let addr = listener.local_addr().unwrap();
     thread::spawn(move || {
         for conn in listener.incoming() {
@@ -602,4 +615,59 @@ fn libssh2_two_hundred_forwarded_requests_on_one_thread() {
         rows,
     );
     drop(sshd);
+}
+
+// ---- tungstenite -------------------------------------------------------------
+
+/// A WebSocket server on plain threads: each connection on a thread of its
+/// own, every message echoed after [`DELAY`].
+fn slow_websocket_server() -> std::net::SocketAddr {
+    let listener = listener();
+    let addr = listener.local_addr().unwrap();
+    thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(conn) = conn else { continue };
+            thread::spawn(move || {
+                let Ok(mut ws) = tungstenite::accept(conn) else {
+                    return;
+                };
+                while let Ok(msg) = ws.read() {
+                    if msg.is_close() {
+                        return;
+                    }
+                    thread::sleep(DELAY);
+                    if ws.send(msg).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// A WebSocket client on a std socket: connect, one message, its echo.
+fn websocket_round_trip(addr: std::net::SocketAddr, i: usize) {
+    let tcp = std::net::TcpStream::connect(addr).unwrap();
+    let (mut ws, _) = tungstenite::client(format!("ws://{addr}/"), tcp).unwrap();
+    let text = format!("message {i}");
+    ws.send(tungstenite::Message::text(text.clone())).unwrap();
+    let back = ws.read().unwrap();
+    assert_eq!(back.into_text().unwrap().as_str(), text);
+    let _ = ws.close(None);
+}
+
+#[test]
+fn tungstenite_two_hundred_round_trips_on_one_thread() {
+    let _serial = one_at_a_time();
+    let addr = slow_websocket_server();
+    let start = Instant::now();
+    websocket_round_trip(addr, 0);
+    let one = start.elapsed();
+    let rows = util::side_by_side(CALLS, move |i| websocket_round_trip(addr, i));
+    report(
+        "tungstenite on std sockets, a server echoing in 200 ms",
+        one,
+        rows,
+    );
 }

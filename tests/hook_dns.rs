@@ -9,6 +9,8 @@
 //! that names it. Where namespaces cannot be made, the test says SKIPPED.
 #![cfg(feature = "hook")]
 
+mod util;
+
 use std::net::{SocketAddr, ToSocketAddrs, UdpSocket};
 use std::process::Command;
 use std::thread;
@@ -99,41 +101,13 @@ fn child() {
     assert!(one >= DELAY, "one lookup took {one:?}");
 
     // Twenty in fibers of one thread, with a ticker.
-    let (all, gap) = fibra::run(|| {
-        let stop = std::rc::Rc::new(std::cell::Cell::new(false));
-        let ticker = {
-            let stop = stop.clone();
-            fibra::spawn(move || {
-                let mut worst = Duration::ZERO;
-                let mut last = Instant::now();
-                while !stop.get() {
-                    fibra::sleep(Duration::from_millis(5));
-                    worst = worst.max(last.elapsed());
-                    last = Instant::now();
-                }
-                worst
-            })
-        };
-        let start = Instant::now();
-        let lookups: Vec<_> = (0..20)
-            .map(|i| {
-                fibra::spawn(move || {
-                    let host = format!("host{i}.fibra.test");
-                    let addrs: Vec<SocketAddr> =
-                        (host.as_str(), 80).to_socket_addrs().unwrap().collect();
-                    assert!(
-                        addrs.contains(&"127.0.0.1:80".parse().unwrap()),
-                        "{addrs:?}"
-                    );
-                })
-            })
-            .collect();
-        for l in lookups {
-            l.join().unwrap();
-        }
-        let all = start.elapsed();
-        stop.set(true);
-        (all, ticker.join().unwrap())
+    let (all, gap) = util::side_by_side(20, |i| {
+        let host = format!("host{i}.fibra.test");
+        let addrs: Vec<SocketAddr> = (host.as_str(), 80).to_socket_addrs().unwrap().collect();
+        assert!(
+            addrs.contains(&"127.0.0.1:80".parse().unwrap()),
+            "{addrs:?}"
+        );
     });
     println!("one lookup {one:?}; twenty in fibers {all:?}; longest ticker gap {gap:?}");
     assert!(

@@ -16,58 +16,43 @@ use std::time::{Duration, Instant};
 const WAIT: Duration = Duration::from_millis(100);
 const FIBERS: usize = 20;
 
-/// [`util::side_by_side`] with `FIBERS` fibers.
-fn side_by_side(one: impl Fn(usize) + Clone + 'static) -> (Duration, Duration) {
-    util::side_by_side(FIBERS, one)
-}
-
-fn assert_parked(what: &str, (took, gap): (Duration, Duration)) {
-    println!("{what}: {FIBERS} fibers {took:?}, longest ticker gap {gap:?}");
-    assert!(
-        took < WAIT * 5,
-        "{what}: {FIBERS} waits of {WAIT:?} took {took:?}"
-    );
-    assert!(gap < WAIT * 3 / 4, "{what}: the ticker stalled {gap:?}");
+/// [`util::assert_parked`] with `FIBERS` fibers waiting `WAIT`.
+fn assert_parked(what: &str, one: impl Fn(usize) + Clone + 'static) {
+    util::assert_parked(what, FIBERS, WAIT, one)
 }
 
 #[test]
 fn pipe_reads_park() {
-    assert_parked(
-        "pipe read",
-        side_by_side(|i| {
-            let (mut r, mut w) = std::io::pipe().unwrap();
-            thread::spawn(move || {
-                thread::sleep(WAIT);
-                w.write_all(format!("pipe {i}").as_bytes()).unwrap();
-            });
-            let mut got = String::new();
-            r.read_to_string(&mut got).unwrap();
-            assert_eq!(got, format!("pipe {i}"));
-        }),
-    );
+    assert_parked("pipe read", |i| {
+        let (mut r, mut w) = std::io::pipe().unwrap();
+        thread::spawn(move || {
+            thread::sleep(WAIT);
+            w.write_all(format!("pipe {i}").as_bytes()).unwrap();
+        });
+        let mut got = String::new();
+        r.read_to_string(&mut got).unwrap();
+        assert_eq!(got, format!("pipe {i}"));
+    });
 }
 
 #[test]
 fn a_child_s_stdout_is_read_parked() {
-    assert_parked(
-        "child stdout",
-        side_by_side(|i| {
-            let mut child = Command::new("sh")
-                .args(["-c", &format!("sleep 0.1; echo child {i}")])
-                .stdout(Stdio::piped())
-                .spawn()
-                .unwrap();
-            let mut out = String::new();
-            child
-                .stdout
-                .take()
-                .unwrap()
-                .read_to_string(&mut out)
-                .unwrap();
-            assert_eq!(out, format!("child {i}\n"));
-            assert!(fibra::process::wait(&mut child).unwrap().success());
-        }),
-    );
+    assert_parked("child stdout", |i| {
+        let mut child = Command::new("sh")
+            .args(["-c", &format!("sleep 0.1; echo child {i}")])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut out = String::new();
+        child
+            .stdout
+            .take()
+            .unwrap()
+            .read_to_string(&mut out)
+            .unwrap();
+        assert_eq!(out, format!("child {i}\n"));
+        assert!(fibra::process::wait(&mut child).unwrap().success());
+    });
 }
 
 /// A blocking pipe write that fills the pipe parks until the reader (a
@@ -75,7 +60,7 @@ fn a_child_s_stdout_is_read_parked() {
 #[test]
 fn a_pipe_write_that_fills_the_pipe_parks() {
     const LEN: usize = 1 << 20;
-    let (took, gap) = side_by_side(|i| {
+    let (took, gap) = util::side_by_side(FIBERS, |i| {
         if i > 0 {
             return; // one writer; the others only keep the count
         }
@@ -103,28 +88,25 @@ fn a_pipe_write_that_fills_the_pipe_parks() {
 
 #[test]
 fn eventfd_reads_park() {
-    assert_parked(
-        "eventfd read",
-        side_by_side(|_| {
-            // SAFETY: a new eventfd, owned below.
-            let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
-            assert!(fd >= 0);
-            // SAFETY: `fd` is ours alone.
-            let efd = std::sync::Arc::new(unsafe { OwnedFd::from_raw_fd(fd) });
-            let writer = efd.clone();
-            thread::spawn(move || {
-                thread::sleep(WAIT);
-                let one = 7u64;
-                // SAFETY: 8 bytes of `one`.
-                unsafe { libc::write(writer.as_raw_fd(), (&raw const one).cast(), 8) };
-            });
-            let mut value = 0u64;
-            // SAFETY: 8 bytes of `value`.
-            let n = unsafe { libc::read(efd.as_raw_fd(), (&raw mut value).cast(), 8) };
-            assert_eq!(n, 8);
-            assert_eq!(value, 7);
-        }),
-    );
+    assert_parked("eventfd read", |_| {
+        // SAFETY: a new eventfd, owned below.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
+        assert!(fd >= 0);
+        // SAFETY: `fd` is ours alone.
+        let efd = std::sync::Arc::new(unsafe { OwnedFd::from_raw_fd(fd) });
+        let writer = efd.clone();
+        thread::spawn(move || {
+            thread::sleep(WAIT);
+            let one = 7u64;
+            // SAFETY: 8 bytes of `one`.
+            unsafe { libc::write(writer.as_raw_fd(), (&raw const one).cast(), 8) };
+        });
+        let mut value = 0u64;
+        // SAFETY: 8 bytes of `value`.
+        let n = unsafe { libc::read(efd.as_raw_fd(), (&raw mut value).cast(), 8) };
+        assert_eq!(n, 8);
+        assert_eq!(value, 7);
+    });
 }
 
 /// A pseudo-terminal (a character device the kernel may read only
@@ -139,33 +121,30 @@ fn pty_reads_park() {
     }
     // SAFETY: our master fd.
     unsafe { libc::close(master) };
-    assert_parked(
-        "pty read",
-        side_by_side(|_| {
-            // SAFETY: as above; the slave's name is copied out at once.
-            let (master, slave) = unsafe {
-                let m = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY);
-                assert!(m >= 0);
-                assert_eq!(libc::grantpt(m), 0);
-                assert_eq!(libc::unlockpt(m), 0);
-                let mut name = [0 as libc::c_char; 128];
-                assert_eq!(libc::ptsname_r(m, name.as_mut_ptr(), name.len()), 0);
-                let s = libc::open(name.as_ptr(), libc::O_RDWR | libc::O_NOCTTY);
-                assert!(s >= 0);
-                (OwnedFd::from_raw_fd(m), OwnedFd::from_raw_fd(s))
-            };
-            thread::spawn(move || {
-                thread::sleep(WAIT);
-                let mut m = std::fs::File::from(master);
-                m.write_all(b"line\n").unwrap();
-                thread::sleep(Duration::from_secs(1)); // kept open meanwhile
-            });
-            let mut buf = [0u8; 64];
-            let mut s = std::fs::File::from(slave);
-            let n = s.read(&mut buf).unwrap();
-            assert_eq!(&buf[..n], b"line\n");
-        }),
-    );
+    assert_parked("pty read", |_| {
+        // SAFETY: as above; the slave's name is copied out at once.
+        let (master, slave) = unsafe {
+            let m = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY);
+            assert!(m >= 0);
+            assert_eq!(libc::grantpt(m), 0);
+            assert_eq!(libc::unlockpt(m), 0);
+            let mut name = [0 as libc::c_char; 128];
+            assert_eq!(libc::ptsname_r(m, name.as_mut_ptr(), name.len()), 0);
+            let s = libc::open(name.as_ptr(), libc::O_RDWR | libc::O_NOCTTY);
+            assert!(s >= 0);
+            (OwnedFd::from_raw_fd(m), OwnedFd::from_raw_fd(s))
+        };
+        thread::spawn(move || {
+            thread::sleep(WAIT);
+            let mut m = std::fs::File::from(master);
+            m.write_all(b"line\n").unwrap();
+            thread::sleep(Duration::from_secs(1)); // kept open meanwhile
+        });
+        let mut buf = [0u8; 64];
+        let mut s = std::fs::File::from(slave);
+        let n = s.read(&mut buf).unwrap();
+        assert_eq!(&buf[..n], b"line\n");
+    });
 }
 
 /// A pipe the user made non-blocking still says `WouldBlock` at once, and

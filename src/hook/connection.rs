@@ -14,7 +14,8 @@
 //!   as a blocking `accept` does (the socket's `SO_RCVTIMEO` still bounds
 //!   it).
 //! - `connect` has nothing to wait for before the call: the blocking call
-//!   runs on the blocking pool while the fiber parks. The kernel keeps
+//!   runs on the blocking pool while the fiber parks (a datagram socket's,
+//!   which never waits, is made here). The kernel keeps
 //!   every promise of it as it is (the `SO_SNDTIMEO` bound, `EINPROGRESS`
 //!   when it passes). A cancellation or an expired `fibra::timeout` aborts
 //!   the handshake (`shutdown`, which ends a connect in progress) and the
@@ -88,7 +89,10 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_
     };
     if hooked_socket(fd).is_some() {
         let mode = sys::get_fl(fd);
-        if mode >= 0 && mode & libc::O_NONBLOCK as isize == 0 {
+        // A datagram socket's connect only sets its peer: it never waits,
+        // and is not worth a hand-over to the pool.
+        let datagram = sys::sockopt(fd, libc::SO_TYPE, 0 as c_int) == Ok(libc::SOCK_DGRAM);
+        if mode >= 0 && mode & libc::O_NONBLOCK as isize == 0 && !datagram {
             let (r, halted) = blocking::run_interruptible(call, || {
                 // Ends a handshake in progress; the call then returns.
                 // SAFETY: shutdown(2) reads no memory.

@@ -256,16 +256,15 @@ pub unsafe extern "C" fn epoll_pwait(
         // SAFETY: the caller's contract.
         return sys::ret(unsafe { epoll_until(core, epfd, events, max, deadline) }) as c_int;
     }
-    // SAFETY: the caller's contract, passed to the kernel.
+    // SAFETY: the caller's contract.
     let n = unsafe {
-        sys::call6(
+        epoll_kernel(
             libc::SYS_epoll_pwait,
-            epfd as usize,
-            events as usize,
-            max as usize,
+            epfd,
+            events,
+            max,
             timeout as usize,
-            sigmask as usize,
-            8,
+            sigmask,
         )
     };
     sys::ret(n) as c_int
@@ -292,19 +291,48 @@ pub unsafe extern "C" fn epoll_pwait2(
         // SAFETY: the caller's contract.
         return sys::ret(unsafe { epoll_until(core, epfd, events, max, deadline) }) as c_int;
     }
-    // SAFETY: the caller's contract, passed to the kernel.
+    // SAFETY: the caller's contract.
     let n = unsafe {
-        sys::call6(
+        epoll_kernel(
             libc::SYS_epoll_pwait2,
-            epfd as usize,
-            events as usize,
-            max as usize,
+            epfd,
+            events,
+            max,
             timeout as usize,
-            sigmask as usize,
-            8,
+            sigmask,
         )
     };
     sys::ret(n) as c_int
+}
+
+/// The kernel's `epoll_pwait` or `epoll_pwait2` (`n`): `timeout` is the
+/// milliseconds or the timespec pointer, as `n` takes it.
+///
+/// # Safety
+///
+/// As epoll_pwait(2): `events` valid for `max` events, `timeout` and
+/// `sigmask` as the call takes them.
+unsafe fn epoll_kernel(
+    n: libc::c_long,
+    epfd: c_int,
+    events: *mut epoll_event,
+    max: c_int,
+    timeout: usize,
+    sigmask: *const sigset_t,
+) -> isize {
+    // SAFETY: the caller's contract, passed to the kernel (the size of
+    // the kernel's sigset: 8 bytes).
+    unsafe {
+        sys::call6(
+            n,
+            epfd as usize,
+            events as usize,
+            max as usize,
+            timeout,
+            sigmask as usize,
+            8,
+        )
+    }
 }
 
 /// Waits, parked, until epoll fd `epfd` has events or `deadline` passes.
@@ -320,16 +348,16 @@ unsafe fn epoll_until(
     deadline: Option<u64>,
 ) -> isize {
     let wait_ms = |ms: c_int| {
-        // SAFETY: the caller's contract, passed to the kernel.
+        // SAFETY: the caller's contract; no signal mask.
         unsafe {
-            sys::call6(
+            let null = std::ptr::null();
+            epoll_kernel(
                 libc::SYS_epoll_pwait,
-                epfd as usize,
-                events as usize,
-                max as usize,
+                epfd,
+                events,
+                max,
                 ms as isize as usize,
-                0,
-                8,
+                null,
             )
         }
     };

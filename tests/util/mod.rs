@@ -152,3 +152,22 @@ pub fn bounded<T: Send + 'static>(
         Err(mpsc::RecvTimeoutError::Timeout) => panic!("the test did not end within {limit:?}"),
     }
 }
+
+/// [`side_by_side`] of `n` fibers that each wait about `wait` in the call
+/// under test, and the check that they were parked, not the thread
+/// blocked: together about one wait (one after another they would take
+/// `n` of them), the ticker never held up for most of one.
+pub fn assert_parked(
+    what: &str,
+    n: usize,
+    wait: std::time::Duration,
+    one: impl Fn(usize) + Clone + 'static,
+) {
+    let (took, gap) = side_by_side(n, one);
+    println!("{what}: {n} fibers {took:?}, longest ticker gap {gap:?}");
+    assert!(
+        took < wait * 5,
+        "{what}: {n} waits of {wait:?} took {took:?}"
+    );
+    assert!(gap < wait * 3 / 4, "{what}: the ticker stalled {gap:?}");
+}
