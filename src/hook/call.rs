@@ -54,8 +54,15 @@ impl<'a> Call<'a> {
     /// Makes `attempt` (the call in its non-blocking form) until it does
     /// not say `EAGAIN`, parking in between.
     pub(super) fn run(&mut self, mut attempt: impl FnMut() -> isize) -> Step {
+        if !self.what.nowait {
+            return Step::Done(EOPNOTSUPP); // known: see `fds::mark_no_nowait`
+        }
         loop {
             let r = attempt();
+            if r == EOPNOTSUPP && !self.what.socket {
+                // (A socket's EOPNOTSUPP is an answer: MSG_OOB on UDP.)
+                fds::mark_no_nowait(self.fd, self.what);
+            }
             if r != EAGAIN {
                 return Step::Done(r);
             }
@@ -134,7 +141,7 @@ impl<'a> Call<'a> {
         loop {
             match self.run(|| attempt(done)) {
                 Step::Real if done == 0 => return None,
-                Step::Done(EOPNOTSUPP) if done == 0 => return None,
+                Step::Done(EOPNOTSUPP) if done == 0 && !self.what.socket => return None,
                 Step::Real => return Some(done as isize),
                 Step::Done(r) if r < 0 => return Some(if done > 0 { done as isize } else { r }),
                 Step::Done(r) => {
@@ -218,7 +225,9 @@ impl Call<'_> {
     /// (`EOPNOTSUPP`: a tty, a timerfd): then after [`Call::wait_ready`].
     pub(super) fn finish(mut self, step: Step, real: impl FnOnce() -> isize) -> isize {
         match step {
-            Step::Done(EOPNOTSUPP) | Step::Real => self.fallback(real),
+            Step::Done(EOPNOTSUPP) if !self.what.socket => self.fallback(real),
+            Step::Real => self.fallback(real),
+            // (A socket's EOPNOTSUPP is the call's answer.)
             Step::Done(r) => sys::ret(r),
         }
     }

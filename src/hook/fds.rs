@@ -9,14 +9,18 @@
 //! - `0`: not known (never looked at, or closed since);
 //! - `1`: left alone: a regular file, a directory, a block device (file
 //!   I/O belongs on the blocking pool: `fibra::fs`);
-//! - `uid << 2 | 2`: a socket; `uid << 2 | 3`: another pollable fd — a
+//! - `uid << 3 | 2`: a socket; `uid << 3 | 3`: another pollable fd — a
 //!   pipe or FIFO, a character device (a tty), an anonymous inode (an
-//!   eventfd, a timerfd, a signalfd). `uid` is unique in the process for
-//!   this opening of the fd number — drawn from the one id space of every
-//!   socket registration, `fibra::net`'s included
-//!   (`reactor::new_socket_owner`) — and is the owner of its registrations
-//!   in a reactor (see `reactor::Reactor::socket`), so an fd that reuses a
-//!   closed one's number is never taken for it, whichever kind either is.
+//!   eventfd, a timerfd, a signalfd) — with bit 2 set once the kernel said
+//!   it has no per-call non-blocking form of `read`/`write` for it
+//!   (`RWF_NOWAIT`: `EOPNOTSUPP`), so calls on it stop asking.
+//!
+//! `uid` is unique in the process for this opening of the fd number —
+//! drawn from the one id space of every socket registration, `fibra::net`'s
+//! included (`reactor::new_socket_owner`) — and is the owner of its
+//! registrations in a reactor (see `reactor::Reactor::socket`), so an fd
+//! that reuses a closed one's number is never taken for it, whichever kind
+//! either is.
 //!
 //! ## Ground rules
 //!
@@ -45,6 +49,12 @@ const UNKNOWN: u64 = 0;
 const IGNORED: u64 = 1;
 const SOCKET: u64 = 2;
 const POLLABLE: u64 = 3;
+/// The kind's bits of a word.
+const KIND: u64 = 3;
+/// The kernel has no `RWF_NOWAIT` for this fd.
+const NO_NOWAIT: u64 = 4;
+/// How far a word's uid is shifted.
+const UID_SHIFT: u32 = 3;
 
 /// An fd the hooks may park on.
 #[derive(Clone, Copy, Debug)]
@@ -53,13 +63,16 @@ pub(super) struct Fd {
     pub(super) uid: u64,
     /// A socket (else a pipe, tty, eventfd...: no socket options).
     pub(super) socket: bool,
+    /// `RWF_NOWAIT` is worth a try (see [`mark_no_nowait`]).
+    pub(super) nowait: bool,
 }
 
 impl Fd {
     fn of(word: u64) -> Option<Fd> {
         (word > IGNORED).then_some(Fd {
-            uid: word >> 2,
-            socket: word & 3 == SOCKET,
+            uid: word >> UID_SHIFT,
+            socket: word & KIND == SOCKET,
+            nowait: word & NO_NOWAIT == 0,
         })
     }
 }
@@ -139,7 +152,7 @@ fn fill(fd: c_int, slot: &AtomicU64) -> Option<Fd> {
     };
     let word = match kind {
         IGNORED => IGNORED,
-        kind => crate::reactor::new_socket_owner() << 2 | kind,
+        kind => crate::reactor::new_socket_owner() << UID_SHIFT | kind,
     };
     let word = match slot.compare_exchange(UNKNOWN, word, Ordering::Relaxed, Ordering::Relaxed) {
         Ok(_) => word,
@@ -153,6 +166,15 @@ fn fill(fd: c_int, slot: &AtomicU64) -> Option<Fd> {
 pub(super) fn mark_ignored(fd: c_int) {
     if let Some(slot) = slot(fd, false) {
         slot.store(IGNORED, Ordering::Relaxed);
+    }
+}
+
+/// Records that the kernel has no `RWF_NOWAIT` for `fd`, opened as `what`
+/// (untouched if the number has since been closed or reused).
+pub(super) fn mark_no_nowait(fd: c_int, what: Fd) {
+    if let Some(slot) = slot(fd, false) {
+        let word = what.uid << UID_SHIFT | POLLABLE;
+        let _ = slot.compare_exchange(word, word | NO_NOWAIT, Ordering::Relaxed, Ordering::Relaxed);
     }
 }
 

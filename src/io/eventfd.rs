@@ -3,6 +3,7 @@
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
 
+use crate::arch::syscall::{result, syscall6};
 use crate::io::{Interest, wait};
 
 /// A Linux eventfd: `write` adds to a 64-bit counter, `read` waits until it
@@ -89,12 +90,25 @@ impl EventFd {
         }
         loop {
             let buf = n.to_ne_bytes();
-            // SAFETY: writing 8 bytes from a valid buffer to our own fd.
-            let rc = unsafe { libc::write(self.fd.as_raw_fd(), buf.as_ptr().cast(), 8) };
-            if rc == 8 {
-                return Ok(());
+            // SAFETY: writing 8 bytes from a valid buffer to our own fd. (The
+            // system call itself, not libc's `write`: with the `hook` feature
+            // that would ask the kernel more than once.)
+            let rc = unsafe {
+                syscall6(
+                    libc::SYS_write,
+                    self.raw(),
+                    buf.as_ptr() as usize,
+                    8,
+                    0,
+                    0,
+                    0,
+                )
+            };
+            match result(rc) {
+                Ok(8) => return Ok(()),
+                Ok(_) => {}
+                Err(e) => self.would_block(e, Interest::WRITABLE)?,
             }
-            self.would_block(Interest::WRITABLE)?;
         }
     }
 
@@ -127,12 +141,23 @@ impl EventFd {
     /// ```
     pub fn try_read(&self) -> io::Result<Option<u64>> {
         let mut buf = [0u8; 8];
-        // SAFETY: reading 8 bytes into a valid buffer from our own fd.
-        let rc = unsafe { libc::read(self.fd.as_raw_fd(), buf.as_mut_ptr().cast(), 8) };
-        if rc == 8 {
-            return Ok(Some(u64::from_ne_bytes(buf)));
-        }
-        let err = io::Error::last_os_error();
+        // SAFETY: reading 8 bytes into a valid buffer from our own fd (the
+        // system call itself, as in `write`).
+        let rc = unsafe {
+            syscall6(
+                libc::SYS_read,
+                self.raw(),
+                buf.as_mut_ptr() as usize,
+                8,
+                0,
+                0,
+                0,
+            )
+        };
+        let err = match result(rc) {
+            Ok(_) => return Ok(Some(u64::from_ne_bytes(buf))),
+            Err(e) => e,
+        };
         match err.kind() {
             io::ErrorKind::WouldBlock => Ok(None),
             io::ErrorKind::Interrupted => self.try_read(),
@@ -140,8 +165,12 @@ impl EventFd {
         }
     }
 
-    fn would_block(&self, interest: Interest) -> io::Result<()> {
-        let err = io::Error::last_os_error();
+    /// The fd as the system calls take it.
+    fn raw(&self) -> usize {
+        self.fd.as_raw_fd() as usize
+    }
+
+    fn would_block(&self, err: io::Error, interest: Interest) -> io::Result<()> {
         match err.kind() {
             io::ErrorKind::WouldBlock => wait(self.fd.as_raw_fd(), interest, None).map(drop),
             io::ErrorKind::Interrupted => Ok(()),

@@ -18,6 +18,7 @@ use std::thread::ThreadId;
 
 use crate::reactor::WAKER;
 use crate::reactor::token::{Key, WakeToken};
+use crate::scheduler::core::callback;
 use crate::scheduler::fiber_id::FiberId;
 use crate::scheduler::fiber_info::Section;
 use crate::scheduler::watch::Watch;
@@ -94,7 +95,9 @@ impl Shared {
     /// Makes the runtime's epoll fd readable (and its `epoll_wait` return).
     /// A failure is kept for [`Shared::take_wake_error`], not logged here.
     pub(crate) fn wake_fd(&self) {
-        if let Err(e) = self.waker.wake() {
+        // mio writes its eventfd through libc's `write`: as a callout, the
+        // `hook` feature's `write` leaves it the one system call it is.
+        if let Err(e) = callback::callout(|| self.waker.wake()) {
             let errno = e.raw_os_error().unwrap_or(libc::EIO);
             self.wake_error.store(errno, Ordering::Relaxed);
         }
