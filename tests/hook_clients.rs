@@ -48,8 +48,11 @@ const SLACK: u32 = if cfg!(fibra_asan) { 4 } else { 1 };
 
 /// Prints the row of one client and checks it: the calls together far
 /// below the time of 200 one after another (40 s: the thread blocked in
-/// each), and no gap of the ticker as long as half a call (a blocked call
-/// holds the thread for a whole one).
+/// each), and no gap of the ticker as long as one call (a blocked call
+/// holds the thread for a whole one). The gap is not much smaller: when 200
+/// answers come at once, the ticker waits its turn behind 200 fibers'
+/// parsing — in a debug build, a TLS handshake or an HTTP reply each, up to
+/// ~180 ms in all on this host.
 fn report(client: &str, one: Duration, (all, gap): (Duration, Duration)) {
     println!(
         "CLIENT-ROW | {client} | {CALLS} | {:.2} s | {:.2} s | {:.0} ms |",
@@ -61,10 +64,7 @@ fn report(client: &str, one: Duration, (all, gap): (Duration, Duration)) {
         all < DELAY * CALLS as u32 / 4,
         "{client}: {CALLS} calls took {all:?}, one {one:?}"
     );
-    assert!(
-        gap < DELAY / 2 * SLACK,
-        "{client}: the ticker stalled {gap:?}"
-    );
+    assert!(gap < DELAY * SLACK, "{client}: the ticker stalled {gap:?}");
 }
 
 // ---- libpq ---------------------------------------------------------------
@@ -667,6 +667,193 @@ fn tungstenite_two_hundred_round_trips_on_one_thread() {
     let rows = util::side_by_side(CALLS, move |i| websocket_round_trip(addr, i));
     report(
         "tungstenite on std sockets, a server echoing in 200 ms",
+        one,
+        rows,
+    );
+}
+
+// ---- the redis crate -----------------------------------------------------------
+
+/// A redis-server of the test's own, on a free port, stopped on drop.
+struct Redis {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_redis() -> Result<Redis, String> {
+    let port = free_port();
+    let child = Command::new("redis-server")
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+        .args(["--save", "", "--appendonly", "no", "--maxclients", "1000"])
+        .stdout(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("redis-server: {e}"))?;
+    let mut redis = Redis { child, port };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if Instant::now() > deadline {
+            return Err("redis-server did not start".into());
+        }
+        if let Ok(Some(status)) = redis.child.try_wait() {
+            return Err(format!("redis-server exited: {status}"));
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+    Ok(redis)
+}
+
+/// `BLPOP` of a list nobody pushes to: the server answers nil after
+/// [`DELAY`].
+fn redis_blpop(con: &mut redis::Connection, i: usize) {
+    let got: Option<(String, String)> = redis::cmd("BLPOP")
+        .arg(format!("fibra:nothing:{i}"))
+        .arg(DELAY.as_secs_f64())
+        .query(con)
+        .unwrap();
+    assert_eq!(got, None);
+}
+
+#[test]
+fn redis_crate_two_hundred_blocking_pops_on_one_thread() {
+    let _serial = one_at_a_time();
+    let server = match start_redis() {
+        Ok(s) => s,
+        Err(why) if std::env::var_os("FIBRA_REQUIRE_REDIS").is_none() => {
+            eprintln!("SKIPPED: the redis crate against redis-server: {why}");
+            return;
+        }
+        Err(why) => panic!("FIBRA_REQUIRE_REDIS is set, but: {why}"),
+    };
+    let client = redis::Client::open(format!("redis://127.0.0.1:{}/", server.port)).unwrap();
+    let conns: Vec<_> = (0..CALLS)
+        .map(|_| std::cell::RefCell::new(client.get_connection().unwrap()))
+        .collect();
+    let start = Instant::now();
+    redis_blpop(&mut conns[0].borrow_mut(), 0);
+    let one = start.elapsed();
+    let conns = std::rc::Rc::new(conns);
+    let rows = util::side_by_side(CALLS, move |i| redis_blpop(&mut conns[i].borrow_mut(), i));
+    report("redis crate, BLPOP 0.2 s on open connections", one, rows);
+    drop(server);
+}
+
+// ---- ureq ------------------------------------------------------------------------
+
+#[test]
+fn ureq_two_hundred_requests_on_one_thread() {
+    let _serial = one_at_a_time();
+    let url = slow_http_server();
+    let agent = ureq::Agent::new_with_defaults();
+    let get = move |url: &str| {
+        let mut reply = agent.get(url).call().unwrap();
+        assert_eq!(reply.body_mut().read_to_string().unwrap(), "hello");
+    };
+    let start = Instant::now();
+    get(&url);
+    let one = start.elapsed();
+    let rows = util::side_by_side(CALLS, move |_| get(&url));
+    report("ureq on std sockets, the 200 ms server", one, rows);
+}
+
+// ---- native-tls (OpenSSL) ----------------------------------------------------------
+
+/// A TLS server on plain threads (rustls, a certificate made at start):
+/// each connection on a thread of its own, its request answered after
+/// [`DELAY`].
+fn slow_tls_server() -> std::net::SocketAddr {
+    use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
+    let made = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let key: PrivateKeyDer<'static> =
+        PrivatePkcs8KeyDer::from(made.signing_key.serialize_der()).into();
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(vec![made.cert.der().clone()], key)
+        .unwrap();
+    let config = std::sync::Arc::new(config);
+    let listener = listener();
+    let addr = listener.local_addr().unwrap();
+    thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(conn) = conn else { continue };
+            let config = config.clone();
+            thread::spawn(move || {
+                let tls = rustls::ServerConnection::new(config).unwrap();
+                let mut stream = rustls::StreamOwned::new(tls, conn);
+                let mut request = [0u8; 5];
+                if stream.read_exact(&mut request).is_err() {
+                    return;
+                }
+                thread::sleep(DELAY);
+                let _ = stream.write_all(b"hello");
+                stream.conn.send_close_notify();
+                let _ = stream.flush();
+            });
+        }
+    });
+    addr
+}
+
+/// A native-tls (OpenSSL) connection on a std socket, its handshake done.
+fn tls_connect(
+    connector: &native_tls::TlsConnector,
+    addr: std::net::SocketAddr,
+) -> native_tls::TlsStream<std::net::TcpStream> {
+    let tcp = std::net::TcpStream::connect(addr).unwrap();
+    connector.connect("localhost", tcp).unwrap()
+}
+
+/// One request on a TLS connection, and its reply.
+fn tls_request(tls: &mut native_tls::TlsStream<std::net::TcpStream>) {
+    tls.write_all(b"hello").unwrap();
+    let mut reply = Vec::new();
+    if let Err(e) = tls.read_to_end(&mut reply) {
+        // (A close without notify is fine once the reply is in.)
+        assert!(!reply.is_empty(), "{e}");
+    }
+    assert_eq!(reply, b"hello");
+}
+
+#[test]
+fn native_tls_two_hundred_requests_on_one_thread() {
+    let _serial = one_at_a_time();
+    let addr = slow_tls_server();
+    // One connector (OpenSSL context) for all, as a client would keep: each
+    // build parses the system's CA store again.
+    let connector = native_tls::TlsConnector::builder()
+        .danger_accept_invalid_certs(true) // the server's is self-signed
+        .build()
+        .unwrap();
+    // The connections first, made in fibers too: 200 handshakes at once are
+    // CPU on both ends (the server's threads share this small machine),
+    // which the row is not about.
+    let conns: Vec<_> = fibra::run(move || {
+        let makers: Vec<_> = (0..=CALLS)
+            .map(|_| {
+                let connector = connector.clone();
+                fibra::spawn(move || std::cell::RefCell::new(tls_connect(&connector, addr)))
+            })
+            .collect();
+        makers.into_iter().map(|m| m.join().unwrap()).collect()
+    });
+    // (The server answers one request a connection: the last one is for
+    // the call alone.)
+    let start = Instant::now();
+    tls_request(&mut conns[CALLS].borrow_mut());
+    let one = start.elapsed();
+    let conns = std::rc::Rc::new(conns);
+    let rows = util::side_by_side(CALLS, move |i| tls_request(&mut conns[i].borrow_mut()));
+    report(
+        "native-tls (OpenSSL) on std sockets, a server answering in 200 ms, open connections",
         one,
         rows,
     );
