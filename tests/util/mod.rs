@@ -156,7 +156,9 @@ pub fn bounded<T: Send + 'static>(
 /// [`side_by_side`] of `n` fibers that each wait about `wait` in the call
 /// under test, and the check that they were parked, not the thread
 /// blocked: together about one wait (one after another they would take
-/// `n` of them), the ticker never held up for most of one.
+/// `n` of them), the ticker never held up for a whole one (a blocked call
+/// would hold it that long; under AddressSanitizer, where the fibers'
+/// work between parks is several times slower, for two).
 pub fn assert_parked(
     what: &str,
     n: usize,
@@ -169,5 +171,6 @@ pub fn assert_parked(
         took < wait * 5,
         "{what}: {n} waits of {wait:?} took {took:?}"
     );
-    assert!(gap < wait * 3 / 4, "{what}: the ticker stalled {gap:?}");
+    let slack = if cfg!(fibra_asan) { 2 } else { 1 };
+    assert!(gap < wait * slack, "{what}: the ticker stalled {gap:?}");
 }
