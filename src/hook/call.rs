@@ -72,9 +72,9 @@ impl<'a> Call<'a> {
         }
     }
 
-    /// Parks until the socket may be ready (its next event), at most until
-    /// the socket's timeout: `Err` with what the call is to return when it
-    /// may not wait (see [`Call::would_block`]) or the wait failed.
+    /// Parks until the fd may be ready (its next event), at most until a
+    /// socket's timeout: `Err` with what the call is to return when it may
+    /// not wait (see [`Call::would_block`]) or the wait failed.
     pub(super) fn wait(&mut self) -> Result<(), Step> {
         let deadline = match self.deadline {
             Some(deadline) => deadline,

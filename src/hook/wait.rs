@@ -64,8 +64,9 @@ pub(super) fn park(core: &Core, deadline: Option<u64>, on: WaitOn) -> Waited {
     park_without_unwind(core, deadline, on).into()
 }
 
-/// Waits for socket `fd` (hook uid `uid`) to be ready for `interest`, with
-/// the socket's registration that stays until the fd is closed.
+/// Waits for socket `fd` (hook uid `uid`; or a pipe, tty, eventfd...) to be
+/// ready for `interest`, with the fd's registration that stays until it is
+/// closed.
 pub(super) fn socket(
     core: &Core,
     fd: c_int,
