@@ -679,3 +679,56 @@ fn a_channel_under_cancellation_loses_and_duplicates_nothing() {
         assert_eq!(got.borrow().len(), 2_000, "messages were lost");
     });
 }
+
+/// Owned permits (tokio's `acquire_owned`) move into spawned fibers — here
+/// 1 000 of them, taken before each fiber exists — and onto threads; no
+/// more than the semaphore's count hold one at once, and every one comes
+/// back.
+#[test]
+fn owned_permits_move_into_a_thousand_fibers_and_onto_threads() {
+    let slots = Arc::new(Semaphore::new(10));
+    let (now, most) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    fibra::run({
+        let (slots, now, most) = (slots.clone(), now.clone(), most.clone());
+        move || {
+            let fibers: Vec<_> = (0..1000)
+                .map(|i| {
+                    let permit = slots.clone().acquire_owned(); // parks at 10
+                    let (now, most) = (now.clone(), most.clone());
+                    fibra::spawn(move || {
+                        let held = now.fetch_add(1, Ordering::SeqCst) + 1;
+                        most.fetch_max(held, Ordering::SeqCst);
+                        fibra::sleep(Duration::from_micros(100 * (i % 5)));
+                        now.fetch_sub(1, Ordering::SeqCst);
+                        drop(permit);
+                    })
+                })
+                .collect();
+            for f in fibers {
+                f.join().unwrap();
+            }
+        }
+    });
+    assert_eq!(slots.available_permits(), 10);
+    assert!(
+        most.load(Ordering::SeqCst) <= 10,
+        "{} held at once",
+        most.load(Ordering::SeqCst)
+    );
+    // Onto threads, and back from there; `try_acquire_owned` sees the count.
+    let permits: Vec<_> = (0..10)
+        .map(|_| slots.clone().try_acquire_owned().unwrap())
+        .collect();
+    assert!(slots.clone().try_acquire_owned().is_none());
+    let threads: Vec<_> = permits
+        .into_iter()
+        .map(|p| std::thread::spawn(move || drop(p)))
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(slots.available_permits(), 10);
+    // A forgotten permit stays taken.
+    slots.clone().acquire_owned().forget();
+    assert_eq!(slots.available_permits(), 9);
+}

@@ -8,7 +8,7 @@ use std::sync::{LockResult, TryLockError, TryLockResult};
 use std::time::Duration;
 
 use crate::sync::poison;
-use crate::sync::semaphore::RawSemaphore;
+use crate::sync::raw_semaphore::RawSemaphore;
 use crate::timer::clock;
 
 /// A mutual-exclusion lock with std's interface, whose `lock` parks the

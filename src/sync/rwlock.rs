@@ -8,7 +8,7 @@ use std::ptr::NonNull;
 use std::sync::{LockResult, TryLockError, TryLockResult};
 
 use crate::sync::poison;
-use crate::sync::semaphore::RawSemaphore;
+use crate::sync::raw_semaphore::RawSemaphore;
 
 /// How many readers may hold the lock at once; a writer takes them all.
 const READERS: usize = 1 << 30;

@@ -1,238 +1,12 @@
-//! A counting semaphore with a FIFO of waiters: [`Semaphore`] for users,
-//! and [`RawSemaphore`], on which `Mutex` and `RwLock` stand too.
-//!
-//! ## How it works
-//!
-//! The number of free permits lives in one atomic word, together with a
-//! `WAITERS` bit. When the bit is clear, acquiring and releasing are a
-//! single compare-and-swap: no lock, no syscall. When someone has to wait,
-//! it takes the waiter lock, sets the bit and queues itself; from then on
-//! every release goes through the lock and hands its permits to the waiters
-//! in order, the front one first — even a front waiter that needs more
-//! permits than are free is given what there is, and nobody behind it may
-//! overtake. That is what makes the semaphore (and the locks built on it)
-//! fair: a writer waiting for a `RwLock` is not starved by a stream of
-//! readers, and a fiber waiting for a `Mutex` is served before one that
-//! comes later.
-//!
-//! # Invariant
-//!
-//! While `WAITERS` is set, the free count is zero (released permits went to
-//! the waiters), and only a holder of the waiter lock changes the word.
-//! `WAITERS` is set exactly while the list is non-empty.
+//! [`Semaphore`], with its permit guards [`Permit`] (borrowing) and
+//! [`OwnedPermit`] (holding an `Arc`): the public face of
+//! [`RawSemaphore`](crate::sync::raw_semaphore::RawSemaphore).
 
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
-use crate::sync::waiters::{Node, WaitList, Wakeups, Woken, lock, park_until_served};
+use crate::sync::raw_semaphore::{MAX_PERMITS, RawSemaphore};
 use crate::timer::clock;
-
-const WAITERS: usize = 1;
-/// Permits are counted from bit 1 up.
-const ONE: usize = 2;
-
-/// The most permits a semaphore can hold (so that adding never overflows).
-pub(crate) const MAX_PERMITS: usize = usize::MAX >> 3;
-
-/// What a queued acquirer asked for and what it has been given so far.
-struct Want {
-    needed: usize,
-    assigned: usize,
-}
-
-/// The semaphore without its public face (no permit guards).
-pub(crate) struct RawSemaphore {
-    /// Free permits × 2, plus `WAITERS`.
-    state: AtomicUsize,
-    waiters: Mutex<WaitList<Want>>,
-}
-
-/// A deadline that passed before the permits were given.
-#[derive(Debug)]
-pub(crate) struct TimedOut;
-
-impl RawSemaphore {
-    pub(crate) const fn new(permits: usize) -> RawSemaphore {
-        assert!(
-            permits <= MAX_PERMITS,
-            "a semaphore cannot hold that many permits"
-        );
-        RawSemaphore {
-            state: AtomicUsize::new(permits * ONE),
-            waiters: Mutex::new(WaitList::new()),
-        }
-    }
-
-    pub(crate) fn available(&self) -> usize {
-        self.state.load(Ordering::Acquire) / ONE
-    }
-
-    /// Takes `n` permits if they are free and nobody waits (waiters come first).
-    #[inline]
-    pub(crate) fn try_acquire(&self, n: usize) -> bool {
-        let mut state = self.state.load(Ordering::Relaxed);
-        loop {
-            if state & WAITERS != 0 || state / ONE < n {
-                return false;
-            }
-            match self.state.compare_exchange_weak(
-                state,
-                state - n * ONE,
-                Ordering::Acquire,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return true,
-                Err(now) => state = now,
-            }
-        }
-    }
-
-    /// Takes `n` permits, waiting in line for them until `deadline` (ns);
-    /// `what` names the wait in fiber dumps.
-    #[inline]
-    pub(crate) fn acquire(
-        &self,
-        n: usize,
-        deadline: Option<u64>,
-        what: &'static &'static str,
-    ) -> Result<(), TimedOut> {
-        if self.try_acquire(n) {
-            return Ok(());
-        }
-        self.acquire_slow(n, deadline, what)
-    }
-
-    #[cold]
-    fn acquire_slow(
-        &self,
-        n: usize,
-        deadline: Option<u64>,
-        what: &'static &'static str,
-    ) -> Result<(), TimedOut> {
-        assert!(n <= MAX_PERMITS, "cannot acquire that many permits");
-        let guard = lock(&self.waiters);
-        // With the lock held, the word changes only by fast-path CASes,
-        // and only while WAITERS is clear.
-        let mut state = self.state.load(Ordering::Acquire);
-        let assigned = loop {
-            if state & WAITERS != 0 {
-                break 0; // no free permits (invariant): queue up
-            }
-            let free = state / ONE;
-            let (next, result) = if free >= n {
-                (state - n * ONE, None)
-            } else {
-                // Take what is free and wait, first in line, for the rest.
-                (WAITERS, Some(free))
-            };
-            match self
-                .state
-                .compare_exchange(state, next, Ordering::AcqRel, Ordering::Acquire)
-            {
-                Ok(_) => match result {
-                    None => return Ok(()),
-                    Some(free) => break free,
-                },
-                Err(now) => state = now,
-            }
-        };
-        if deadline.is_some_and(|d| d <= clock::now_ns()) {
-            // Already too late: give back what was taken.
-            self.release_locked(guard, assigned);
-            return Err(TimedOut);
-        }
-        let node = Node::new(Want {
-            needed: n,
-            assigned,
-        });
-        let woken = park_until_served(
-            &self.waiters,
-            guard,
-            |list| list,
-            &node,
-            deadline,
-            what,
-            || {},
-            |mut guard, served| {
-                // Unwinding: return the permits, served or partly given.
-                let given = if served {
-                    n
-                } else {
-                    guard.payload(&node).assigned
-                };
-                self.release_locked(guard, given);
-            },
-        );
-        let mut guard = match woken {
-            Woken::Served | Woken::Locked(_, true) => return Ok(()),
-            Woken::Locked(guard, false) => guard,
-        };
-        let given = guard.payload(&node).assigned;
-        self.release_locked(guard, given);
-        Err(TimedOut)
-    }
-
-    /// Returns `n` permits.
-    #[inline]
-    pub(crate) fn release(&self, n: usize) {
-        let mut state = self.state.load(Ordering::Relaxed);
-        while state & WAITERS == 0 {
-            match self.state.compare_exchange_weak(
-                state,
-                state + n * ONE,
-                Ordering::Release,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return,
-                Err(now) => state = now,
-            }
-        }
-        self.release_locked(lock(&self.waiters), n);
-    }
-
-    /// Hands `n` permits to the waiters in order, keeps the rest, and
-    /// clears `WAITERS` when nobody is left; wakes the served after
-    /// unlocking. Also called with `n == 0` after a waiter left, to keep the
-    /// invariant (and let the next in line be served).
-    #[cold]
-    fn release_locked(&self, mut guard: std::sync::MutexGuard<'_, WaitList<Want>>, n: usize) {
-        let mut left = n;
-        let mut wakeups = Wakeups::default();
-        while let Some(front) = guard.front() {
-            let give = left.min(front.needed - front.assigned);
-            front.assigned += give;
-            left -= give;
-            if front.assigned < front.needed {
-                break;
-            }
-            let ((), unparker) = guard.pop_front(|_| ()).expect("the front is there");
-            wakeups.push(unparker);
-        }
-        if guard.is_empty() {
-            // Clear WAITERS and keep the rest. A CAS, not a store: when
-            // WAITERS was already clear (a waiter that took free permits
-            // gave up), fast paths may be changing the word.
-            let mut state = self.state.load(Ordering::Acquire);
-            loop {
-                let next = (state & !WAITERS) + left * ONE;
-                match self.state.compare_exchange_weak(
-                    state,
-                    next,
-                    Ordering::AcqRel,
-                    Ordering::Acquire,
-                ) {
-                    Ok(_) => break,
-                    Err(now) => state = now,
-                }
-            }
-        } else {
-            debug_assert_eq!(left, 0, "permits left over while someone waits");
-        }
-        drop(guard);
-        wakeups.wake();
-    }
-}
 
 /// A counting semaphore: at most `n` holders of a [`Permit`] at once.
 /// Waiters are served in the order they came (FIFO), so none starves.
@@ -358,6 +132,61 @@ impl Semaphore {
         self.raw.release(n);
     }
 
+    /// Waits for a permit that owns a reference to the semaphore, so it can
+    /// move anywhere — into a spawned fiber, onto another thread — and
+    /// returns its permit when dropped there (tokio's name).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use std::time::Duration;
+    /// use fibra::sync::Semaphore;
+    ///
+    /// fibra::run(|| {
+    ///     let slots = Arc::new(Semaphore::new(2));
+    ///     let workers: Vec<_> = (0..6)
+    ///         .map(|_| {
+    ///             // Taken here, before the fiber exists: at most 2 run at once.
+    ///             let permit = slots.clone().acquire_owned();
+    ///             fibra::spawn(move || {
+    ///                 fibra::sleep(Duration::from_millis(5));
+    ///                 drop(permit);
+    ///             })
+    ///         })
+    ///         .collect();
+    ///     for w in workers {
+    ///         w.join().unwrap();
+    ///     }
+    ///     assert_eq!(slots.available_permits(), 2);
+    /// });
+    /// ```
+    pub fn acquire_owned(self: Arc<Self>) -> OwnedPermit {
+        self.raw
+            .acquire(1, None, &"Semaphore::acquire_owned")
+            .expect("no deadline, no time-out");
+        OwnedPermit {
+            semaphore: Some(self),
+        }
+    }
+
+    /// An owned permit (see [`acquire_owned`](Self::acquire_owned)) if one
+    /// is free and nobody is waiting for one.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    ///
+    /// let s = Arc::new(fibra::sync::Semaphore::new(1));
+    /// let p = s.clone().try_acquire_owned().unwrap();
+    /// assert!(s.clone().try_acquire_owned().is_none());
+    /// std::thread::spawn(move || drop(p)).join().unwrap();
+    /// assert_eq!(s.available_permits(), 1);
+    /// ```
+    pub fn try_acquire_owned(self: Arc<Self>) -> Option<OwnedPermit> {
+        // (`then`: see `try_acquire`.)
+        self.raw.try_acquire(1).then(|| OwnedPermit {
+            semaphore: Some(self),
+        })
+    }
+
     /// The permits free right now (zero while anyone waits).
     ///
     /// ```
@@ -384,6 +213,62 @@ impl Permit<'_> {
 impl Drop for Permit<'_> {
     fn drop(&mut self) {
         self.semaphore.raw.release(1);
+    }
+}
+
+/// A permit of a [`Semaphore`] that holds an `Arc` of it, so it is
+/// `'static` and `Send`: it moves into spawned fibers and onto threads, and
+/// is returned to the semaphore on drop (tokio's `OwnedSemaphorePermit`).
+#[must_use = "the permit is returned as soon as it is dropped"]
+pub struct OwnedPermit {
+    /// `None` once forgotten (then nothing is returned on drop).
+    semaphore: Option<Arc<Semaphore>>,
+}
+
+impl OwnedPermit {
+    /// The semaphore this permit belongs to.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    ///
+    /// let s = Arc::new(fibra::sync::Semaphore::new(1));
+    /// let p = s.clone().acquire_owned();
+    /// assert!(Arc::ptr_eq(p.semaphore(), &s));
+    /// ```
+    pub fn semaphore(&self) -> &Arc<Semaphore> {
+        self.semaphore
+            .as_ref()
+            .expect("a permit is forgotten only as it is consumed")
+    }
+
+    /// Keeps the permit taken for good: it is not returned on drop.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    ///
+    /// let s = Arc::new(fibra::sync::Semaphore::new(1));
+    /// s.clone().acquire_owned().forget();
+    /// assert_eq!(s.available_permits(), 0);
+    /// ```
+    pub fn forget(mut self) {
+        // The permit stays taken; the reference to the semaphore goes.
+        self.semaphore = None;
+    }
+}
+
+impl Drop for OwnedPermit {
+    fn drop(&mut self) {
+        if let Some(semaphore) = self.semaphore.take() {
+            semaphore.raw.release(1);
+        }
+    }
+}
+
+impl std::fmt::Debug for OwnedPermit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OwnedPermit")
+            .field("semaphore", &self.semaphore())
+            .finish()
     }
 }
 
