@@ -1,17 +1,45 @@
 //! Waiting for Unix signals in blocking style.
 //!
-//! The first [`wait`] for a signal installs a process-wide handler for it.
-//! The handler does the one async-signal-safe thing it needs: it writes the
-//! signal's number to a non-blocking pipe. A dispatcher thread
-//! (`fibra-signal`, started on first use) reads the pipe and wakes every
-//! waiter whose set contains that signal, through the ordinary unpark path.
-//! So a signal reaches the waiting fibers (and threads) whichever thread the
-//! kernel happened to interrupt.
+//! The first wait for a signal ([`wait`], [`ctrl_c`], [`Signals::new`])
+//! installs a process-wide handler for it. The handler does the one
+//! async-signal-safe thing it needs: it writes the signal's number to a
+//! non-blocking pipe. A dispatcher thread (`fibra-signal`, started on first
+//! use) reads the pipe and hands the signal to every listener whose set
+//! contains it, waking those that wait, through the ordinary unpark path.
+//! So a signal reaches the waiting fibers (and threads) whichever thread
+//! the kernel happened to interrupt.
 //!
-//! Once a signal has a handler, its default action (terminating the process
-//! for `SIGINT` or `SIGTERM`, say) no longer happens: the program decides,
-//! as with tokio's or signal-hook's handlers. A signal that arrives while
-//! nobody waits for it is not kept.
+//! ## No signal is lost
+//!
+//! From the first wait for a signal on, one that arrives while nobody waits
+//! for it is kept, and the next wait that asks for it returns it at once —
+//! the second Ctrl-C pressed during a graceful shutdown is not dropped. A
+//! [`Signals`] listener keeps what arrives for it between its waits. Like
+//! the kernel's own pending signals (and tokio's signal streams), several
+//! arrivals of one signal before a wait coalesce into one.
+//!
+//! ## The default action
+//!
+//! Once a signal has a handler, its default action (terminating the
+//! process for `SIGINT` or `SIGTERM`, say) no longer happens, for good: the
+//! program decides, as with tokio's or signal-hook's handlers. "A second
+//! Ctrl-C kills" is therefore the program's to say — keep listening after
+//! the first, and exit when the second comes:
+//!
+//! ```no_run
+//! use fibra::signal::{Signals, SIGINT};
+//!
+//! fibra::run(|| {
+//!     let mut ctrl_c = Signals::new(&[SIGINT]).unwrap();
+//!     ctrl_c.wait().unwrap(); // the first: shut down gracefully...
+//!     fibra::spawn(move || {
+//!         ctrl_c.wait().unwrap(); // ...unless a second one comes first
+//!         eprintln!("second Ctrl-C: exiting now");
+//!         std::process::exit(130);
+//!     });
+//!     // close listeners, drain connections, flush...
+//! });
+//! ```
 
 use std::collections::HashSet;
 use std::io;
@@ -34,16 +62,55 @@ const FORBIDDEN: [c_int; 6] = [
     libc::SIGFPE,
 ];
 
-/// What a waiter receives, and whom to wake (refreshed before each park).
-type Slot = Arc<Mutex<(Option<c_int>, Unparker)>>;
+/// The hang-up signal (a terminal closed; daemons: reload).
+pub const SIGHUP: c_int = libc::SIGHUP;
+/// Ctrl-C in a terminal.
+pub const SIGINT: c_int = libc::SIGINT;
+/// Ctrl-\ in a terminal (fibra's [`dump_on_sigquit`](crate::runtime::dump_on_sigquit) listens to it).
+pub const SIGQUIT: c_int = libc::SIGQUIT;
+/// A write to a pipe or socket whose reader is gone.
+pub const SIGPIPE: c_int = libc::SIGPIPE;
+/// A timer of `alarm(2)`.
+pub const SIGALRM: c_int = libc::SIGALRM;
+/// The polite request to terminate (`kill`'s default, service managers').
+pub const SIGTERM: c_int = libc::SIGTERM;
+/// The first signal free for the program's own use.
+pub const SIGUSR1: c_int = libc::SIGUSR1;
+/// The second signal free for the program's own use.
+pub const SIGUSR2: c_int = libc::SIGUSR2;
+/// A child process stopped or ended.
+pub const SIGCHLD: c_int = libc::SIGCHLD;
+/// The terminal's window size changed.
+pub const SIGWINCH: c_int = libc::SIGWINCH;
 
-struct Waiter {
-    signals: Vec<c_int>,
-    slot: Slot,
+/// A set of signals, bit `n` for signal `n` (Linux numbers them below 65).
+type Mask = u128;
+
+fn bit(signal: c_int) -> Mask {
+    1 << signal
+}
+
+/// One listener's signals: what arrived for it and is not yet taken, and
+/// whom to wake (refreshed before each park).
+struct Inbox {
+    pending: Mask,
+    waiter: Option<Unparker>,
+}
+
+struct Listener {
+    mask: Mask,
+    inbox: Mutex<Inbox>,
+}
+
+struct State {
+    listeners: Vec<(u64, Arc<Listener>)>,
+    /// Signals that arrived while no listener wanted them, kept for the
+    /// next one that does.
+    pending: Mask,
 }
 
 struct Dispatcher {
-    waiters: Mutex<Vec<(u64, Waiter)>>,
+    state: Mutex<State>,
     installed: Mutex<HashSet<c_int>>,
 }
 
@@ -86,7 +153,10 @@ fn dispatcher() -> io::Result<&'static Dispatcher> {
                 .spawn(move || dispatch(read));
             match spawned {
                 Ok(_) => Ok(Dispatcher {
-                    waiters: Mutex::new(Vec::new()),
+                    state: Mutex::new(State {
+                        listeners: Vec::new(),
+                        pending: 0,
+                    }),
                     installed: Mutex::new(HashSet::new()),
                 }),
                 Err(e) => Err(e.raw_os_error().unwrap_or(libc::EAGAIN)),
@@ -110,19 +180,26 @@ fn dispatch(read: RawFd) {
         }
         let signal = c_int::from(byte);
         let Ok(d) = dispatcher() else { return };
-        let mut waiters = lock(&d.waiters);
-        waiters.retain(|(_, w)| {
-            if !w.signals.contains(&signal) {
-                return true;
-            }
+        let mut state = lock(&d.state);
+        let mut wanted = false;
+        for (_, listener) in state
+            .listeners
+            .iter()
+            .filter(|(_, l)| l.mask & bit(signal) != 0)
+        {
+            wanted = true;
             let waiter = {
-                let mut slot = lock(&w.slot);
-                slot.0.get_or_insert(signal);
-                slot.1.clone()
+                let mut inbox = lock(&listener.inbox);
+                inbox.pending |= bit(signal);
+                inbox.waiter.take()
             };
-            waiter.unpark();
-            false
-        });
+            if let Some(waiter) = waiter {
+                waiter.unpark();
+            }
+        }
+        if !wanted {
+            state.pending |= bit(signal);
+        }
     }
 }
 
@@ -180,9 +257,27 @@ fn install(d: &Dispatcher, signal: c_int) -> io::Result<()> {
     Ok(())
 }
 
+/// Checks a set of signals for [`wait`] and [`Signals::new`].
+fn check(signals: &[c_int]) -> io::Result<()> {
+    if signals.is_empty() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "a signal wait needs at least one signal",
+        ));
+    }
+    match signals.iter().find(|&&s| !catchable(s)) {
+        Some(signal) => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("signal {signal} cannot be waited for"),
+        )),
+        None => Ok(()),
+    }
+}
+
 /// Waits until one of `signals` is delivered to the process and returns
 /// which. Parks the fiber (on a plain thread, blocks the thread). Every
-/// waiter whose set contains the signal receives it.
+/// waiter whose set contains the signal receives it; one that arrived
+/// while nobody waited for it is returned at once (see the module docs).
 ///
 /// # Errors
 ///
@@ -200,53 +295,140 @@ fn install(d: &Dispatcher, signal: c_int) -> io::Result<()> {
 /// });
 /// ```
 pub fn wait(signals: &[c_int]) -> io::Result<c_int> {
-    if signals.is_empty() {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "fibra::signal::wait needs at least one signal",
-        ));
-    }
-    for &signal in signals {
-        if !catchable(signal) {
-            return Err(io::Error::new(
-                io::ErrorKind::InvalidInput,
-                format!("signal {signal} cannot be waited for"),
-            ));
+    Signals::new(signals)?.wait()
+}
+
+/// Waits for Ctrl-C (`SIGINT`): tokio's name. From the first call on,
+/// Ctrl-C no longer ends the process by itself (see the module docs).
+///
+/// ```no_run
+/// fibra::run(|| {
+///     fibra::signal::ctrl_c().unwrap();
+///     println!("shutting down");
+/// });
+/// ```
+pub fn ctrl_c() -> io::Result<()> {
+    wait(&[SIGINT]).map(drop)
+}
+
+/// A listener for several signals: registered once, it keeps every signal
+/// of its set that arrives — while it waits or not — until [`wait`]
+/// takes it, so a loop over it misses none (several arrivals of one signal
+/// between two waits coalesce into one). Every listener whose set contains
+/// a signal receives it. Dropping the listener gives back what it had not
+/// taken, for the next wait.
+///
+/// [`wait`]: Signals::wait
+///
+/// ```
+/// use fibra::signal::{Signals, SIGUSR1, SIGUSR2};
+///
+/// fibra::run(|| {
+///     let mut signals = Signals::new(&[SIGUSR1, SIGUSR2]).unwrap();
+///     // SAFETY: raising signals this process handles now.
+///     unsafe {
+///         libc::raise(SIGUSR2);
+///         libc::raise(SIGUSR1);
+///     }
+///     // Kept while nobody waited; taken lowest number first.
+///     assert_eq!(signals.wait().unwrap(), SIGUSR1);
+///     assert_eq!(signals.next(), Some(SIGUSR2));
+/// });
+/// ```
+pub struct Signals {
+    dispatcher: &'static Dispatcher,
+    id: u64,
+    listener: Arc<Listener>,
+}
+
+impl Signals {
+    /// Installs fibra's handler for each of `signals` (once per process)
+    /// and starts listening. Signals of the set that arrived while nobody
+    /// listened are the new listener's.
+    ///
+    /// # Errors
+    ///
+    /// As [`wait`].
+    pub fn new(signals: &[c_int]) -> io::Result<Signals> {
+        check(signals)?;
+        let dispatcher = dispatcher()?;
+        for &signal in signals {
+            install(dispatcher, signal)?;
         }
+        static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let id = NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mask = signals.iter().fold(0, |m, &s| m | bit(s));
+        let mut state = lock(&dispatcher.state);
+        let kept = state.pending & mask;
+        state.pending &= !mask;
+        let listener = Arc::new(Listener {
+            mask,
+            inbox: Mutex::new(Inbox {
+                pending: kept,
+                waiter: None,
+            }),
+        });
+        state.listeners.push((id, listener.clone()));
+        Ok(Signals {
+            dispatcher,
+            id,
+            listener,
+        })
     }
-    let d = dispatcher()?;
-    for &signal in signals {
-        install(d, signal)?;
-    }
-    static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let id = NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let slot: Slot = Arc::new(Mutex::new((None, Unparker::current())));
-    lock(&d.waiters).push((
-        id,
-        Waiter {
-            signals: signals.to_vec(),
-            slot: slot.clone(),
-        },
-    ));
-    /// Unregisters the waiter however the wait ends, unwinding included.
-    struct Registered(&'static Dispatcher, u64);
-    impl Drop for Registered {
-        fn drop(&mut self) {
-            lock(&self.0.waiters).retain(|(id, _)| *id != self.1);
-        }
-    }
-    let _registered = Registered(d, id);
-    loop {
-        {
-            let mut slot = lock(&slot);
-            if let Some(signal) = slot.0 {
-                drop(slot);
-                // The dispatcher may still be about to wake the token it saw.
-                crate::scheduler::park::retire_token();
-                return Ok(signal);
+
+    /// Waits for the next signal of the set and returns it (the lowest
+    /// number first, when several are kept). Parks the fiber; on a plain
+    /// thread, blocks it.
+    ///
+    /// # Errors
+    ///
+    /// None today: the `Result` is kept for the day listening can fail.
+    pub fn wait(&mut self) -> io::Result<c_int> {
+        loop {
+            {
+                let mut inbox = lock(&self.listener.inbox);
+                if inbox.pending != 0 {
+                    let signal = inbox.pending.trailing_zeros() as c_int;
+                    inbox.pending &= !bit(signal);
+                    inbox.waiter = None;
+                    drop(inbox);
+                    // The dispatcher may still be about to wake the token
+                    // it saw.
+                    crate::scheduler::park::retire_token();
+                    return Ok(signal);
+                }
+                inbox.waiter = Some(Unparker::current());
             }
-            slot.1 = Unparker::current();
+            park_current(None, WaitOn::Signal);
         }
-        park_current(None, WaitOn::Signal);
+    }
+}
+
+impl Iterator for Signals {
+    type Item = c_int;
+
+    /// [`Signals::wait`]; never `None`.
+    fn next(&mut self) -> Option<c_int> {
+        self.wait().ok()
+    }
+}
+
+impl Drop for Signals {
+    fn drop(&mut self) {
+        let mut state = lock(&self.dispatcher.state);
+        state.listeners.retain(|(id, _)| *id != self.id);
+        // What this listener did not take is kept for the next wait.
+        state.pending |= lock(&self.listener.inbox).pending;
+    }
+}
+
+impl std::fmt::Debug for Signals {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let signals: Vec<c_int> = (1..128)
+            .filter(|&s| self.listener.mask & bit(s) != 0)
+            .collect();
+        f.debug_struct("Signals")
+            .field("signals", &signals)
+            .finish()
     }
 }

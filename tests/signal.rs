@@ -79,3 +79,100 @@ fn bad_signal_sets_are_errors() {
         );
     }
 }
+
+/// From the first wait for a signal on, one that arrives while nobody
+/// waits is kept for the next wait (several arrivals coalesce into one),
+/// and `ctrl_c` is a wait for SIGINT: the second Ctrl-C of a shutdown is
+/// never dropped.
+#[test]
+fn a_signal_sent_while_no_fiber_waits_is_kept_for_the_next_wait() {
+    const NAME: &str = "a_signal_sent_while_no_fiber_waits_is_kept_for_the_next_wait";
+    if !is_child(NAME) {
+        return util::assert_child_ok(NAME);
+    }
+    fibra::run(|| {
+        let short = Duration::from_millis(50);
+        // The first wait installs the handlers; nothing comes.
+        let both = [libc::SIGUSR1, libc::SIGUSR2];
+        assert!(fibra::timeout(short, || fibra::signal::wait(&both)).is_err());
+        // Sent twice while nobody waits...
+        // SAFETY: raising a signal this process handles.
+        unsafe {
+            libc::raise(libc::SIGUSR1);
+            libc::raise(libc::SIGUSR1);
+        }
+        fibra::sleep(short); // (the dispatcher thread takes them in)
+        // ...kept once for the next wait, which returns at once.
+        let got = fibra::timeout(Duration::from_secs(5), || {
+            fibra::signal::wait(&[libc::SIGUSR1])
+        });
+        assert_eq!(got.unwrap().unwrap(), libc::SIGUSR1);
+        assert!(
+            fibra::timeout(short, || fibra::signal::wait(&[libc::SIGUSR1])).is_err(),
+            "two arrivals while nobody waited make one"
+        );
+        // A wait for two signals takes one; the other stays for the next.
+        // SAFETY: as above.
+        unsafe {
+            libc::raise(libc::SIGUSR1);
+            libc::raise(libc::SIGUSR2);
+        }
+        fibra::sleep(short);
+        assert_eq!(fibra::signal::wait(&both).unwrap(), libc::SIGUSR1);
+        assert_eq!(
+            fibra::signal::wait(&[libc::SIGUSR2]).unwrap(),
+            libc::SIGUSR2
+        );
+        // Ctrl-C, twice, each seen by a wait of its own.
+        let first = fibra::spawn(fibra::signal::ctrl_c);
+        fibra::yield_now();
+        // SAFETY: as above (SIGINT is handled from the ctrl_c on).
+        unsafe { libc::raise(libc::SIGINT) };
+        first.join().unwrap().unwrap();
+        // SAFETY: as above.
+        unsafe { libc::raise(libc::SIGINT) }; // while nobody waits
+        fibra::sleep(short);
+        let second = fibra::timeout(Duration::from_secs(5), fibra::signal::ctrl_c);
+        assert!(matches!(second, Ok(Ok(()))), "the second Ctrl-C was lost");
+    });
+    println!("CHILD OK");
+}
+
+/// A `Signals` listener keeps every signal of its set that arrives between
+/// its waits (from any thread), lowest number first, and iterates.
+#[test]
+fn a_signals_listener_keeps_what_arrives_between_its_waits() {
+    const NAME: &str = "a_signals_listener_keeps_what_arrives_between_its_waits";
+    if !is_child(NAME) {
+        return util::assert_child_ok(NAME);
+    }
+    use fibra::signal::{SIGHUP, SIGUSR1, SIGUSR2, Signals};
+    let got = fibra::run(|| {
+        let mut signals = Signals::new(&[SIGUSR1, SIGUSR2, SIGHUP]).unwrap();
+        // Sent from another thread, to the whole process, while the
+        // listener is busy elsewhere.
+        std::thread::spawn(|| {
+            for s in [SIGUSR2, SIGHUP, SIGUSR1] {
+                // SAFETY: signalling our own process with handled signals.
+                unsafe { libc::kill(libc::getpid(), s) };
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        })
+        .join()
+        .unwrap();
+        fibra::sleep(Duration::from_millis(50));
+        let mut got: Vec<_> = signals.by_ref().take(3).collect();
+        // And one that comes while it waits.
+        let waiter = fibra::spawn(move || signals.wait().unwrap());
+        fibra::sleep(Duration::from_millis(20));
+        // SAFETY: as above.
+        unsafe { libc::raise(SIGUSR2) };
+        got.push(waiter.join().unwrap());
+        got
+    });
+    assert_eq!(
+        got,
+        [libc::SIGHUP, libc::SIGUSR1, libc::SIGUSR2, libc::SIGUSR2]
+    );
+    println!("CHILD OK");
+}
