@@ -2,10 +2,46 @@
 //! its field `sock` (a [`Socket`](crate::net::socket::Socket)): the fd
 //! traits, `Read` and `Write` through the loop, and the socket timeouts.
 
-/// `AsRawFd`, `AsFd` and `IntoRawFd` for a fibra socket type whose field
-/// `sock` is a [`Socket`].
+/// The fd traits of a fibra socket type whose field `sock` is a
+/// [`Socket`] of std type `$std`: `AsRawFd`, `AsFd`, `IntoRawFd`,
+/// `FromRawFd`, `From<OwnedFd>` and `From<T> for OwnedFd` (so a socket
+/// made elsewhere — socket2, a parent process — becomes a fibra socket,
+/// and back), and `Debug` as std prints it.
 macro_rules! fd_traits {
-    ($($ty:ty),*) => {$(
+    ($($ty:ty => $std:ty),*) => {$(
+        impl std::os::fd::FromRawFd for $ty {
+            /// Takes the socket `fd` (made non-blocking for fibra's loop;
+            /// see `From<std>`).
+            ///
+            /// # Safety
+            ///
+            /// As [`FromRawFd::from_raw_fd`](std::os::fd::FromRawFd::from_raw_fd):
+            /// `fd` is an open socket of this kind, owned by nobody else.
+            unsafe fn from_raw_fd(fd: std::os::fd::RawFd) -> $ty {
+                // SAFETY: the caller's contract.
+                <$ty>::from(unsafe { <$std as std::os::fd::FromRawFd>::from_raw_fd(fd) })
+            }
+        }
+        impl From<std::os::fd::OwnedFd> for $ty {
+            /// Takes the socket `fd` owns (made non-blocking for fibra's
+            /// loop). `fd` must be a socket of this kind, as for std's
+            /// conversion.
+            fn from(fd: std::os::fd::OwnedFd) -> $ty {
+                <$ty>::from(<$std>::from(fd))
+            }
+        }
+        impl From<$ty> for std::os::fd::OwnedFd {
+            /// The socket's fd, still in non-blocking mode.
+            fn from(socket: $ty) -> std::os::fd::OwnedFd {
+                socket.sock.into_inner().into()
+            }
+        }
+        impl std::fmt::Debug for $ty {
+            /// As std prints it: `TcpListener { addr: 127.0.0.1:80, fd: 3 }`.
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                std::fmt::Debug::fmt(&self.sock.inner, f)
+            }
+        }
         impl std::os::fd::AsRawFd for $ty {
             fn as_raw_fd(&self) -> std::os::fd::RawFd {
                 self.sock.inner.as_raw_fd()

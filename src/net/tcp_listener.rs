@@ -25,7 +25,6 @@ use crate::net::socket::{Socket, accept_nonblocking};
 ///     assert_eq!(peer, client.join().unwrap().local_addr().unwrap());
 /// });
 /// ```
-#[derive(Debug)]
 pub struct TcpListener {
     sock: Socket<std::net::TcpListener>,
 }
@@ -286,7 +285,7 @@ impl From<std::net::TcpListener> for TcpListener {
     }
 }
 
-fd_traits!(TcpListener);
+fd_traits!(TcpListener => std::net::TcpListener);
 
 /// The iterator of [`TcpListener::incoming`].
 #[derive(Debug)]

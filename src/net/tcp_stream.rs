@@ -42,7 +42,6 @@ use crate::net::socket::Socket;
 ///     assert_eq!(&reader.join().unwrap(), b"ping");
 /// });
 /// ```
-#[derive(Debug)]
 pub struct TcpStream {
     sock: Socket<std::net::TcpStream>,
 }
@@ -210,7 +209,7 @@ impl TcpStream {
     }
 }
 
-fd_traits!(TcpStream);
+fd_traits!(TcpStream => std::net::TcpStream);
 stream_io!(TcpStream);
 ready_io!(TcpStream);
 #[cfg(feature = "futures-io")]

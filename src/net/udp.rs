@@ -2,7 +2,7 @@
 //! `registration.rs`.
 
 use std::io;
-use std::net::SocketAddr;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use crate::net::macros::{fd_traits, timeouts};
 use crate::net::resolve::{ToSocketAddrs, resolve};
@@ -29,7 +29,6 @@ use crate::net::socket::Socket;
 ///     assert_eq!(from, a.local_addr().unwrap());
 /// });
 /// ```
-#[derive(Debug)]
 pub struct UdpSocket {
     sock: Socket<std::net::UdpSocket>,
 }
@@ -130,6 +129,72 @@ impl UdpSocket {
     }
 }
 
+/// Multicast, as std's `UdpSocket` has it (the options go to the kernel as
+/// they are).
+impl UdpSocket {
+    /// Joins the IPv4 group `group` on the interface with address
+    /// `interface` (`Ipv4Addr::UNSPECIFIED`: the kernel's choice).
+    ///
+    /// ```
+    /// use std::net::Ipv4Addr;
+    ///
+    /// let s = fibra::net::UdpSocket::bind("0.0.0.0:0").unwrap();
+    /// s.join_multicast_v4(&Ipv4Addr::new(239, 1, 2, 3), &Ipv4Addr::LOCALHOST).unwrap();
+    /// s.leave_multicast_v4(&Ipv4Addr::new(239, 1, 2, 3), &Ipv4Addr::LOCALHOST).unwrap();
+    /// ```
+    pub fn join_multicast_v4(&self, group: &Ipv4Addr, interface: &Ipv4Addr) -> io::Result<()> {
+        self.sock.inner.join_multicast_v4(group, interface)
+    }
+
+    /// Joins the IPv6 group `group` on interface index `interface` (0: the
+    /// kernel's choice).
+    pub fn join_multicast_v6(&self, group: &Ipv6Addr, interface: u32) -> io::Result<()> {
+        self.sock.inner.join_multicast_v6(group, interface)
+    }
+
+    /// Leaves an IPv4 group joined with [`join_multicast_v4`](Self::join_multicast_v4).
+    pub fn leave_multicast_v4(&self, group: &Ipv4Addr, interface: &Ipv4Addr) -> io::Result<()> {
+        self.sock.inner.leave_multicast_v4(group, interface)
+    }
+
+    /// Leaves an IPv6 group joined with [`join_multicast_v6`](Self::join_multicast_v6).
+    pub fn leave_multicast_v6(&self, group: &Ipv6Addr, interface: u32) -> io::Result<()> {
+        self.sock.inner.leave_multicast_v6(group, interface)
+    }
+
+    /// Sets `IP_MULTICAST_LOOP`: whether this host's own sockets receive
+    /// what it sends to a group.
+    pub fn set_multicast_loop_v4(&self, on: bool) -> io::Result<()> {
+        self.sock.inner.set_multicast_loop_v4(on)
+    }
+
+    /// Reads `IP_MULTICAST_LOOP`.
+    pub fn multicast_loop_v4(&self) -> io::Result<bool> {
+        self.sock.inner.multicast_loop_v4()
+    }
+
+    /// Sets `IP_MULTICAST_TTL` (1, the default, keeps datagrams on the
+    /// local network).
+    pub fn set_multicast_ttl_v4(&self, ttl: u32) -> io::Result<()> {
+        self.sock.inner.set_multicast_ttl_v4(ttl)
+    }
+
+    /// Reads `IP_MULTICAST_TTL`.
+    pub fn multicast_ttl_v4(&self) -> io::Result<u32> {
+        self.sock.inner.multicast_ttl_v4()
+    }
+
+    /// Sets `IPV6_MULTICAST_LOOP`.
+    pub fn set_multicast_loop_v6(&self, on: bool) -> io::Result<()> {
+        self.sock.inner.set_multicast_loop_v6(on)
+    }
+
+    /// Reads `IPV6_MULTICAST_LOOP`.
+    pub fn multicast_loop_v6(&self) -> io::Result<bool> {
+        self.sock.inner.multicast_loop_v6()
+    }
+}
+
 impl From<std::net::UdpSocket> for UdpSocket {
     /// Takes over a std socket (and puts it in non-blocking mode).
     fn from(inner: std::net::UdpSocket) -> UdpSocket {
@@ -140,5 +205,5 @@ impl From<std::net::UdpSocket> for UdpSocket {
     }
 }
 
-fd_traits!(UdpSocket);
+fd_traits!(UdpSocket => std::net::UdpSocket);
 timeouts!(UdpSocket);

@@ -32,7 +32,6 @@ use crate::net::socket::{Socket, accept_nonblocking};
 /// });
 /// std::fs::remove_dir_all(&dir).unwrap();
 /// ```
-#[derive(Debug)]
 pub struct UnixListener {
     sock: Socket<std::os::unix::net::UnixListener>,
 }
@@ -172,7 +171,6 @@ impl Iterator for UnixIncoming<'_> {
 ///     assert_eq!(&reader.join().unwrap(), b"pair");
 /// });
 /// ```
-#[derive(Debug)]
 pub struct UnixStream {
     sock: Socket<std::os::unix::net::UnixStream>,
 }
@@ -262,7 +260,6 @@ impl From<std::os::unix::net::UnixStream> for UnixStream {
 ///     assert_eq!(r.join().unwrap(), b"dgram");
 /// });
 /// ```
-#[derive(Debug)]
 pub struct UnixDatagram {
     sock: Socket<std::os::unix::net::UnixDatagram>,
 }
@@ -355,5 +352,19 @@ impl From<std::os::unix::net::UnixDatagram> for UnixDatagram {
     }
 }
 
-fd_traits!(UnixListener, UnixStream, UnixDatagram);
+impl<'a> IntoIterator for &'a UnixListener {
+    type Item = io::Result<UnixStream>;
+    type IntoIter = UnixIncoming<'a>;
+
+    /// [`UnixListener::incoming`], as std's `&UnixListener` iterates.
+    fn into_iter(self) -> UnixIncoming<'a> {
+        self.incoming()
+    }
+}
+
+fd_traits!(
+    UnixListener => std::os::unix::net::UnixListener,
+    UnixStream => std::os::unix::net::UnixStream,
+    UnixDatagram => std::os::unix::net::UnixDatagram
+);
 timeouts!(UnixStream, UnixDatagram);

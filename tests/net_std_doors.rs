@@ -1,0 +1,213 @@
+//! The std doors of `fibra::net` (issue 50): fds in and out (`FromRawFd`,
+//! `From<OwnedFd>` both ways), UDP multicast, `Debug` as std prints it,
+//! `&UnixListener` as an iterator — in fibers and on plain threads.
+
+use std::io::{Read, Write};
+use std::net::Ipv4Addr;
+use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd};
+use std::time::Duration;
+
+/// A listening TCP socket made by hand (as socket2 or a parent process
+/// would), with an option std's `bind` does not set.
+fn raw_listener() -> OwnedFd {
+    // SAFETY: a new socket (checked), configured and bound through valid
+    // pointers of the sizes given, then owned by the OwnedFd.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        assert!(fd >= 0);
+        let one: libc::c_int = 1;
+        let len = size_of::<libc::c_int>() as libc::socklen_t;
+        assert_eq!(
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                libc::SO_REUSEPORT,
+                (&raw const one).cast(),
+                len
+            ),
+            0
+        );
+        let sin = libc::sockaddr_in {
+            sin_family: libc::AF_INET as libc::sa_family_t,
+            sin_port: 0,
+            sin_addr: libc::in_addr {
+                s_addr: u32::from(Ipv4Addr::LOCALHOST).to_be(),
+            },
+            sin_zero: [0; 8],
+        };
+        let sl = size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        assert_eq!(libc::bind(fd, (&raw const sin).cast(), sl), 0);
+        assert_eq!(libc::listen(fd, 16), 0);
+        OwnedFd::from_raw_fd(fd)
+    }
+}
+
+#[test]
+fn fds_become_fibra_sockets_and_back() {
+    // In: a hand-made listener becomes a fibra listener (From<OwnedFd>),
+    // and serves from a fiber; a std stream's fd becomes a fibra stream
+    // (FromRawFd).
+    let listener = fibra::net::TcpListener::from(raw_listener());
+    let addr = listener.local_addr().unwrap();
+    let reuse = {
+        let mut v: libc::c_int = 0;
+        let mut len = size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: valid out-pointers of the sizes given.
+        unsafe {
+            libc::getsockopt(
+                listener.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_REUSEPORT,
+                (&raw mut v).cast(),
+                &mut len,
+            )
+        };
+        v
+    };
+    assert_eq!(reuse, 1, "the option set by hand is kept");
+    let echoed = fibra::run(move || {
+        let server = fibra::spawn(move || {
+            let (mut conn, _) = listener.accept().unwrap();
+            let mut buf = [0u8; 5];
+            conn.read_exact(&mut buf).unwrap();
+            conn.write_all(&buf).unwrap();
+            listener
+        });
+        let std_stream = std::net::TcpStream::connect(addr).unwrap();
+        // SAFETY: the fd of a TCP stream we own, given up by into_raw_fd.
+        let mut client = unsafe { fibra::net::TcpStream::from_raw_fd(std_stream.into_raw_fd()) };
+        client.write_all(b"hello").unwrap();
+        let mut back = [0u8; 5];
+        client.read_exact(&mut back).unwrap();
+        let listener = server.join().unwrap();
+        (back, listener, client)
+    });
+    let (back, listener, client) = echoed;
+    assert_eq!(&back, b"hello");
+    // Out: back to std on a plain thread, through OwnedFd.
+    let std_listener = std::net::TcpListener::from(OwnedFd::from(listener));
+    std_listener.set_nonblocking(false).unwrap();
+    assert_eq!(std_listener.local_addr().unwrap(), addr);
+    let t = std::thread::spawn(move || std_listener.accept().map(drop));
+    let _c = std::net::TcpStream::connect(addr).unwrap();
+    t.join().unwrap().unwrap();
+    let std_client = std::net::TcpStream::from(OwnedFd::from(client));
+    assert!(std_client.peer_addr().is_ok());
+    // Unix sockets and UDP too.
+    let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
+    let mut a = fibra::net::UnixStream::from(OwnedFd::from(a));
+    let mut b = fibra::net::UnixStream::from(OwnedFd::from(b));
+    fibra::run(move || {
+        a.write_all(b"x").unwrap();
+        let mut one = [0u8; 1];
+        b.read_exact(&mut one).unwrap();
+        assert_eq!(&one, b"x");
+    });
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let udp_addr = udp.local_addr().unwrap();
+    let udp = fibra::net::UdpSocket::from(OwnedFd::from(udp));
+    assert_eq!(udp.local_addr().unwrap(), udp_addr);
+    let _back: OwnedFd = udp.into();
+}
+
+#[test]
+fn multicast_options_and_a_group_on_loopback() {
+    let group = Ipv4Addr::new(239, 255, 77, 1);
+    let rx = fibra::net::UdpSocket::bind("0.0.0.0:0").unwrap();
+    let port = rx.local_addr().unwrap().port();
+    rx.join_multicast_v4(&group, &Ipv4Addr::LOCALHOST).unwrap();
+    rx.set_multicast_loop_v4(true).unwrap();
+    assert!(rx.multicast_loop_v4().unwrap());
+    rx.set_multicast_ttl_v4(3).unwrap();
+    assert_eq!(rx.multicast_ttl_v4().unwrap(), 3);
+    rx.set_multicast_loop_v4(false).unwrap();
+    assert!(!rx.multicast_loop_v4().unwrap());
+    rx.set_multicast_loop_v4(true).unwrap();
+    let v6 = fibra::net::UdpSocket::bind("[::1]:0");
+    if let Ok(v6) = v6 {
+        v6.set_multicast_loop_v6(false).unwrap();
+        assert!(!v6.multicast_loop_v6().unwrap());
+    }
+    // A datagram to the group, sent out through loopback, reaches the
+    // member parked in a fiber (where the host routes multicast there).
+    let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let lo = libc::in_addr {
+        s_addr: u32::from(Ipv4Addr::LOCALHOST).to_be(),
+    };
+    // SAFETY: a valid in_addr of the size given.
+    unsafe {
+        libc::setsockopt(
+            tx.as_raw_fd(),
+            libc::IPPROTO_IP,
+            libc::IP_MULTICAST_IF,
+            (&raw const lo).cast(),
+            size_of::<libc::in_addr>() as libc::socklen_t,
+        );
+    }
+    match tx.send_to(b"to the group", (group, port)) {
+        Ok(_) => {
+            let got = fibra::run(move || {
+                fibra::timeout(Duration::from_secs(5), || {
+                    let mut buf = [0u8; 32];
+                    let (n, _) = rx.recv_from(&mut buf).unwrap();
+                    buf[..n].to_vec()
+                })
+            });
+            match got {
+                Ok(data) => assert_eq!(data, b"to the group"),
+                Err(_) => eprintln!("SKIPPED: the host's loopback does not loop multicast back"),
+            }
+            // (Leaving works whether or not it was delivered.)
+        }
+        Err(e) => eprintln!("SKIPPED: no multicast route on this host: {e}"),
+    }
+}
+
+#[test]
+fn debug_prints_what_std_prints() {
+    let listener = fibra::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    let fd = listener.as_raw_fd();
+    assert_eq!(
+        format!("{listener:?}"),
+        format!("TcpListener {{ addr: {addr}, fd: {fd} }}")
+    );
+    let udp = fibra::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let (ua, ufd) = (udp.local_addr().unwrap(), udp.as_raw_fd());
+    assert_eq!(
+        format!("{udp:?}"),
+        format!("UdpSocket {{ addr: {ua}, fd: {ufd} }}")
+    );
+    let stream = fibra::net::TcpStream::connect(addr).unwrap();
+    let text = format!("{stream:?}");
+    assert!(text.starts_with("TcpStream { addr: 127.0.0.1:"), "{text}");
+    assert!(text.contains(&format!("peer: {addr}")), "{text}");
+}
+
+#[test]
+fn a_unix_listener_reference_iterates_its_connections() {
+    let dir = std::env::temp_dir().join(format!("fibra-unix-iter-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("sock");
+    let listener = fibra::net::UnixListener::bind(&path).unwrap();
+    let got = fibra::run(move || {
+        let client = fibra::spawn(move || {
+            let mut s = fibra::net::UnixStream::connect(&path).unwrap();
+            s.write_all(b"hi").unwrap();
+        });
+        let mut got = Vec::new();
+        // `&UnixListener: IntoIterator`, as std's.
+        let mut conns = (&listener).into_iter();
+        conns
+            .next()
+            .unwrap()
+            .unwrap()
+            .read_to_end(&mut got)
+            .unwrap();
+        client.join().unwrap();
+        got
+    });
+    assert_eq!(got, b"hi");
+    let _ = std::fs::remove_dir_all(&dir);
+}
