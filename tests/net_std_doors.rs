@@ -211,3 +211,40 @@ fn a_unix_listener_reference_iterates_its_connections() {
     assert_eq!(got, b"hi");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `lookup_host` (tokio's name) in fibers and on a thread, and a user's
+/// type of std's `ToSocketAddrs` through `StdAddrs`.
+#[test]
+fn lookup_host_and_std_addrs() {
+    struct Here;
+    impl std::net::ToSocketAddrs for Here {
+        type Iter = std::vec::IntoIter<std::net::SocketAddr>;
+        fn to_socket_addrs(&self) -> std::io::Result<Self::Iter> {
+            Ok(vec!["127.0.0.1:0".parse().unwrap()].into_iter())
+        }
+    }
+    let on_thread: Vec<_> = fibra::net::lookup_host("localhost:443").unwrap().collect();
+    assert!(!on_thread.is_empty() && on_thread.iter().all(|a| a.port() == 443));
+    fibra::run(|| {
+        let fibers: Vec<_> = (0..20u16)
+            .map(|i| {
+                fibra::spawn(move || {
+                    let addrs: Vec<_> = fibra::net::lookup_host(("localhost", 1000 + i))
+                        .unwrap()
+                        .collect();
+                    assert!(
+                        addrs
+                            .iter()
+                            .all(|a| a.ip().is_loopback() && a.port() == 1000 + i)
+                    );
+                })
+            })
+            .collect();
+        for f in fibers {
+            f.join().unwrap();
+        }
+        assert!(fibra::net::lookup_host("no-port").is_err());
+        let l = fibra::net::TcpListener::bind(fibra::net::StdAddrs(Here)).unwrap();
+        assert!(l.local_addr().unwrap().ip().is_loopback());
+    });
+}

@@ -98,7 +98,7 @@ mod tcp_stream;
 mod udp;
 mod unix;
 
-pub use resolve::ToSocketAddrs;
+pub use resolve::{StdAddrs, ToSocketAddrs, lookup_host};
 pub use tcp_listener::{Incoming, TcpListener};
 pub use tcp_stream::TcpStream;
 pub use udp::UdpSocket;

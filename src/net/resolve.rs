@@ -60,6 +60,15 @@ pub(crate) mod sealed {
         Now(io::Result<Vec<SocketAddr>>),
         /// A host name and port: only a DNS lookup can tell.
         Lookup(HostPort<'a>),
+        /// A value of std's trait ([`StdAddrs`]): it may look up, so it
+        /// resolves on the blocking pool.
+        Std(&'a dyn StdResolve),
+    }
+
+    /// A value of std's trait, resolved by std (object-safe: std's trait
+    /// has an iterator type).
+    pub trait StdResolve: Sync {
+        fn resolve_std(&self) -> io::Result<Vec<SocketAddr>>;
     }
 
     /// A host name to look up, in either of the forms std accepts.
@@ -85,6 +94,70 @@ pub(crate) fn resolve<A: ToSocketAddrs + ?Sized>(addr: &A) -> io::Result<Vec<Soc
     match addr.resolve_now() {
         Resolved::Now(addrs) => addrs,
         Resolved::Lookup(name) => crate::blocking::run_borrowing(move || lookup(name)),
+        Resolved::Std(value) => crate::blocking::run_borrowing(move || value.resolve_std()),
+    }
+}
+
+/// Resolves a host name (or any address value) to its socket addresses:
+/// tokio's `lookup_host`. A host name is looked up on the blocking pool
+/// while the fiber parks; on a plain thread the lookup blocks the thread.
+///
+/// # Errors
+///
+/// As [`std::net::ToSocketAddrs::to_socket_addrs`]: a name that does not
+/// resolve, a string that is no `host:port`.
+///
+/// ```
+/// fibra::run(|| {
+///     let addrs: Vec<_> = fibra::net::lookup_host(("localhost", 80)).unwrap().collect();
+///     assert!(addrs.iter().all(|a| a.ip().is_loopback() && a.port() == 80));
+///     assert!(fibra::net::lookup_host("no port here").is_err());
+/// });
+/// ```
+pub fn lookup_host(host: impl ToSocketAddrs) -> io::Result<std::vec::IntoIter<SocketAddr>> {
+    resolve(&host).map(Vec::into_iter)
+}
+
+/// Any value of std's [`std::net::ToSocketAddrs`] — a type of the user's
+/// own included — as an address for fibra's sockets.
+///
+/// fibra's [`ToSocketAddrs`] cannot take every implementor of std's trait
+/// itself: a blanket implementation would overlap with its own (coherence),
+/// and std's trait does not say whether a value needs a DNS lookup, which
+/// fibra must know to keep numeric addresses off the blocking pool. A
+/// wrapped value always resolves on the pool (in a fiber), as a lookup may
+/// hide behind it.
+///
+/// ```
+/// use std::net::SocketAddr;
+///
+/// /// An address of the user's own, for std's trait.
+/// struct Backend;
+/// impl std::net::ToSocketAddrs for Backend {
+///     type Iter = std::vec::IntoIter<SocketAddr>;
+///     fn to_socket_addrs(&self) -> std::io::Result<Self::Iter> {
+///         ("127.0.0.1", 0).to_socket_addrs()
+///     }
+/// }
+///
+/// fibra::run(|| {
+///     let l = fibra::net::TcpListener::bind(fibra::net::StdAddrs(Backend)).unwrap();
+///     assert!(l.local_addr().unwrap().ip().is_loopback());
+/// });
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct StdAddrs<T>(pub T);
+
+impl<T: std::net::ToSocketAddrs + Sync> ToSocketAddrs for StdAddrs<T> {}
+impl<T: std::net::ToSocketAddrs + Sync> Resolve for StdAddrs<T> {
+    fn resolve_now(&self) -> Resolved<'_> {
+        Resolved::Std(self)
+    }
+}
+
+impl<T: std::net::ToSocketAddrs + Sync> sealed::StdResolve for StdAddrs<T> {
+    fn resolve_std(&self) -> io::Result<Vec<SocketAddr>> {
+        self.0.to_socket_addrs().map(Iterator::collect)
     }
 }
 
@@ -182,7 +255,7 @@ mod tests {
     fn resolved_now<A: ToSocketAddrs + ?Sized>(addr: &A) -> Option<Vec<SocketAddr>> {
         match addr.resolve_now() {
             Resolved::Now(addrs) => Some(addrs.unwrap()),
-            Resolved::Lookup(_) => None,
+            Resolved::Lookup(_) | Resolved::Std(_) => None,
         }
     }
 
