@@ -248,3 +248,89 @@ fn lookup_host_and_std_addrs() {
         assert!(l.local_addr().unwrap().ip().is_loopback());
     });
 }
+
+/// `set_nonblocking(true)` makes a call that would wait say `WouldBlock`
+/// at once — accept, read, recv, on TCP, UDP and Unix sockets, in a fiber
+/// and on a plain thread — and `false` makes it wait again.
+#[test]
+fn nonblocking_sockets_say_would_block_at_once() {
+    use std::io::ErrorKind::WouldBlock;
+    use std::time::Instant;
+
+    fn check(what: &str) {
+        let listener = fibra::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let start = Instant::now();
+        assert_eq!(
+            listener.accept().unwrap_err().kind(),
+            WouldBlock,
+            "{what}: accept"
+        );
+        let addr = listener.local_addr().unwrap();
+        let mut client = fibra::net::TcpStream::connect(addr).unwrap();
+        client.set_nonblocking(true).unwrap();
+        let mut buf = [0u8; 8];
+        assert_eq!(
+            client.read(&mut buf).unwrap_err().kind(),
+            WouldBlock,
+            "{what}: read"
+        );
+        let udp = fibra::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        udp.set_nonblocking(true).unwrap();
+        assert_eq!(
+            udp.recv_from(&mut buf).unwrap_err().kind(),
+            WouldBlock,
+            "{what}: recv"
+        );
+        let (ua, _ub) = fibra::net::UnixDatagram::pair().unwrap();
+        ua.set_nonblocking(true).unwrap();
+        assert_eq!(
+            ua.recv(&mut buf).unwrap_err().kind(),
+            WouldBlock,
+            "{what}: unix recv"
+        );
+        let (mut sa, _sb) = fibra::net::UnixStream::pair().unwrap();
+        sa.set_nonblocking(true).unwrap();
+        assert_eq!(
+            sa.read(&mut buf).unwrap_err().kind(),
+            WouldBlock,
+            "{what}: unix read"
+        );
+        assert!(
+            start.elapsed() < Duration::from_secs(1),
+            "{what}: nothing waited"
+        );
+        // A timeout set meanwhile is kept, and back in blocking mode the
+        // read waits for it.
+        client
+            .set_read_timeout(Some(Duration::from_millis(50)))
+            .unwrap();
+        assert_eq!(
+            client.read_timeout().unwrap(),
+            Some(Duration::from_millis(50))
+        );
+        client.set_nonblocking(false).unwrap();
+        let start = Instant::now();
+        assert_eq!(
+            client.read(&mut buf).unwrap_err().kind(),
+            WouldBlock,
+            "{what}: timed out"
+        );
+        assert!(
+            start.elapsed() >= Duration::from_millis(45),
+            "{what}: it waited"
+        );
+        // A connection that comes is accepted by the non-blocking listener.
+        let (mut conn, _) = loop {
+            match listener.accept() {
+                Ok(c) => break c,
+                Err(e) if e.kind() == WouldBlock => std::thread::sleep(Duration::from_millis(1)),
+                Err(e) => panic!("{what}: {e}"),
+            }
+        };
+        conn.write_all(b"x").unwrap();
+        assert_eq!(client.read(&mut buf).unwrap(), 1);
+    }
+    check("thread");
+    fibra::run(|| check("fiber"));
+}

@@ -36,6 +36,26 @@ macro_rules! fd_traits {
                 socket.sock.into_inner().into()
             }
         }
+        impl $ty {
+            /// Moves the socket in or out of non-blocking mode, as std's
+            /// `set_nonblocking`: in it, a call that would wait — a read
+            /// with nothing to read, an accept with no connection, a write
+            /// to a full buffer — returns `WouldBlock` at once instead of
+            /// parking the fiber (or blocking the thread). Off by default.
+            ///
+            /// Unlike std's, the mode is this socket's own: a `try_clone`
+            /// starts in the mode its original had, and each changes its
+            /// own after that (the fd itself stays non-blocking for fibra's
+            /// loop).
+            ///
+            /// # Errors
+            ///
+            /// None: the `Result` is std's shape.
+            pub fn set_nonblocking(&self, nonblocking: bool) -> std::io::Result<()> {
+                self.sock.reg.set_nonblocking(nonblocking);
+                Ok(())
+            }
+        }
         impl std::fmt::Debug for $ty {
             /// As std prints it: `TcpListener { addr: 127.0.0.1:80, fd: 3 }`.
             fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

@@ -32,7 +32,10 @@ use crate::timer::clock;
 pub(crate) struct Registration {
     /// Unique in the process: the reactor's owner tag for this socket.
     uid: u64,
-    /// Nanoseconds; 0 means no timeout.
+    /// Nanoseconds; 0 means no timeout. Bit [`NONBLOCKING`] (in both words
+    /// alike) is the socket's own non-blocking mode, which the loop reads
+    /// only when a call said `WouldBlock`: in the word it loads anyway, it
+    /// costs a blocking call nothing.
     read_timeout: AtomicU64,
     write_timeout: AtomicU64,
 }
@@ -353,10 +356,18 @@ impl Registration {
         loop {
             if !std::mem::take(&mut wait_first) {
                 match op() {
+                    // A socket the user made non-blocking: as std's.
+                    Err(e)
+                        if e.kind() == io::ErrorKind::WouldBlock && timeout & NONBLOCKING != 0 =>
+                    {
+                        return Err(e);
+                    }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                     result => return result,
                 }
+            } else if timeout & NONBLOCKING != 0 {
+                return Err(io::ErrorKind::WouldBlock.into());
             }
             let waited = match core {
                 Some(core) => self.wait_in_fiber(core, fd, interest, deadline),
@@ -402,23 +413,33 @@ impl Registration {
     }
 
     pub(crate) fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
-        self.read_timeout
-            .store(timeout_to_nanos(timeout)?, Ordering::Relaxed);
+        set_nanos(&self.read_timeout, timeout_to_nanos(timeout)?);
         Ok(())
     }
 
     pub(crate) fn set_write_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
-        self.write_timeout
-            .store(timeout_to_nanos(timeout)?, Ordering::Relaxed);
+        set_nanos(&self.write_timeout, timeout_to_nanos(timeout)?);
         Ok(())
     }
 
     pub(crate) fn read_timeout(&self) -> Option<Duration> {
-        nanos_to_timeout(self.read_timeout.load(Ordering::Relaxed))
+        nanos_to_timeout(self.read_timeout.load(Ordering::Relaxed) & !NONBLOCKING)
     }
 
     pub(crate) fn write_timeout(&self) -> Option<Duration> {
-        nanos_to_timeout(self.write_timeout.load(Ordering::Relaxed))
+        nanos_to_timeout(self.write_timeout.load(Ordering::Relaxed) & !NONBLOCKING)
+    }
+
+    /// Sets the socket's own non-blocking mode: a call that would wait
+    /// says `WouldBlock` instead (the fd itself is always non-blocking).
+    pub(crate) fn set_nonblocking(&self, on: bool) {
+        for word in [&self.read_timeout, &self.write_timeout] {
+            if on {
+                word.fetch_or(NONBLOCKING, Ordering::Relaxed);
+            } else {
+                word.fetch_and(!NONBLOCKING, Ordering::Relaxed);
+            }
+        }
     }
 
     /// A registration for a duplicate of the fd (`try_clone`): its own id,
@@ -435,6 +456,11 @@ impl Registration {
     }
 }
 
+/// The bit of a timeout word that says the socket is non-blocking (see
+/// `Registration::read_timeout`'s field). Timeouts are kept below it:
+/// 2^63 ns is 292 years.
+const NONBLOCKING: u64 = 1 << 63;
+
 /// As std: a zero timeout is an error.
 fn timeout_to_nanos(timeout: Option<Duration>) -> io::Result<u64> {
     match timeout {
@@ -443,8 +469,15 @@ fn timeout_to_nanos(timeout: Option<Duration>) -> io::Result<u64> {
             io::ErrorKind::InvalidInput,
             "cannot set a 0 duration timeout",
         )),
-        Some(d) => Ok(clock::duration_ns(d).max(1)),
+        Some(d) => Ok(clock::duration_ns(d).clamp(1, NONBLOCKING - 1)),
     }
+}
+
+/// Stores timeout `ns` in `word`, keeping its [`NONBLOCKING`] bit.
+fn set_nanos(word: &AtomicU64, ns: u64) {
+    let _ = word.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |old| {
+        Some(ns | (old & NONBLOCKING))
+    });
 }
 
 /// The yield of a fiber whose I/O budget is spent, out of line: it comes
