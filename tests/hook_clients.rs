@@ -362,19 +362,17 @@ fn start_mariadb() -> Result<MariaDb, String> {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let data = dir.join("data");
+    // MariaDB runs as root only when told to; as anyone else, as them.
     // SAFETY: getuid has no preconditions.
-    let user = if unsafe { libc::getuid() } == 0 {
-        "--user=root"
+    let user: &[&str] = if unsafe { libc::getuid() } == 0 {
+        &["--user=root"]
     } else {
-        "--no-defaults"
+        &[]
     };
     let out = Command::new("mariadb-install-db")
-        .args([
-            "--no-defaults",
-            user,
-            "--skip-test-db",
-            "--auth-root-authentication-method=normal",
-        ])
+        .arg("--no-defaults")
+        .args(user)
+        .args(["--skip-test-db", "--auth-root-authentication-method=normal"])
         .arg(format!("--datadir={}", data.display()))
         .output()
         .map_err(|e| format!("mariadb-install-db: {e}"))?;
@@ -386,12 +384,9 @@ fn start_mariadb() -> Result<MariaDb, String> {
     }
     let port = free_port();
     let child = Command::new("mariadbd")
-        .args([
-            "--no-defaults",
-            user,
-            "--skip-grant-tables",
-            "--bind-address=127.0.0.1",
-        ])
+        .arg("--no-defaults")
+        .args(user)
+        .args(["--skip-grant-tables", "--bind-address=127.0.0.1"])
         .arg(format!("--datadir={}", data.display()))
         .arg(format!("--socket={}", dir.join("sock").display()))
         .arg(format!("--pid-file={}", dir.join("pid").display()))
