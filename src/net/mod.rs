@@ -93,6 +93,7 @@ mod macros;
 mod registration;
 mod resolve;
 mod socket;
+mod stream_buf;
 mod tcp_listener;
 mod tcp_stream;
 mod udp;
