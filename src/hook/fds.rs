@@ -58,22 +58,34 @@ const UID_SHIFT: u32 = 3;
 
 /// An fd the hooks may park on.
 #[derive(Clone, Copy, Debug)]
-pub(super) struct Fd {
-    /// The owner id of its registrations.
-    pub(super) uid: u64,
-    /// A socket (else a pipe, tty, eventfd...: no socket options).
-    pub(super) socket: bool,
-    /// `RWF_NOWAIT` is worth a try (see [`mark_no_nowait`]).
-    pub(super) nowait: bool,
-}
+///
+/// Its table word itself, read through the methods: one register on the
+/// path of every hooked call (as three fields, the hooks' frames grew and
+/// a hooked echo client ran more instructions a trip).
+pub(super) struct Fd(u64);
 
 impl Fd {
+    #[inline(always)]
     fn of(word: u64) -> Option<Fd> {
-        (word > IGNORED).then_some(Fd {
-            uid: word >> UID_SHIFT,
-            socket: word & KIND == SOCKET,
-            nowait: word & NO_NOWAIT == 0,
-        })
+        (word > IGNORED).then_some(Fd(word))
+    }
+
+    /// The owner id of its registrations.
+    #[inline(always)]
+    pub(super) fn uid(&self) -> u64 {
+        self.0 >> UID_SHIFT
+    }
+
+    /// A socket (else a pipe, tty, eventfd...: no socket options).
+    #[inline(always)]
+    pub(super) fn is_socket(&self) -> bool {
+        self.0 & KIND == SOCKET
+    }
+
+    /// `RWF_NOWAIT` is worth a try (see [`mark_no_nowait`]).
+    #[inline(always)]
+    pub(super) fn nowait(&self) -> bool {
+        self.0 & NO_NOWAIT == 0
     }
 }
 
@@ -171,9 +183,10 @@ pub(super) fn mark_ignored(fd: c_int) {
 
 /// Records that the kernel has no `RWF_NOWAIT` for `fd`, opened as `what`
 /// (untouched if the number has since been closed or reused).
+#[cold]
 pub(super) fn mark_no_nowait(fd: c_int, what: Fd) {
     if let Some(slot) = slot(fd, false) {
-        let word = what.uid << UID_SHIFT | POLLABLE;
+        let word = what.0;
         let _ = slot.compare_exchange(word, word | NO_NOWAIT, Ordering::Relaxed, Ordering::Relaxed);
     }
 }
@@ -182,5 +195,5 @@ pub(super) fn mark_no_nowait(fd: c_int, what: Fd) {
 #[inline]
 pub(super) fn forget(fd: c_int) -> Option<u64> {
     let word = slot(fd, false)?.swap(UNKNOWN, Ordering::Relaxed);
-    Fd::of(word).map(|f| f.uid)
+    Fd::of(word).map(|f| f.uid())
 }
