@@ -117,7 +117,10 @@
 //! the first call on an fd also asks the kernel whether it is a socket). A
 //! call that waits costs two more system calls (`F_GETFL` and the socket's
 //! timeout) before it parks, and no `epoll_ctl` after the first wait on the
-//! socket. A `connect` costs a hand-over to a pool thread and back.
+//! socket. A `connect` costs a hand-over to a pool thread and back, and
+//! while it waits it holds that thread: many connects to a slow host at
+//! once hold as many pool threads (up to `set_max_blocking_threads`; more
+//! queue).
 
 mod call;
 mod close;
