@@ -334,3 +334,42 @@ fn nonblocking_sockets_say_would_block_at_once() {
     check("thread");
     fibra::run(|| check("fiber"));
 }
+
+/// Unix sockets by `SocketAddr`, abstract names included (no file to
+/// clean up): a listener, a stream and datagrams, in fibers.
+#[test]
+fn unix_sockets_by_abstract_address() {
+    use std::os::linux::net::SocketAddrExt;
+    use std::os::unix::net::SocketAddr;
+    let name = |what: &str| {
+        let n = format!("fibra-test-{what}-{}", std::process::id());
+        SocketAddr::from_abstract_name(n.as_bytes()).unwrap()
+    };
+    let (stream_addr, dgram_addr) = (name("stream"), name("dgram"));
+    let listener = fibra::net::UnixListener::bind_addr(&stream_addr).unwrap();
+    let receiver = fibra::net::UnixDatagram::bind_addr(&dgram_addr).unwrap();
+    let (got, datagram) = fibra::run(move || {
+        let server = fibra::spawn(move || {
+            let (mut conn, _) = listener.accept().unwrap(); // parks
+            let mut buf = Vec::new();
+            conn.read_to_end(&mut buf).unwrap();
+            buf
+        });
+        let dgram = fibra::spawn(move || {
+            let mut buf = [0u8; 16];
+            let n = receiver.recv(&mut buf).unwrap(); // parks
+            buf[..n].to_vec()
+        });
+        fibra::yield_now();
+        let mut client = fibra::net::UnixStream::connect_addr(&stream_addr).unwrap();
+        client.write_all(b"abstract").unwrap();
+        drop(client);
+        let sender = fibra::net::UnixDatagram::unbound().unwrap();
+        sender.send_to_addr(b"datagram", &dgram_addr).unwrap();
+        let connected = fibra::net::UnixDatagram::unbound().unwrap();
+        connected.connect_addr(&dgram_addr).unwrap();
+        (server.join().unwrap(), dgram.join().unwrap())
+    });
+    assert_eq!(got, b"abstract");
+    assert_eq!(datagram, b"datagram");
+}

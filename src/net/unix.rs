@@ -50,6 +50,27 @@ impl UnixListener {
         })
     }
 
+    /// Binds a listener to `addr` — a path, or (Linux) an abstract name —
+    /// as std's `bind_addr`.
+    ///
+    /// ```
+    /// use std::os::linux::net::SocketAddrExt;
+    /// use std::os::unix::net::SocketAddr;
+    ///
+    /// let name = format!("fibra-doc-{}", std::process::id());
+    /// let addr = SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+    /// let listener = fibra::net::UnixListener::bind_addr(&addr).unwrap();
+    /// let _client = fibra::net::UnixStream::connect_addr(&addr).unwrap();
+    /// assert!(listener.accept().is_ok());
+    /// ```
+    pub fn bind_addr(addr: &SocketAddr) -> io::Result<UnixListener> {
+        let inner = std::os::unix::net::UnixListener::bind_addr(addr)?;
+        inner.set_nonblocking(true)?;
+        Ok(UnixListener {
+            sock: Socket::new(inner),
+        })
+    }
+
     /// Accepts a connection, parking the fiber until one comes.
     pub fn accept(&self) -> io::Result<(UnixStream, SocketAddr)> {
         let stream = std::os::unix::net::UnixStream::from(
@@ -186,6 +207,16 @@ impl UnixStream {
         })
     }
 
+    /// Connects to the listener at `addr` — a path, or (Linux) an abstract
+    /// name — as std's `connect_addr` (see [`UnixListener::bind_addr`]).
+    pub fn connect_addr(addr: &SocketAddr) -> io::Result<UnixStream> {
+        let inner = std::os::unix::net::UnixStream::connect_addr(addr)?;
+        inner.set_nonblocking(true)?;
+        Ok(UnixStream {
+            sock: Socket::new(inner),
+        })
+    }
+
     /// A connected pair of streams.
     pub fn pair() -> io::Result<(UnixStream, UnixStream)> {
         let (a, b) = std::os::unix::net::UnixStream::pair()?;
@@ -277,6 +308,12 @@ impl UnixDatagram {
         UnixDatagram::wrap(std::os::unix::net::UnixDatagram::bind(path)?)
     }
 
+    /// A socket bound to `addr` — a path, or (Linux) an abstract name — as
+    /// std's `bind_addr`.
+    pub fn bind_addr(addr: &SocketAddr) -> io::Result<UnixDatagram> {
+        UnixDatagram::wrap(std::os::unix::net::UnixDatagram::bind_addr(addr)?)
+    }
+
     /// A socket bound to no address.
     pub fn unbound() -> io::Result<UnixDatagram> {
         UnixDatagram::wrap(std::os::unix::net::UnixDatagram::unbound()?)
@@ -291,6 +328,18 @@ impl UnixDatagram {
     /// Sets the default peer.
     pub fn connect(&self, path: impl AsRef<Path>) -> io::Result<()> {
         self.sock.inner.connect(path)
+    }
+
+    /// Connects the socket to `addr` (a path or an abstract name), as
+    /// std's `connect_addr`.
+    pub fn connect_addr(&self, addr: &SocketAddr) -> io::Result<()> {
+        self.sock.inner.connect_addr(addr)
+    }
+
+    /// Sends a datagram to the socket at `addr` (a path or an abstract
+    /// name), parking while the receiver's queue is full.
+    pub fn send_to_addr(&self, buf: &[u8], addr: &SocketAddr) -> io::Result<usize> {
+        self.sock.write(|s| s.send_to_addr(buf, addr))
     }
 
     /// Sends a datagram to the connected peer.
