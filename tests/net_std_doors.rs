@@ -7,39 +7,16 @@ use std::net::Ipv4Addr;
 use std::os::fd::{AsRawFd, FromRawFd, IntoRawFd, OwnedFd};
 use std::time::Duration;
 
-/// A listening TCP socket made by hand (as socket2 or a parent process
-/// would), with an option std's `bind` does not set.
+/// A listening TCP socket made with socket2 (as a server that sets options
+/// std's `bind` does not would make it), with `SO_REUSEPORT`.
 fn raw_listener() -> OwnedFd {
-    // SAFETY: a new socket (checked), configured and bound through valid
-    // pointers of the sizes given, then owned by the OwnedFd.
-    unsafe {
-        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
-        assert!(fd >= 0);
-        let one: libc::c_int = 1;
-        let len = size_of::<libc::c_int>() as libc::socklen_t;
-        assert_eq!(
-            libc::setsockopt(
-                fd,
-                libc::SOL_SOCKET,
-                libc::SO_REUSEPORT,
-                (&raw const one).cast(),
-                len
-            ),
-            0
-        );
-        let sin = libc::sockaddr_in {
-            sin_family: libc::AF_INET as libc::sa_family_t,
-            sin_port: 0,
-            sin_addr: libc::in_addr {
-                s_addr: u32::from(Ipv4Addr::LOCALHOST).to_be(),
-            },
-            sin_zero: [0; 8],
-        };
-        let sl = size_of::<libc::sockaddr_in>() as libc::socklen_t;
-        assert_eq!(libc::bind(fd, (&raw const sin).cast(), sl), 0);
-        assert_eq!(libc::listen(fd, 16), 0);
-        OwnedFd::from_raw_fd(fd)
-    }
+    use socket2::{Domain, Socket, Type};
+    let socket = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+    socket.set_reuse_port(true).unwrap();
+    let addr = std::net::SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
+    socket.bind(&addr.into()).unwrap();
+    socket.listen(16).unwrap();
+    socket.into()
 }
 
 #[test]
@@ -49,22 +26,8 @@ fn fds_become_fibra_sockets_and_back() {
     // (FromRawFd).
     let listener = fibra::net::TcpListener::from(raw_listener());
     let addr = listener.local_addr().unwrap();
-    let reuse = {
-        let mut v: libc::c_int = 0;
-        let mut len = size_of::<libc::c_int>() as libc::socklen_t;
-        // SAFETY: valid out-pointers of the sizes given.
-        unsafe {
-            libc::getsockopt(
-                listener.as_raw_fd(),
-                libc::SOL_SOCKET,
-                libc::SO_REUSEPORT,
-                (&raw mut v).cast(),
-                &mut len,
-            )
-        };
-        v
-    };
-    assert_eq!(reuse, 1, "the option set by hand is kept");
+    let reuse = socket2::SockRef::from(&listener).reuse_port().unwrap();
+    assert!(reuse, "the option set by socket2 is kept");
     let echoed = fibra::run(move || {
         let server = fibra::spawn(move || {
             let (mut conn, _) = listener.accept().unwrap();
@@ -107,7 +70,8 @@ fn fds_become_fibra_sockets_and_back() {
     let udp_addr = udp.local_addr().unwrap();
     let udp = fibra::net::UdpSocket::from(OwnedFd::from(udp));
     assert_eq!(udp.local_addr().unwrap(), udp_addr);
-    let _back: OwnedFd = udp.into();
+    let back = socket2::Socket::from(OwnedFd::from(udp));
+    assert_eq!(back.local_addr().unwrap().as_socket(), Some(udp_addr));
 }
 
 #[test]
@@ -372,4 +336,120 @@ fn unix_sockets_by_abstract_address() {
     });
     assert_eq!(got, b"abstract");
     assert_eq!(datagram, b"datagram");
+}
+
+/// Timeouts and the non-blocking mode belong to the socket, as the
+/// kernel's do for std: set through a `try_clone` they hold for the
+/// original and the other way round, also for a clone of a clone and
+/// after the original is gone; a std socket's timeouts carry over into
+/// fibra and back out.
+#[test]
+fn timeouts_and_mode_are_shared_with_clones_and_kept_across_std() {
+    use std::io::ErrorKind::WouldBlock;
+    use std::time::Instant;
+
+    fn timed_out(mut s: &fibra::net::TcpStream, what: &str) -> Duration {
+        let start = Instant::now();
+        let err = s.read(&mut [0u8; 8]).unwrap_err();
+        assert_eq!(err.kind(), WouldBlock, "{what}");
+        start.elapsed()
+    }
+
+    fn check(what: &str) {
+        let listener = fibra::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let a = fibra::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (_b, _) = listener.accept().unwrap();
+        let ms = Duration::from_millis;
+
+        // Set on the original, seen by a clone made before and one after.
+        let early = a.try_clone().unwrap();
+        a.set_read_timeout(Some(ms(40))).unwrap();
+        let late = a.try_clone().unwrap();
+        for (s, name) in [(&early, "early clone"), (&late, "late clone")] {
+            assert_eq!(s.read_timeout().unwrap(), Some(ms(40)), "{what}: {name}");
+            assert!(timed_out(s, name) >= ms(35), "{what}: {name} waited");
+        }
+        // Set on a clone, seen by the original and the other clone.
+        late.set_read_timeout(Some(ms(20))).unwrap();
+        late.set_write_timeout(Some(ms(30))).unwrap();
+        assert_eq!(a.read_timeout().unwrap(), Some(ms(20)), "{what}");
+        assert_eq!(early.write_timeout().unwrap(), Some(ms(30)), "{what}");
+        // The mode too, both ways.
+        early.set_nonblocking(true).unwrap();
+        assert!(timed_out(&a, "original, non-blocking") < ms(15), "{what}");
+        let grandchild = late.try_clone().unwrap();
+        drop(a);
+        grandchild.set_nonblocking(false).unwrap();
+        assert!(
+            timed_out(&early, "early, blocking again") >= ms(15),
+            "{what}"
+        );
+        grandchild.set_read_timeout(None).unwrap();
+        assert_eq!(early.read_timeout().unwrap(), None, "{what}");
+
+        // In from std, with the kernel's timeouts; out to std, with fibra's.
+        let std_stream = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (_c, _) = listener.accept().unwrap();
+        std_stream.set_read_timeout(Some(ms(25))).unwrap();
+        std_stream.set_write_timeout(Some(ms(35))).unwrap();
+        // (The kernel keeps them in its ticks: 25 ms may read back as 28.)
+        let near = |got: Option<Duration>, want| {
+            let got = got.unwrap();
+            assert!(got >= want && got <= want + ms(10), "{what}: {got:?}");
+        };
+        let fibra_stream = fibra::net::TcpStream::from(std_stream);
+        near(fibra_stream.read_timeout().unwrap(), ms(25));
+        near(fibra_stream.write_timeout().unwrap(), ms(35));
+        assert!(timed_out(&fibra_stream, "from std") >= ms(20), "{what}");
+        fibra_stream.set_read_timeout(Some(ms(45))).unwrap();
+        let back = std::net::TcpStream::from(OwnedFd::from(fibra_stream));
+        near(back.read_timeout().unwrap(), ms(45));
+        back.set_nonblocking(false).unwrap();
+        let start = Instant::now();
+        assert_eq!((&back).read(&mut [0u8; 8]).unwrap_err().kind(), WouldBlock);
+        assert!(start.elapsed() >= ms(40), "{what}: the kernel's timeout");
+    }
+    check("thread");
+    fibra::run(|| check("fiber"));
+    // Clones used from two threads and a runtime at once: sets on one side,
+    // reads on the other, no torn state.
+    let (mut a, _b) = fibra::net::UnixStream::pair().unwrap();
+    let clones: Vec<_> = (0..4).map(|_| a.try_clone().unwrap()).collect();
+    let setter = std::thread::spawn(move || {
+        for i in 1..=2000u64 {
+            clones[(i % 4) as usize]
+                .set_write_timeout(Some(Duration::from_micros(i)))
+                .unwrap();
+        }
+        clones
+    });
+    while !setter.is_finished() {
+        let t = a.write_timeout().unwrap().unwrap_or_default();
+        assert!(t <= Duration::from_micros(2000));
+        let _ = a.try_clone().unwrap();
+    }
+    let clones = setter.join().unwrap();
+    assert_eq!(
+        clones[0].write_timeout().unwrap(),
+        Some(Duration::from_micros(2000))
+    );
+    a.set_read_timeout(Some(Duration::from_millis(1))).unwrap();
+    assert_eq!(a.read(&mut [0u8; 1]).unwrap_err().kind(), WouldBlock);
+}
+
+/// `only_v6` reads what the socket was bound with; setting it on a bound
+/// listener is the kernel's error, as with std.
+#[test]
+#[allow(deprecated)]
+fn a_listener_reports_only_v6() {
+    let Ok(std_listener) = std::net::TcpListener::bind("[::1]:0") else {
+        eprintln!("SKIPPED a_listener_reports_only_v6: no IPv6 loopback here");
+        return;
+    };
+    let want = std_listener.only_v6().unwrap();
+    let listener = fibra::net::TcpListener::from(std_listener);
+    assert_eq!(listener.only_v6().unwrap(), want);
+    assert!(listener.set_only_v6(!want).is_err());
+    let v4 = fibra::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    assert!(v4.only_v6().is_err());
 }

@@ -43,10 +43,9 @@ macro_rules! fd_traits {
             /// to a full buffer — returns `WouldBlock` at once instead of
             /// parking the fiber (or blocking the thread). Off by default.
             ///
-            /// Unlike std's, the mode is this socket's own: a `try_clone`
-            /// starts in the mode its original had, and each changes its
-            /// own after that (the fd itself stays non-blocking for fibra's
-            /// loop).
+            /// As std's, the mode is shared by the socket and its
+            /// `try_clone`s, both ways. (The fd itself stays non-blocking
+            /// for fibra's loop, whatever the mode.)
             ///
             /// # Errors
             ///
@@ -305,14 +304,21 @@ macro_rules! ready_io {
 pub(crate) use ready_io;
 
 /// The read and write timeouts of a socket type (field `sock`), kept in its
-/// [`Registration`] (std keeps them in the kernel, where they do nothing for
-/// a non-blocking socket). An expired timeout is `WouldBlock`, as std
-/// reports it on Unix; `Some(Duration::ZERO)` is `InvalidInput`, as in std.
+/// [`Registration`] (and shared with its clones, as the kernel shares
+/// them), and in the kernel too, as std keeps them (where they do nothing
+/// for a non-blocking socket, but a socket handed back to std keeps them).
+/// An expired timeout is `WouldBlock`, as std reports it on Unix;
+/// `Some(Duration::ZERO)` is `InvalidInput`, as in std.
 macro_rules! timeouts {
     ($($ty:ty),*) => {$(
         impl $ty {
             /// Sets the read timeout (`None`: wait forever). A read waiting
             /// longer fails with `WouldBlock`, as std's does on Unix.
+            ///
+            /// As std's (which the kernel keeps), the timeout is the
+            /// socket's and its `try_clone`s', set through any of them, and
+            /// it stays with the fd when the socket is turned back into a
+            /// std one.
             ///
             /// ```
             /// use std::io::Read;
@@ -331,6 +337,7 @@ macro_rules! timeouts {
             ///
             /// `InvalidInput` for `Some(Duration::ZERO)`, as std.
             pub fn set_read_timeout(&self, timeout: Option<std::time::Duration>) -> std::io::Result<()> {
+                self.sock.inner.set_read_timeout(timeout)?;
                 self.sock.reg.set_read_timeout(timeout)
             }
 
@@ -340,6 +347,7 @@ macro_rules! timeouts {
             ///
             /// `InvalidInput` for `Some(Duration::ZERO)`, as std.
             pub fn set_write_timeout(&self, timeout: Option<std::time::Duration>) -> std::io::Result<()> {
+                self.sock.inner.set_write_timeout(timeout)?;
                 self.sock.reg.set_write_timeout(timeout)
             }
 

@@ -180,11 +180,28 @@ impl<S: AsRawFd> Socket<S> {
 
     /// The std socket, deregistered (and still non-blocking).
     pub(crate) fn into_inner(self) -> S {
-        let this = std::mem::ManuallyDrop::new(self);
+        let mut this = std::mem::ManuallyDrop::new(self);
         this.deregister();
-        // SAFETY: `this` is never used or dropped again, so the socket is
-        // moved out exactly once.
-        unsafe { std::ptr::read(&this.inner) }
+        // SAFETY: `this` is never used or dropped again, so the
+        // registration is dropped and the socket moved out exactly once.
+        unsafe {
+            std::ptr::drop_in_place(&raw mut this.reg);
+            std::ptr::read(&this.inner)
+        }
+    }
+
+    /// Wraps a std socket (already non-blocking) keeping the timeouts the
+    /// kernel held for it, `read` and `write` as std reads them.
+    pub(crate) fn adopt(
+        inner: S,
+        read: io::Result<Option<std::time::Duration>>,
+        write: io::Result<Option<std::time::Duration>>,
+    ) -> Socket<S> {
+        let sock = Socket::new(inner);
+        // (A timeout the kernel holds is never zero, the one error.)
+        let _ = sock.reg.set_read_timeout(read.ok().flatten());
+        let _ = sock.reg.set_write_timeout(write.ok().flatten());
+        sock
     }
 
     /// Forgets the fd in the reactors that have it: the fallback's, if a

@@ -211,6 +211,40 @@ impl TcpListener {
         self.sock.inner.ttl()
     }
 
+    /// Sets `IPV6_V6ONLY`, as std's (deprecated) method of this name: the
+    /// kernel reads the option only when the socket is bound, so on a
+    /// listener it changes nothing. Set it before binding (socket2's
+    /// `Socket::set_only_v6`, then `TcpListener::from(OwnedFd)`).
+    ///
+    /// # Errors
+    ///
+    /// The kernel's: `ENOPROTOOPT` on an IPv4 listener, `EINVAL` once bound.
+    #[deprecated(note = "this option can only be set before the socket is bound")]
+    pub fn set_only_v6(&self, only_v6: bool) -> io::Result<()> {
+        #[expect(deprecated, reason = "std's method of the same name and meaning")]
+        self.sock.inner.set_only_v6(only_v6)
+    }
+
+    /// Reads `IPV6_V6ONLY`, as std's (deprecated) method of this name.
+    ///
+    /// ```
+    /// # #![allow(deprecated)]
+    /// fibra::run(|| {
+    ///     if let Ok(l) = fibra::net::TcpListener::bind("[::1]:0") {
+    ///         let _dual_stack = !l.only_v6().unwrap(); // the system's default
+    ///     }
+    /// });
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// The kernel's: `ENOPROTOOPT` on an IPv4 listener.
+    #[deprecated(note = "this option can only be set before the socket is bound")]
+    pub fn only_v6(&self) -> io::Result<bool> {
+        #[expect(deprecated, reason = "std's method of the same name and meaning")]
+        self.sock.inner.only_v6()
+    }
+
     /// Takes the pending socket error (`SO_ERROR`), if any.
     ///
     /// ```

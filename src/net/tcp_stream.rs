@@ -216,10 +216,17 @@ ready_io!(TcpStream);
 crate::net::futures_io::async_io!(TcpStream);
 
 impl From<std::net::TcpStream> for TcpStream {
-    /// Takes over a std stream (and puts it in non-blocking mode).
+    /// Takes over a std stream, keeping the read and write timeouts it
+    /// had. Its calls park, as every fibra socket's (the fd is put in
+    /// non-blocking mode for fibra's loop, and the socket starts in
+    /// waiting mode even if the std one was non-blocking: see
+    /// `set_nonblocking`).
     fn from(inner: std::net::TcpStream) -> TcpStream {
         let _ = inner.set_nonblocking(true);
-        TcpStream::from_nonblocking(inner)
+        let (read, write) = (inner.read_timeout(), inner.write_timeout());
+        TcpStream {
+            sock: Socket::adopt(inner, read, write),
+        }
     }
 }
 timeouts!(TcpStream);

@@ -196,11 +196,16 @@ impl UdpSocket {
 }
 
 impl From<std::net::UdpSocket> for UdpSocket {
-    /// Takes over a std socket (and puts it in non-blocking mode).
+    /// Takes over a std socket, keeping the read and write timeouts it
+    /// had. Its calls park, as every fibra socket's (the fd is put in
+    /// non-blocking mode for fibra's loop, and the socket starts in
+    /// waiting mode even if the std one was non-blocking: see
+    /// `set_nonblocking`).
     fn from(inner: std::net::UdpSocket) -> UdpSocket {
         let _ = inner.set_nonblocking(true);
+        let (read, write) = (inner.read_timeout(), inner.write_timeout());
         UdpSocket {
-            sock: Socket::new(inner),
+            sock: Socket::adopt(inner, read, write),
         }
     }
 }

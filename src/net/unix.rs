@@ -266,11 +266,16 @@ ready_io!(UnixStream);
 crate::net::futures_io::async_io!(UnixStream);
 
 impl From<std::os::unix::net::UnixStream> for UnixStream {
-    /// Takes over a std stream (and puts it in non-blocking mode).
+    /// Takes over a std stream, keeping the read and write timeouts it
+    /// had. Its calls park, as every fibra socket's (the fd is put in
+    /// non-blocking mode for fibra's loop, and the socket starts in
+    /// waiting mode even if the std one was non-blocking: see
+    /// `set_nonblocking`).
     fn from(inner: std::os::unix::net::UnixStream) -> UnixStream {
         let _ = inner.set_nonblocking(true);
+        let (read, write) = (inner.read_timeout(), inner.write_timeout());
         UnixStream {
-            sock: Socket::new(inner),
+            sock: Socket::adopt(inner, read, write),
         }
     }
 }
@@ -392,11 +397,16 @@ impl UnixDatagram {
 }
 
 impl From<std::os::unix::net::UnixDatagram> for UnixDatagram {
-    /// Takes over a std socket (and puts it in non-blocking mode).
+    /// Takes over a std socket, keeping the read and write timeouts it
+    /// had. Its calls park, as every fibra socket's (the fd is put in
+    /// non-blocking mode for fibra's loop, and the socket starts in
+    /// waiting mode even if the std one was non-blocking: see
+    /// `set_nonblocking`).
     fn from(inner: std::os::unix::net::UnixDatagram) -> UnixDatagram {
         let _ = inner.set_nonblocking(true);
+        let (read, write) = (inner.read_timeout(), inner.write_timeout());
         UnixDatagram {
-            sock: Socket::new(inner),
+            sock: Socket::adopt(inner, read, write),
         }
     }
 }
