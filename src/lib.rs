@@ -43,6 +43,12 @@
 //! - Unmodified blocking code (cargo feature `hook`, off by default):
 //!   inside a fiber, std's socket calls and `std::thread::sleep` park the
 //!   fiber instead of blocking the thread; see [below](#the-hook-feature).
+//! - Async crates on fibra's reactor (cargo features `futures-io` and
+//!   `tokio-io`): fibra's stream sockets implement `futures_io`'s and
+//!   tokio's `AsyncRead`/`AsyncWrite`, so hyper, tokio-postgres,
+//!   tokio-rustls or tokio-tungstenite run from fibers with
+//!   [`block_on_future`], no tokio runtime needed; see
+//!   [`net`'s docs](net#async-io).
 //!
 //! Every blocking call also works outside a runtime, where it blocks the
 //! thread, so libraries can use them without knowing who calls.

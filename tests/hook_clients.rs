@@ -24,6 +24,8 @@
 
 mod util;
 
+use util::postgres::Postgres;
+
 use std::ffi::{CStr, CString};
 use std::io::{Read, Write};
 use std::net::TcpListener;
@@ -69,28 +71,6 @@ fn report(client: &str, one: Duration, (all, gap): (Duration, Duration)) {
 
 // ---- libpq ---------------------------------------------------------------
 
-/// A PostgreSQL server of the test's own.
-struct Postgres {
-    child: Child,
-    dir: std::path::PathBuf,
-    port: u16,
-}
-
-impl Drop for Postgres {
-    fn drop(&mut self) {
-        // SIGINT to the postmaster (not to `runuser`, which would not pass
-        // it on): a fast shutdown, the clients are gone.
-        let pid = std::fs::read_to_string(self.dir.join("data/postmaster.pid"))
-            .ok()
-            .and_then(|s| s.lines().next()?.trim().parse::<libc::pid_t>().ok())
-            .unwrap_or(self.child.id() as libc::pid_t);
-        // SAFETY: kill(2) with a pid of our server.
-        unsafe { libc::kill(pid, libc::SIGINT) };
-        let _ = self.child.wait();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
 /// A listener on loopback whose accept queue takes 200 connections at once
 /// (std's listens with a backlog of 128: a burst beyond it loses SYNs, which
 /// the clients send again a second later).
@@ -110,83 +90,13 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// Starts PostgreSQL, or says why it cannot (`Err`).
-fn start_postgres() -> Result<Postgres, String> {
-    let bindir = Command::new("pg_config")
-        .arg("--bindir")
-        .output()
-        .map_err(|e| format!("pg_config: {e}"))?;
-    let bindir = String::from_utf8_lossy(&bindir.stdout).trim().to_string();
-    let bin = |name: &str| std::path::Path::new(&bindir).join(name);
-    if !bin("initdb").exists() {
-        return Err(format!("no initdb in {bindir}"));
-    }
-    let dir = std::env::temp_dir().join(format!("fibra-pg-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    // PostgreSQL will not run as root: then it runs as the `postgres` user.
-    // SAFETY: getuid has no preconditions.
-    let as_root = unsafe { libc::getuid() } == 0;
-    let run = |program: std::path::PathBuf| {
-        if as_root {
-            let mut c = Command::new("runuser");
-            c.args(["-u", "postgres", "--"]).arg(program);
-            c
-        } else {
-            Command::new(program)
-        }
-    };
-    if as_root {
-        let ok = Command::new("chown").args(["postgres:"]).arg(&dir).status();
-        if !ok.is_ok_and(|s| s.success()) {
-            return Err("cannot chown the data directory to postgres".into());
-        }
-    }
-    let data = dir.join("data");
-    let out = run(bin("initdb"))
-        .args(["-A", "trust", "-U", "fibra", "--no-sync", "-D"])
-        .arg(&data)
-        .output()
-        .map_err(|e| format!("initdb: {e}"))?;
-    if !out.status.success() {
-        return Err(format!("initdb: {}", String::from_utf8_lossy(&out.stderr)));
-    }
-    let port = free_port();
-    let child = run(bin("postgres"))
-        .arg("-D")
-        .arg(&data)
-        .args(["-p", &port.to_string(), "-k"])
-        .arg(&dir)
-        .args([
-            "-c",
-            "listen_addresses=127.0.0.1",
-            "-c",
-            "max_connections=260",
-        ])
-        .args(["-c", "fsync=off", "-c", "shared_buffers=16MB"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("postgres: {e}"))?;
-    let pg = Postgres { child, dir, port };
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while Instant::now() < deadline {
-        if query(&pg.conninfo(), "select 1").is_ok() {
-            return Ok(pg);
-        }
-        thread::sleep(Duration::from_millis(100));
-    }
-    Err("postgres did not answer within 30 s".into())
-}
-
-impl Postgres {
-    fn conninfo(&self) -> CString {
-        CString::new(format!(
-            "host=127.0.0.1 port={} user=fibra dbname=postgres connect_timeout=10",
-            self.port
-        ))
-        .unwrap()
-    }
+/// libpq's connection string for `pg`.
+fn conninfo(pg: &Postgres) -> CString {
+    CString::new(format!(
+        "host=127.0.0.1 port={} user=fibra dbname=postgres connect_timeout=10",
+        pg.port
+    ))
+    .unwrap()
 }
 
 /// One libpq connection, closed on drop.
@@ -240,22 +150,13 @@ impl Drop for Conn {
     }
 }
 
-fn query(conninfo: &CStr, sql: &str) -> Result<(), String> {
-    Conn::connect(conninfo)?.exec(sql)
-}
-
 #[test]
 fn libpq_two_hundred_queries_on_one_thread() {
     let _serial = one_at_a_time();
-    let pg = match start_postgres() {
-        Ok(pg) => pg,
-        Err(why) if std::env::var_os("FIBRA_REQUIRE_POSTGRES").is_none() => {
-            eprintln!("SKIPPED: libpq against PostgreSQL: {why}");
-            return;
-        }
-        Err(why) => panic!("FIBRA_REQUIRE_POSTGRES is set, but: {why}"),
+    let Some(pg) = Postgres::start_or_skip("libpq") else {
+        return;
     };
-    let conninfo = pg.conninfo();
+    let conninfo = conninfo(&pg);
     let sleep = format!("select pg_sleep({})", DELAY.as_secs_f64());
     // The connections first (200 backends forked at once would starve the
     // ticker of CPU on a small machine, which says nothing of the thread).

@@ -37,6 +37,18 @@ impl<'a> StreamBuf<'a> {
         }
     }
 
+    /// `recv` into `buf`, which may be uninitialized: the kernel writes
+    /// the bytes it reports, and reads none.
+    #[cfg(feature = "tokio-io")]
+    #[inline]
+    pub(crate) fn recv_uninit(buf: &'a mut [std::mem::MaybeUninit<u8>]) -> StreamBuf<'a> {
+        StreamBuf {
+            ptr: NonNull::from(&mut *buf).cast(),
+            len_send: buf.len() << 1,
+            _buf: PhantomData,
+        }
+    }
+
     /// `send` `buf`.
     #[inline]
     pub(crate) fn send(buf: &'a [u8]) -> StreamBuf<'a> {

@@ -214,6 +214,8 @@ stream_io!(TcpStream);
 ready_io!(TcpStream);
 #[cfg(feature = "futures-io")]
 crate::net::futures_io::async_io!(TcpStream);
+#[cfg(feature = "tokio-io")]
+crate::net::tokio_io::tokio_io!(TcpStream);
 
 impl From<std::net::TcpStream> for TcpStream {
     /// Takes over a std stream, keeping the read and write timeouts it

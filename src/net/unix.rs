@@ -264,6 +264,8 @@ stream_io!(UnixStream);
 ready_io!(UnixStream);
 #[cfg(feature = "futures-io")]
 crate::net::futures_io::async_io!(UnixStream);
+#[cfg(feature = "tokio-io")]
+crate::net::tokio_io::tokio_io!(UnixStream);
 
 impl From<std::os::unix::net::UnixStream> for UnixStream {
     /// Takes over a std stream, keeping the read and write timeouts it

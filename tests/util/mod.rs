@@ -1,6 +1,8 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
+pub mod postgres;
+
 use std::cell::Cell;
 use std::process::{Command, Output};
 use std::rc::Rc;
