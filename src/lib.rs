@@ -278,6 +278,7 @@
 
 mod arch;
 mod blocking;
+pub mod channel;
 mod fiber;
 pub mod fs;
 mod future;

@@ -35,6 +35,18 @@ pub(crate) fn instant_ns(t: Instant) -> u64 {
     }
 }
 
+/// The `Instant` of a nanosecond time (the inverse of [`instant_ns`]).
+pub(crate) fn ns_instant(ns: u64) -> Instant {
+    let &(base, base_ns) = anchor();
+    if ns >= base_ns {
+        base.checked_add(Duration::from_nanos(ns - base_ns))
+            .unwrap_or(base)
+    } else {
+        base.checked_sub(Duration::from_nanos(base_ns - ns))
+            .unwrap_or(base)
+    }
+}
+
 /// The nanosecond time `d` from now, saturating far in the future.
 pub(crate) fn after_ns(d: Duration) -> u64 {
     now_ns().saturating_add(duration_ns(d))

@@ -1,0 +1,532 @@
+//! The channel behind `bounded` and `unbounded`: a FIFO of messages under
+//! one lock, with the lines of waiting receivers and senders beside it
+//! (see `context.rs` for how a wait is registered, chosen and settled).
+//!
+//! # Invariants
+//!
+//! - A receiver waits only while there is nothing to take: a sender that
+//!   finds one waiting hands its message straight into the receiver's
+//!   packet, in arrival order.
+//! - A sender waits only while there is no room (`len + reserved` reached
+//!   the capacity; a capacity of 0 never has room). A receiver that makes
+//!   room lets the first waiting sender in: its message moves to the back
+//!   of the queue, or, for a `select`'s send whose message is not made yet,
+//!   room is reserved for it (`reserved`), which its `send` then uses.
+//! - A message is never lost: a receiver that is cancelled after a message
+//!   was handed to it gives it to the next waiting receiver or puts it back
+//!   at the front of the queue, even on a channel of capacity 0 (the
+//!   capacity bounds what senders add, not what comes back).
+//! - User code (a message's `drop`) never runs under the lock.
+
+use std::cell::UnsafeCell;
+use std::collections::VecDeque;
+use std::sync::atomic::AtomicUsize;
+use std::sync::{Mutex, MutexGuard};
+
+use crate::channel::context::{Context, Kind, OnUnwind, Selected, Waiters, wait};
+use crate::channel::err::{RecvTimeoutError, SendTimeoutError, TryRecvError, TrySendError};
+use crate::sync::waiters::Wakeups;
+use crate::timer::clock;
+
+pub(crate) struct Chan<T> {
+    inner: Mutex<Inner<T>>,
+    /// `usize::MAX`: unbounded.
+    cap: usize,
+    pub(crate) senders: AtomicUsize,
+    pub(crate) receivers: AtomicUsize,
+}
+
+struct Inner<T> {
+    queue: VecDeque<T>,
+    /// Room promised to `select` sends that were let in (see the module
+    /// docs), counted against the capacity.
+    reserved: usize,
+    receivers: Waiters,
+    senders: Waiters,
+    /// Every sender or every receiver is gone.
+    disconnected: bool,
+}
+
+/// A packet's slot: the message a waiter is handed or holds out.
+pub(crate) type Slot<T> = UnsafeCell<Option<T>>;
+
+/// Writes `message` into the slot behind a `Kind::Packet` pointer.
+///
+/// # Safety
+///
+/// `packet` is the slot of an entry of a `Chan<T>` that the caller claimed
+/// (`Context::claim`) under that channel's lock and has not finished.
+unsafe fn put<T>(packet: *mut (), message: T) {
+    // SAFETY: the caller's contract: the waiter does not look at its slot
+    // until `finish`, and keeps it alive until then (context.rs).
+    unsafe { *(*packet.cast::<Slot<T>>()).get() = Some(message) };
+}
+
+/// Takes the message out of the slot behind a `Kind::Packet` pointer.
+///
+/// # Safety
+///
+/// As for [`put`].
+unsafe fn take<T>(packet: *mut ()) -> Option<T> {
+    // SAFETY: as for `put`.
+    unsafe { (*(*packet.cast::<Slot<T>>()).get()).take() }
+}
+
+impl<T> Chan<T> {
+    pub(crate) fn new(cap: Option<usize>) -> Chan<T> {
+        Chan {
+            inner: Mutex::new(Inner {
+                queue: VecDeque::new(),
+                reserved: 0,
+                receivers: Waiters::default(),
+                senders: Waiters::default(),
+                disconnected: false,
+            }),
+            cap: cap.unwrap_or(usize::MAX),
+            senders: AtomicUsize::new(1),
+            receivers: AtomicUsize::new(1),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner<T>> {
+        // No user code runs under the lock, so it is never poisoned by
+        // one; a poisoned lock is still consistent.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn capacity(&self) -> Option<usize> {
+        (self.cap != usize::MAX).then_some(self.cap)
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.lock().queue.len()
+    }
+
+    pub(crate) fn is_full(&self) -> bool {
+        let inner = self.lock();
+        inner.queue.len() + inner.reserved >= self.cap
+    }
+
+    // ---- under the lock --------------------------------------------------
+
+    /// Sends `message` without waiting: into a waiting receiver's hand, or
+    /// the queue when there is room (or `reserved` for it, which it uses).
+    fn send_locked(
+        &self,
+        inner: &mut Inner<T>,
+        message: T,
+        reserved: bool,
+        me: *const Context,
+        wake: &mut Wakeups,
+    ) -> Result<(), TrySendError<T>> {
+        if reserved {
+            inner.reserved -= 1;
+        }
+        if inner.disconnected {
+            return Err(TrySendError::Disconnected(message));
+        }
+        let taker = inner.receivers.take_first(me, wake, |e| {
+            matches!(e.kind(), Kind::Packet(_)) && e.cx().claim()
+        });
+        if let Some(entry) = taker {
+            let Kind::Packet(packet) = entry.kind() else {
+                unreachable!("only packets are taken")
+            };
+            // SAFETY: claimed just now under our lock, a receiver's slot of
+            // this channel's `T`.
+            unsafe { put(packet, message) };
+            entry.cx().finish(Selected::Operation(entry.oper()));
+            wake.push(entry.into_unparker());
+            return Ok(());
+        }
+        if reserved || inner.queue.len() + inner.reserved < self.cap {
+            inner.queue.push_back(message);
+            return Ok(());
+        }
+        Err(TrySendError::Full(message))
+    }
+
+    /// Receives without waiting: from the queue (letting a waiting sender
+    /// in behind), or from a waiting sender's hand.
+    fn recv_locked(
+        &self,
+        inner: &mut Inner<T>,
+        me: *const Context,
+        wake: &mut Wakeups,
+    ) -> Result<T, TryRecvError> {
+        if let Some(message) = inner.queue.pop_front() {
+            self.admit_sender(inner, me, wake);
+            return Ok(message);
+        }
+        let giver = inner.senders.take_first(me, wake, |e| match e.kind() {
+            Kind::Packet(_) => e.cx().claim(),
+            Kind::Lazy => e.cx().try_select(Selected::Operation(e.oper())),
+            Kind::Watch => false,
+        });
+        match giver {
+            Some(entry) => match entry.kind() {
+                Kind::Packet(packet) => {
+                    // SAFETY: claimed just now under our lock, a sender's
+                    // slot of this channel's `T`, which holds its message.
+                    let message = unsafe { take::<T>(packet) }.expect("a waiting sender's message");
+                    entry.cx().finish(Selected::Operation(entry.oper()));
+                    wake.push(entry.into_unparker());
+                    Ok(message)
+                }
+                _ => {
+                    // A `select`'s send, let in: its message comes next,
+                    // to us if we wait, or into the queue.
+                    inner.reserved += 1;
+                    wake.push(entry.into_unparker());
+                    Err(TryRecvError::Empty)
+                }
+            },
+            None if inner.disconnected => Err(TryRecvError::Disconnected),
+            None => Err(TryRecvError::Empty),
+        }
+    }
+
+    /// After a receive made room: the first waiting sender comes in.
+    fn admit_sender(&self, inner: &mut Inner<T>, me: *const Context, wake: &mut Wakeups) {
+        if inner.queue.len() + inner.reserved >= self.cap {
+            return;
+        }
+        let admitted = inner.senders.take_first(me, wake, |e| match e.kind() {
+            Kind::Packet(_) => e.cx().claim(),
+            Kind::Lazy => e.cx().try_select(Selected::Operation(e.oper())),
+            Kind::Watch => false,
+        });
+        if let Some(entry) = admitted {
+            match entry.kind() {
+                Kind::Packet(packet) => {
+                    // SAFETY: as in `recv_locked`.
+                    let message = unsafe { take::<T>(packet) }.expect("a waiting sender's message");
+                    inner.queue.push_back(message);
+                    entry.cx().finish(Selected::Operation(entry.oper()));
+                }
+                _ => inner.reserved += 1,
+            }
+            wake.push(entry.into_unparker());
+        }
+    }
+
+    /// A message handed to a receiver that cannot keep it (it unwound):
+    /// to the next waiting receiver, or back to the front of the queue.
+    fn give_back_locked(&self, inner: &mut Inner<T>, message: T, wake: &mut Wakeups) {
+        let taker = inner.receivers.take_first(std::ptr::null(), wake, |e| {
+            matches!(e.kind(), Kind::Packet(_)) && e.cx().claim()
+        });
+        match taker {
+            Some(entry) => {
+                let Kind::Packet(packet) = entry.kind() else {
+                    unreachable!("only packets are taken")
+                };
+                // SAFETY: as in `send_locked`.
+                unsafe { put(packet, message) };
+                entry.cx().finish(Selected::Operation(entry.oper()));
+                wake.push(entry.into_unparker());
+            }
+            None => inner.queue.push_front(message),
+        }
+    }
+
+    // ---- the operations ---------------------------------------------------
+
+    pub(crate) fn try_send(&self, message: T) -> Result<(), TrySendError<T>> {
+        let mut wake = Wakeups::default();
+        let result = self.send_locked(
+            &mut self.lock(),
+            message,
+            false,
+            std::ptr::null(),
+            &mut wake,
+        );
+        wake.wake();
+        result
+    }
+
+    pub(crate) fn try_recv(&self) -> Result<T, TryRecvError> {
+        let mut wake = Wakeups::default();
+        let result = self.recv_locked(&mut self.lock(), std::ptr::null(), &mut wake);
+        wake.wake();
+        result
+    }
+
+    /// Sends, waiting for room (or a receiver) until `deadline`.
+    pub(crate) fn send(
+        &self,
+        message: T,
+        deadline: Option<u64>,
+    ) -> Result<(), SendTimeoutError<T>> {
+        let mut message = message;
+        loop {
+            let mut wake = Wakeups::default();
+            let mut inner = self.lock();
+            match self.send_locked(&mut inner, message, false, std::ptr::null(), &mut wake) {
+                Ok(()) => {
+                    drop(inner);
+                    wake.wake();
+                    return Ok(());
+                }
+                Err(TrySendError::Disconnected(m)) => {
+                    drop(inner);
+                    wake.wake();
+                    return Err(SendTimeoutError::Disconnected(m));
+                }
+                Err(TrySendError::Full(m)) => message = m,
+            }
+            if deadline.is_some_and(|d| d <= clock::now_ns()) {
+                drop(inner);
+                wake.wake();
+                return Err(SendTimeoutError::Timeout(message));
+            }
+            let cx = Context::new();
+            let slot: Slot<T> = UnsafeCell::new(Some(message));
+            inner
+                .senders
+                .register(&cx, 0, Kind::Packet(slot.get().cast()));
+            // A receive from a channel of capacity 0 may go ahead now.
+            inner.receivers.wake_watchers(&mut wake);
+            drop(inner);
+            wake.wake();
+            let on_unwind = OnUnwind::new(&cx, |_| {
+                // Taken: sent. Not taken: the send did not happen, and the
+                // message goes down with the fiber.
+                self.lock().senders.unregister(&cx, 0);
+            });
+            let selected = wait(&cx, deadline, &"channel send");
+            on_unwind.defuse();
+            match selected {
+                Selected::Operation(_) => return Ok(()),
+                Selected::Disconnected => {
+                    let m = slot.into_inner().expect("not taken");
+                    return Err(SendTimeoutError::Disconnected(m));
+                }
+                _ => {
+                    self.lock().senders.unregister(&cx, 0);
+                    message = slot.into_inner().expect("not taken");
+                }
+            }
+        }
+    }
+
+    /// Receives, waiting for a message until `deadline`.
+    pub(crate) fn recv(&self, deadline: Option<u64>) -> Result<T, RecvTimeoutError> {
+        loop {
+            let mut wake = Wakeups::default();
+            let mut inner = self.lock();
+            match self.recv_locked(&mut inner, std::ptr::null(), &mut wake) {
+                Ok(m) => {
+                    drop(inner);
+                    wake.wake();
+                    return Ok(m);
+                }
+                Err(TryRecvError::Disconnected) => {
+                    drop(inner);
+                    wake.wake();
+                    return Err(RecvTimeoutError::Disconnected);
+                }
+                Err(TryRecvError::Empty) => {}
+            }
+            if deadline.is_some_and(|d| d <= clock::now_ns()) {
+                drop(inner);
+                wake.wake();
+                return Err(RecvTimeoutError::Timeout);
+            }
+            let cx = Context::new();
+            let slot: Slot<T> = UnsafeCell::new(None);
+            inner
+                .receivers
+                .register(&cx, 0, Kind::Packet(slot.get().cast()));
+            // A send to a channel of capacity 0 may go ahead now.
+            inner.senders.wake_watchers(&mut wake);
+            drop(inner);
+            wake.wake();
+            let on_unwind = OnUnwind::new(&cx, |selected| {
+                let mut wake = Wakeups::default();
+                let mut inner = self.lock();
+                inner.receivers.unregister(&cx, 0);
+                if let Selected::Operation(_) = selected
+                    // SAFETY: the wait is over (aborted or finished), so no
+                    // notifier touches the slot any more.
+                    && let Some(m) = unsafe { (*slot.get()).take() }
+                {
+                    self.give_back_locked(&mut inner, m, &mut wake);
+                }
+                drop(inner);
+                wake.wake();
+            });
+            let selected = wait(&cx, deadline, &"channel receive");
+            on_unwind.defuse();
+            match selected {
+                Selected::Operation(_) => {
+                    return Ok(slot.into_inner().expect("a message was handed over"));
+                }
+                // Look again: the queue may still hold messages.
+                Selected::Disconnected => {}
+                _ => {
+                    self.lock().receivers.unregister(&cx, 0);
+                }
+            }
+        }
+    }
+
+    /// Every sender (`receivers_gone` false) or every receiver is gone:
+    /// wakes every waiter; with no receivers left, the messages are dropped
+    /// (after the lock is released).
+    pub(crate) fn disconnect(&self, receivers_gone: bool) {
+        let mut wake = Wakeups::default();
+        let mut inner = self.lock();
+        inner.disconnected = true;
+        inner.receivers.disconnect(&mut wake);
+        inner.senders.disconnect(&mut wake);
+        let dropped = if receivers_gone {
+            std::mem::take(&mut inner.queue)
+        } else {
+            VecDeque::new()
+        };
+        drop(inner);
+        wake.wake();
+        drop(dropped);
+    }
+
+    // ---- for `select` ------------------------------------------------------
+
+    /// A `select`'s receive, tried: a message, `Err(())` when disconnected
+    /// and empty, or `None` (would wait).
+    pub(crate) fn select_recv(&self, me: *const Context) -> Option<Result<T, ()>> {
+        let mut wake = Wakeups::default();
+        let result = self.recv_locked(&mut self.lock(), me, &mut wake);
+        wake.wake();
+        match result {
+            Ok(m) => Some(Ok(m)),
+            Err(TryRecvError::Disconnected) => Some(Err(())),
+            Err(TryRecvError::Empty) => None,
+        }
+    }
+
+    /// A `select`'s send, tried: `Ok` with room reserved for the message,
+    /// `Err(())` when disconnected, or `None` (would wait).
+    pub(crate) fn select_send(&self, me: *const Context) -> Option<Result<(), ()>> {
+        let mut inner = self.lock();
+        if inner.disconnected {
+            return Some(Err(()));
+        }
+        if self.send_ready(&inner, me) {
+            inner.reserved += 1;
+            return Some(Ok(()));
+        }
+        None
+    }
+
+    fn send_ready(&self, inner: &Inner<T>, me: *const Context) -> bool {
+        inner.disconnected
+            || inner.queue.len() + inner.reserved < self.cap
+            || inner.receivers.any(me, |k| matches!(k, Kind::Packet(_)))
+    }
+
+    fn recv_ready(&self, inner: &Inner<T>, me: *const Context) -> bool {
+        inner.disconnected
+            || !inner.queue.is_empty()
+            || inner
+                .senders
+                .any(me, |k| matches!(k, Kind::Packet(_) | Kind::Lazy))
+    }
+
+    /// Sends with room reserved by [`Chan::select_send`] (or given by a
+    /// receiver to a waiting `select`).
+    pub(crate) fn send_reserved(&self, message: T) -> Result<(), T> {
+        let mut wake = Wakeups::default();
+        let result = self.send_locked(&mut self.lock(), message, true, std::ptr::null(), &mut wake);
+        wake.wake();
+        result.map_err(TrySendError::into_inner)
+    }
+
+    /// Gives back room reserved for a send that will not come.
+    pub(crate) fn release_reserved(&self) {
+        let mut wake = Wakeups::default();
+        let mut inner = self.lock();
+        inner.reserved -= 1;
+        self.admit_sender(&mut inner, std::ptr::null(), &mut wake);
+        inner.receivers.wake_watchers(&mut wake);
+        drop(inner);
+        wake.wake();
+    }
+
+    /// Gives back a message a `select` received but cannot keep.
+    pub(crate) fn give_back(&self, message: T) {
+        let mut wake = Wakeups::default();
+        self.give_back_locked(&mut self.lock(), message, &mut wake);
+        wake.wake();
+    }
+
+    /// Registers a `select`'s receive into `packet` (a `*mut Slot<T>`),
+    /// unless it can go ahead now (`false`).
+    pub(crate) fn register_recv(&self, oper: usize, cx: &Context, packet: *mut ()) -> bool {
+        let mut wake = Wakeups::default();
+        let mut inner = self.lock();
+        if self.recv_ready(&inner, cx) {
+            return false;
+        }
+        inner.receivers.register(cx, oper, Kind::Packet(packet));
+        inner.senders.wake_watchers(&mut wake);
+        drop(inner);
+        wake.wake();
+        true
+    }
+
+    /// Registers a `select`'s send (its message not made yet), unless it
+    /// can go ahead now (`false`).
+    pub(crate) fn register_send(&self, oper: usize, cx: &Context) -> bool {
+        let mut wake = Wakeups::default();
+        let mut inner = self.lock();
+        if self.send_ready(&inner, cx) {
+            return false;
+        }
+        inner.senders.register(cx, oper, Kind::Lazy);
+        inner.receivers.wake_watchers(&mut wake);
+        drop(inner);
+        wake.wake();
+        true
+    }
+
+    /// Registers a watcher of the receive (`recv`) or send side, unless
+    /// that side is ready now (`false`).
+    pub(crate) fn watch(&self, recv: bool, oper: usize, cx: &Context) -> bool {
+        let mut inner = self.lock();
+        if recv {
+            if self.recv_ready(&inner, cx) {
+                return false;
+            }
+            inner.receivers.register(cx, oper, Kind::Watch);
+        } else {
+            if self.send_ready(&inner, cx) {
+                return false;
+            }
+            inner.senders.register(cx, oper, Kind::Watch);
+        }
+        true
+    }
+
+    /// Whether a receive (`recv`) or a send would go ahead now.
+    pub(crate) fn is_ready(&self, recv: bool) -> bool {
+        let inner = self.lock();
+        if recv {
+            self.recv_ready(&inner, std::ptr::null())
+        } else {
+            self.send_ready(&inner, std::ptr::null())
+        }
+    }
+
+    /// Removes what `oper` of `cx` registered on the receive (`recv`) or
+    /// send side, if still there.
+    pub(crate) fn unregister(&self, recv: bool, oper: usize, cx: &Context) {
+        let mut inner = self.lock();
+        let line = if recv {
+            &mut inner.receivers
+        } else {
+            &mut inner.senders
+        };
+        line.unregister(cx, oper);
+    }
+}

@@ -1,0 +1,356 @@
+//! What a waiting operation leaves in a channel: a [`Context`] (one per
+//! wait, shared by every operation of a `select`), and an [`Entry`] per
+//! operation in the channel's line of waiting receivers or senders.
+//!
+//! # The protocol
+//!
+//! A waiter makes a `Context` on its stack, registers an `Entry` pointing at
+//! it in each channel it waits on (under that channel's lock), parks, and
+//! unregisters every entry before the context goes out of scope, on every
+//! way out, unwinding included ([`Waiting`] does it on drop).
+//!
+//! A notifier (a sender that finds a waiting receiver, say) holds the
+//! channel's lock, removes the entry and moves the context out of
+//! `WAITING` with a compare-exchange; only one notifier can win, so one
+//! operation of a `select` completes. Handing over a message takes two
+//! steps: `claim` (`WAITING` → `CLAIMED`), the write into the waiter's
+//! packet, then `finish` (`CLAIMED` → the selected operation, release). A
+//! notifier never parks between the two, so a waiter that finds its context
+//! `CLAIMED` (from another thread) spins a moment for `finish`. The
+//! notifier wakes the waiter with the entry's unparker after releasing the
+//! lock: the entry (and its unparker) was moved out of the list, so nothing
+//! of the waiter's stack is touched after `finish`.
+//!
+//! A waiter that gives up (its deadline passed, it is cancelled, a `select`
+//! whose other operation was chosen) aborts: `WAITING` → `ABORTED`. If that
+//! fails a notifier won: the waiter honours the selection (takes the
+//! message, or passes it on when it is unwinding).
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use crate::scheduler::park::{Parked, Unparker, park_current};
+use crate::scheduler::wait_on::WaitOn;
+use crate::sync::waiters::Wakeups;
+use crate::timer::clock;
+
+const WAITING: usize = 0;
+const CLAIMED: usize = 1;
+const ABORTED: usize = 2;
+const DISCONNECTED: usize = 3;
+/// `OPERATION + i`: operation `i` of the wait was selected.
+const OPERATION: usize = 4;
+
+/// How a wait ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Selected {
+    /// Not yet.
+    Waiting,
+    /// The waiter gave up (or was woken for nothing), nothing selected.
+    Aborted,
+    /// A channel of the wait lost its other side.
+    Disconnected,
+    /// Operation `i` completed (a message handed over) or may go ahead (a
+    /// send's room reserved, a readiness seen).
+    Operation(usize),
+}
+
+impl Selected {
+    fn from_word(word: usize) -> Selected {
+        match word {
+            WAITING | CLAIMED => Selected::Waiting,
+            ABORTED => Selected::Aborted,
+            DISCONNECTED => Selected::Disconnected,
+            i => Selected::Operation(i - OPERATION),
+        }
+    }
+
+    fn word(self) -> usize {
+        match self {
+            Selected::Waiting => WAITING,
+            Selected::Aborted => ABORTED,
+            Selected::Disconnected => DISCONNECTED,
+            Selected::Operation(i) => OPERATION + i,
+        }
+    }
+}
+
+/// One wait: a fiber or thread parked on one or several operations.
+#[derive(Debug)]
+pub(crate) struct Context {
+    state: AtomicUsize,
+}
+
+impl Context {
+    pub(crate) fn new() -> Context {
+        Context {
+            state: AtomicUsize::new(WAITING),
+        }
+    }
+
+    /// Takes the context for a hand-over (see the module docs); `finish`
+    /// must follow without a park in between.
+    pub(crate) fn claim(&self) -> bool {
+        self.state
+            .compare_exchange(WAITING, CLAIMED, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    /// Ends a hand-over begun by `claim`: the waiter may look now.
+    pub(crate) fn finish(&self, selected: Selected) {
+        self.state.store(selected.word(), Ordering::Release);
+    }
+
+    /// Selects `selected` if the context still waits (no hand-over).
+    pub(crate) fn try_select(&self, selected: Selected) -> bool {
+        self.state
+            .compare_exchange(
+                WAITING,
+                selected.word(),
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            )
+            .is_ok()
+    }
+
+    /// Whether the context still waits (a notifier may choose it).
+    pub(crate) fn is_waiting(&self) -> bool {
+        self.state.load(Ordering::Relaxed) == WAITING
+    }
+
+    /// The selection, once made: waits out a hand-over in progress.
+    pub(crate) fn selected(&self) -> Selected {
+        let mut spins = 0u32;
+        loop {
+            let word = self.state.load(Ordering::Acquire);
+            if word != CLAIMED {
+                return Selected::from_word(word);
+            }
+            // A notifier on another thread is between `claim` and `finish`,
+            // a few instructions under its lock.
+            spins += 1;
+            if spins < 64 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::yield_now();
+            }
+        }
+    }
+
+    /// Gives up waiting: `Aborted`, or the selection a notifier made first.
+    pub(crate) fn abort(&self) -> Selected {
+        match self
+            .state
+            .compare_exchange(WAITING, ABORTED, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => Selected::Aborted,
+            Err(_) => self.selected(),
+        }
+    }
+}
+
+/// What a waiting operation offers a notifier.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// A receiver's empty slot (`*mut Option<T>`), or a blocked sender's
+    /// slot holding its message.
+    Packet(*mut ()),
+    /// A `select`'s send, whose message is made only once it is selected:
+    /// selecting it reserves room for that message.
+    Lazy,
+    /// A `ready` wait: selecting it only says the operation may go ahead.
+    Watch,
+}
+
+/// One waiting operation in a channel's line.
+pub(crate) struct Entry {
+    cx: *const Context,
+    oper: usize,
+    kind: Kind,
+    unparker: Unparker,
+}
+
+impl Entry {
+    pub(crate) fn kind(&self) -> Kind {
+        self.kind
+    }
+
+    pub(crate) fn oper(&self) -> usize {
+        self.oper
+    }
+
+    /// The entry's context.
+    pub(crate) fn cx(&self) -> &Context {
+        // SAFETY: an entry is reachable only through its channel's lock,
+        // and its waiter unregisters it (under that lock) before its
+        // context goes away (module docs); the caller holds the lock, as
+        // `&Entry` from a locked `Waiters` shows.
+        unsafe { &*self.cx }
+    }
+
+    /// Wakes the entry's waiter; call after releasing the lock.
+    pub(crate) fn into_unparker(self) -> Unparker {
+        self.unparker
+    }
+}
+
+/// A channel's line of waiting receivers or senders, in arrival order.
+#[derive(Default)]
+pub(crate) struct Waiters {
+    entries: VecDeque<Entry>,
+}
+
+// SAFETY: the raw context pointers are only dereferenced under the lock of
+// the channel that owns this list, while their waiters keep them alive
+// (module docs); the unparkers are `Send`.
+unsafe impl Send for Waiters {}
+
+impl Waiters {
+    /// Registers operation `oper` of the wait `cx` (which must stay alive
+    /// and unregister before it goes: see [`Waiting`]).
+    pub(crate) fn register(&mut self, cx: &Context, oper: usize, kind: Kind) {
+        self.entries.push_back(Entry {
+            cx,
+            oper,
+            kind,
+            unparker: Unparker::current(),
+        });
+    }
+
+    /// Removes the entry of `oper` of `cx`, if still there.
+    pub(crate) fn unregister(&mut self, cx: &Context, oper: usize) -> Option<Entry> {
+        let i = self
+            .entries
+            .iter()
+            .position(|e| std::ptr::eq(e.cx, cx) && e.oper == oper)?;
+        self.entries.remove(i)
+    }
+
+    /// The first entry of another wait than `me` that `accept` takes,
+    /// removed; entries whose wait has ended on its own are dropped on the
+    /// way, watchers are woken into `wake` and dropped. `accept` sees each
+    /// candidate with its context still waiting and must select it (`claim`
+    /// or `try_select`) to take it; returning `false` leaves it in place.
+    pub(crate) fn take_first(
+        &mut self,
+        me: *const Context,
+        wake: &mut Wakeups,
+        mut accept: impl FnMut(&Entry) -> bool,
+    ) -> Option<Entry> {
+        let mut i = 0;
+        while i < self.entries.len() {
+            let entry = &self.entries[i];
+            if std::ptr::eq(entry.cx, me) {
+                i += 1;
+                continue;
+            }
+            if !entry.cx().is_waiting() {
+                // Its wait ended elsewhere; its waiter unregisters (and
+                // finds nothing) or already did.
+                self.entries.remove(i);
+                continue;
+            }
+            if entry.kind == Kind::Watch {
+                if entry.cx().try_select(Selected::Operation(entry.oper)) {
+                    let entry = self.entries.remove(i).expect("in range");
+                    wake.push(entry.unparker);
+                } else {
+                    self.entries.remove(i);
+                }
+                continue;
+            }
+            if accept(entry) {
+                return self.entries.remove(i);
+            }
+            i += 1;
+        }
+        None
+    }
+
+    /// Whether another wait than `me` waits here with an operation of a
+    /// kind that `is` accepts.
+    pub(crate) fn any(&self, me: *const Context, is: impl Fn(Kind) -> bool) -> bool {
+        self.entries
+            .iter()
+            .any(|e| !std::ptr::eq(e.cx, me) && is(e.kind) && e.cx().is_waiting())
+    }
+
+    /// Wakes every watcher (the operations they watch may go ahead now).
+    pub(crate) fn wake_watchers(&mut self, wake: &mut Wakeups) {
+        self.entries.retain(|e| {
+            if e.kind != Kind::Watch {
+                return true;
+            }
+            if e.cx().try_select(Selected::Operation(e.oper)) {
+                wake.push(e.unparker.clone());
+            }
+            false
+        });
+    }
+
+    /// Selects every wait as disconnected, and empties the line.
+    pub(crate) fn disconnect(&mut self, wake: &mut Wakeups) {
+        for e in self.entries.drain(..) {
+            if e.cx().try_select(Selected::Disconnected) {
+                wake.push(e.unparker);
+            }
+        }
+    }
+}
+
+/// Parks the calling fiber or thread until `cx` is selected, or until
+/// `deadline` (ns of the monotonic clock). Returns the selection, or
+/// `Aborted` when the deadline passed or the park was woken for nothing (a
+/// fiber's unparkers are then spent: the caller unregisters and starts its
+/// wait again). Unwinds at the park (cancel, `fibra::timeout`): the caller's
+/// [`Waiting`] guard then settles the wait.
+pub(crate) fn wait(cx: &Context, deadline: Option<u64>, on: &'static &'static str) -> Selected {
+    loop {
+        let selected = cx.selected();
+        if selected != Selected::Waiting {
+            return selected;
+        }
+        if deadline.is_some_and(|d| d <= clock::now_ns()) {
+            return cx.abort();
+        }
+        let parked = park_current(deadline, WaitOn::Sync(on));
+        let selected = cx.selected();
+        if selected != Selected::Waiting {
+            return selected;
+        }
+        if parked == Parked::TimedOut || crate::scheduler::context::current().is_some() {
+            return cx.abort();
+        }
+        // A thread woken for nothing: its unparker stays good; park again.
+    }
+}
+
+/// Settles a wait that ends by unwinding (a cancel or `fibra::timeout` at
+/// its park): aborts it and runs `settle` with the selection — `Aborted`,
+/// or what a notifier chose first, to be passed on — which must also
+/// unregister what is still registered. Defused on the normal way out.
+pub(crate) struct OnUnwind<'a, F: FnOnce(Selected)> {
+    cx: &'a Context,
+    settle: Option<F>,
+}
+
+impl<'a, F: FnOnce(Selected)> OnUnwind<'a, F> {
+    pub(crate) fn new(cx: &'a Context, settle: F) -> OnUnwind<'a, F> {
+        OnUnwind {
+            cx,
+            settle: Some(settle),
+        }
+    }
+
+    pub(crate) fn defuse(mut self) {
+        self.settle = None;
+    }
+}
+
+impl<F: FnOnce(Selected)> Drop for OnUnwind<'_, F> {
+    fn drop(&mut self) {
+        if let Some(settle) = self.settle.take() {
+            settle(self.cx.abort());
+        }
+    }
+}

@@ -1,0 +1,193 @@
+//! Channels that many fibers and threads send on and receive from, and
+//! [`select!`](crate::select) to wait on several at once: Go's channels and
+//! `select`, with crossbeam-channel's API name for name, so that a program
+//! moves from crossbeam to fibra by changing its `use` lines.
+//!
+//! - [`unbounded`] and [`bounded`] make a channel; `bounded(0)` is a
+//!   rendezvous, where a send waits for a receiver (Go's unbuffered
+//!   channel). [`Sender`] and [`Receiver`] are both `Clone`: any number of
+//!   producers and consumers (a worker pool shares one receiver).
+//! - [`after`], [`at`], [`tick`] and [`never`] are receivers that no sender
+//!   feeds: a timeout, a deadline, a ticker, and an arm that is never
+//!   ready (to switch a `select!` arm off).
+//! - [`select!`](crate::select) waits on several operations and completes
+//!   exactly one; [`select_biased!`](crate::select_biased) prefers the
+//!   first ready arm; [`Select`] is the same, built at run time.
+//!
+//! In a fiber every wait parks the fiber (and is a point where
+//! [`cancel`](crate::JoinHandle::cancel) and [`fibra::timeout`](crate::timeout)
+//! take effect); on a plain thread it blocks the thread. Fibers of any
+//! runtime and plain threads share channels freely. A message is never lost
+//! or duplicated, also when a waiting fiber is cancelled at the moment it
+//! is handed one: it passes the message to the next receiver.
+//!
+//! # Go's idioms
+//!
+//! A fan-in with a timeout and a quit channel, in one fiber:
+//!
+//! ```
+//! use std::time::Duration;
+//! use fibra::channel::{after, bounded, tick, unbounded};
+//!
+//! fibra::run(|| {
+//!     let (jobs_s, jobs) = unbounded::<u32>();
+//!     let (quit_s, quit) = bounded::<()>(0);
+//!     let producer = fibra::spawn(move || {
+//!         for i in 0..3 {
+//!             jobs_s.send(i).unwrap();
+//!             fibra::sleep(Duration::from_millis(2));
+//!         }
+//!         quit_s.send(()).unwrap();
+//!     });
+//!     let ticker = tick(Duration::from_millis(1));
+//!     let (mut got, mut ticks) = (Vec::new(), 0);
+//!     loop {
+//!         fibra::select! {
+//!             recv(jobs) -> job => got.push(job.unwrap()),
+//!             recv(ticker) -> _ => ticks += 1,
+//!             recv(quit) -> _ => break,
+//!             recv(after(Duration::from_secs(5))) -> _ => panic!("stuck"),
+//!         }
+//!     }
+//!     producer.join().unwrap();
+//!     assert_eq!(got, [0, 1, 2]);
+//!     assert!(ticks > 0);
+//! });
+//! ```
+
+mod chan;
+mod context;
+mod err;
+mod receiver;
+mod select;
+mod select_macro;
+mod sender;
+mod timers;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+pub use err::{
+    ReadyTimeoutError, RecvError, RecvTimeoutError, SelectTimeoutError, SendError,
+    SendTimeoutError, TryReadyError, TryRecvError, TrySelectError, TrySendError,
+};
+pub use receiver::{IntoIter, Iter, Receiver, TryIter};
+pub use select::{Select, SelectedOperation};
+pub use sender::Sender;
+
+use crate::timer::clock;
+use receiver::Flavor;
+
+/// A channel without a bound: sends never wait.
+///
+/// ```
+/// let (s, r) = fibra::channel::unbounded();
+/// for i in 0..1000 {
+///     s.send(i).unwrap();
+/// }
+/// assert_eq!(r.len(), 1000);
+/// assert_eq!(r.capacity(), None);
+/// ```
+pub fn unbounded<T>() -> (Sender<T>, Receiver<T>) {
+    make(None)
+}
+
+/// A channel holding at most `cap` messages: a send to a full one waits.
+/// `bounded(0)` holds none: a send waits until a receiver takes its
+/// message (a rendezvous).
+///
+/// ```
+/// use std::time::Duration;
+///
+/// fibra::run(|| {
+///     let (s, r) = fibra::channel::bounded(0);
+///     let taker = fibra::spawn(move || {
+///         fibra::sleep(Duration::from_millis(5));
+///         r.recv().unwrap()
+///     });
+///     s.send("hand over").unwrap(); // waits for the taker
+///     assert_eq!(taker.join().unwrap(), "hand over");
+/// });
+/// ```
+pub fn bounded<T>(cap: usize) -> (Sender<T>, Receiver<T>) {
+    make(Some(cap))
+}
+
+fn make<T>(cap: Option<usize>) -> (Sender<T>, Receiver<T>) {
+    let chan = Arc::new(chan::Chan::new(cap));
+    (
+        Sender { chan: chan.clone() },
+        Receiver {
+            flavor: Flavor::Chan(chan),
+        },
+    )
+}
+
+/// A receiver that gets one message, the `Instant` it was due, `duration`
+/// from now: a timeout arm for [`select!`](crate::select).
+///
+/// ```
+/// use std::time::Duration;
+/// use fibra::channel::{after, unbounded};
+///
+/// let (_s, r) = unbounded::<u8>();
+/// let timed_out = fibra::select! {
+///     recv(r) -> _ => false,
+///     recv(after(Duration::from_millis(5))) -> _ => true,
+/// };
+/// assert!(timed_out);
+/// ```
+pub fn after(duration: Duration) -> Receiver<Instant> {
+    timer_at(clock::after_ns(duration))
+}
+
+/// A receiver that gets one message, `when`, at `when`.
+pub fn at(when: Instant) -> Receiver<Instant> {
+    timer_at(clock::instant_ns(when))
+}
+
+fn timer_at(ns: u64) -> Receiver<Instant> {
+    Receiver {
+        flavor: Flavor::At(Arc::new(timers::At::new(ns)), |i| i),
+    }
+}
+
+/// A receiver that gets the `Instant` of each period, `duration` apart; a
+/// tick that nobody takes is dropped, and the next comes a period later.
+///
+/// ```
+/// use std::time::Duration;
+///
+/// let ticks = fibra::channel::tick(Duration::from_millis(2));
+/// let first = ticks.recv().unwrap();
+/// let second = ticks.recv().unwrap();
+/// assert!(second - first >= Duration::from_millis(2));
+/// ```
+pub fn tick(duration: Duration) -> Receiver<Instant> {
+    Receiver {
+        flavor: Flavor::Tick(
+            Arc::new(timers::Tick::new(clock::duration_ns(duration))),
+            |i| i,
+        ),
+    }
+}
+
+/// A receiver that never gets a message: a [`select!`](crate::select) arm
+/// switched off.
+///
+/// ```
+/// use std::time::Duration;
+/// use fibra::channel::{after, never, Receiver};
+///
+/// let maybe: Option<Receiver<u8>> = None;
+/// let r = maybe.unwrap_or_else(never);
+/// fibra::select! {
+///     recv(r) -> _ => unreachable!(),
+///     default(Duration::from_millis(1)) => {}
+/// }
+/// ```
+pub fn never<T>() -> Receiver<T> {
+    Receiver {
+        flavor: Flavor::Never,
+    }
+}

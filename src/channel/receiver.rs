@@ -1,0 +1,308 @@
+//! [`Receiver`]: the receiving side of a channel, and its iterators.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use crate::channel::chan::Chan;
+use crate::channel::err::{RecvError, RecvTimeoutError, TryRecvError};
+use crate::channel::timers::{At, Tick, sleep_until};
+use crate::timer::clock;
+
+/// The receiving side of a channel; clone it for more receivers (each
+/// message goes to one of them). When the last receiver is dropped the
+/// channel is disconnected: sends fail and give their message back, and
+/// the messages left in the channel are dropped.
+///
+/// In a fiber a receive that waits parks the fiber; on a plain thread it
+/// blocks the thread.
+///
+/// ```
+/// use fibra::channel::unbounded;
+///
+/// // A worker pool on one shared queue: each job to one worker.
+/// fibra::run(|| {
+///     let (jobs, queue) = unbounded::<u32>();
+///     let (done, results) = unbounded();
+///     let workers: Vec<_> = (0..4)
+///         .map(|_| {
+///             let (queue, done) = (queue.clone(), done.clone());
+///             fibra::spawn(move || {
+///                 for job in queue {
+///                     done.send(job * 2).unwrap();
+///                 }
+///             })
+///         })
+///         .collect();
+///     for job in 0..100 {
+///         jobs.send(job).unwrap();
+///     }
+///     drop(jobs); // the workers' loops end when the queue is empty
+///     for w in workers {
+///         w.join().unwrap();
+///     }
+///     drop(done);
+///     assert_eq!(results.iter().sum::<u32>(), 9900);
+/// });
+/// ```
+pub struct Receiver<T> {
+    pub(crate) flavor: Flavor<T>,
+}
+
+pub(crate) enum Flavor<T> {
+    Chan(Arc<Chan<T>>),
+    /// `after` and `at`: `T` is `Instant`, made by the function.
+    At(Arc<At>, fn(Instant) -> T),
+    /// `tick`: likewise.
+    Tick(Arc<Tick>, fn(Instant) -> T),
+    Never,
+}
+
+impl<T> Receiver<T> {
+    /// Receives without waiting.
+    ///
+    /// # Errors
+    ///
+    /// `Empty` when there is nothing to take now, `Disconnected` when the
+    /// channel is also without senders.
+    ///
+    /// ```
+    /// use fibra::channel::{TryRecvError, unbounded};
+    ///
+    /// let (s, r) = unbounded();
+    /// assert_eq!(r.try_recv(), Err(TryRecvError::Empty));
+    /// s.send(5).unwrap();
+    /// drop(s);
+    /// assert_eq!(r.try_recv(), Ok(5));
+    /// assert_eq!(r.try_recv(), Err(TryRecvError::Disconnected));
+    /// ```
+    pub fn try_recv(&self) -> Result<T, TryRecvError> {
+        match &self.flavor {
+            Flavor::Chan(chan) => chan.try_recv(),
+            Flavor::At(at, make) => at.try_recv().map(|ns| make(clock::ns_instant(ns))),
+            Flavor::Tick(tick, make) => tick.try_recv().map(|ns| make(clock::ns_instant(ns))),
+            Flavor::Never => Err(TryRecvError::Empty),
+        }
+    }
+
+    /// Receives, waiting until a message comes.
+    ///
+    /// # Errors
+    ///
+    /// When the channel is empty and every sender is gone.
+    pub fn recv(&self) -> Result<T, RecvError> {
+        self.recv_until(None).map_err(|_| RecvError)
+    }
+
+    /// [`recv`](Receiver::recv), waiting at most `timeout`.
+    ///
+    /// # Errors
+    ///
+    /// `Timeout`, or `Disconnected` when the channel is empty and every
+    /// sender is gone.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use fibra::channel::{RecvTimeoutError, bounded};
+    ///
+    /// let (_s, r) = bounded::<u8>(0);
+    /// let waited = r.recv_timeout(Duration::from_millis(5));
+    /// assert_eq!(waited, Err(RecvTimeoutError::Timeout));
+    /// ```
+    pub fn recv_timeout(&self, timeout: Duration) -> Result<T, RecvTimeoutError> {
+        self.recv_until(Some(clock::after_ns(timeout)))
+    }
+
+    /// [`recv`](Receiver::recv), waiting at most until `deadline`.
+    ///
+    /// # Errors
+    ///
+    /// As [`recv_timeout`](Receiver::recv_timeout).
+    pub fn recv_deadline(&self, deadline: Instant) -> Result<T, RecvTimeoutError> {
+        self.recv_until(Some(clock::instant_ns(deadline)))
+    }
+
+    fn recv_until(&self, deadline: Option<u64>) -> Result<T, RecvTimeoutError> {
+        match &self.flavor {
+            Flavor::Chan(chan) => chan.recv(deadline),
+            Flavor::At(at, make) => at.recv(deadline).map(|ns| make(clock::ns_instant(ns))),
+            Flavor::Tick(tick, make) => tick.recv(deadline).map(|ns| make(clock::ns_instant(ns))),
+            Flavor::Never => {
+                sleep_until(deadline);
+                Err(RecvTimeoutError::Timeout)
+            }
+        }
+    }
+
+    /// Whether the channel holds no message now.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether the channel has no room (always, for capacity 0 and
+    /// `never`).
+    pub fn is_full(&self) -> bool {
+        match &self.flavor {
+            Flavor::Chan(chan) => chan.is_full(),
+            Flavor::At(at, _) => at.len() == 1,
+            Flavor::Tick(tick, _) => tick.len() == 1,
+            Flavor::Never => true,
+        }
+    }
+
+    /// The messages in the channel now (a due `after` or `tick` is one).
+    pub fn len(&self) -> usize {
+        match &self.flavor {
+            Flavor::Chan(chan) => chan.len(),
+            Flavor::At(at, _) => at.len(),
+            Flavor::Tick(tick, _) => tick.len(),
+            Flavor::Never => 0,
+        }
+    }
+
+    /// The capacity: `None` for an unbounded channel, `Some(1)` for
+    /// `after`, `at` and `tick`, `Some(0)` for `never`.
+    pub fn capacity(&self) -> Option<usize> {
+        match &self.flavor {
+            Flavor::Chan(chan) => chan.capacity(),
+            Flavor::At(..) | Flavor::Tick(..) => Some(1),
+            Flavor::Never => Some(0),
+        }
+    }
+
+    /// A blocking iterator: each [`recv`](Receiver::recv) until the channel
+    /// is empty and disconnected.
+    pub fn iter(&self) -> Iter<'_, T> {
+        Iter { receiver: self }
+    }
+
+    /// An iterator over the messages there now, without waiting.
+    pub fn try_iter(&self) -> TryIter<'_, T> {
+        TryIter { receiver: self }
+    }
+
+    /// Whether both receivers belong to one channel (two `never`s do).
+    pub fn same_channel(&self, other: &Receiver<T>) -> bool {
+        match (&self.flavor, &other.flavor) {
+            (Flavor::Chan(a), Flavor::Chan(b)) => Arc::ptr_eq(a, b),
+            (Flavor::At(a, _), Flavor::At(b, _)) => Arc::ptr_eq(a, b),
+            (Flavor::Tick(a, _), Flavor::Tick(b, _)) => Arc::ptr_eq(a, b),
+            (Flavor::Never, Flavor::Never) => true,
+            _ => false,
+        }
+    }
+}
+
+impl<T> Clone for Receiver<T> {
+    fn clone(&self) -> Receiver<T> {
+        let flavor = match &self.flavor {
+            Flavor::Chan(chan) => {
+                chan.receivers.fetch_add(1, Ordering::Relaxed);
+                Flavor::Chan(chan.clone())
+            }
+            Flavor::At(at, make) => Flavor::At(at.clone(), *make),
+            Flavor::Tick(tick, make) => Flavor::Tick(tick.clone(), *make),
+            Flavor::Never => Flavor::Never,
+        };
+        Receiver { flavor }
+    }
+}
+
+impl<T> Drop for Receiver<T> {
+    fn drop(&mut self) {
+        if let Flavor::Chan(chan) = &self.flavor
+            && chan.receivers.fetch_sub(1, Ordering::AcqRel) == 1
+        {
+            chan.disconnect(true);
+        }
+    }
+}
+
+impl<T> fmt::Debug for Receiver<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad("Receiver { .. }")
+    }
+}
+
+impl<T> std::panic::UnwindSafe for Receiver<T> {}
+impl<T> std::panic::RefUnwindSafe for Receiver<T> {}
+
+/// The blocking iterator of [`Receiver::iter`].
+pub struct Iter<'a, T> {
+    receiver: &'a Receiver<T>,
+}
+
+impl<T> Iterator for Iter<'_, T> {
+    type Item = T;
+
+    fn next(&mut self) -> Option<T> {
+        self.receiver.recv().ok()
+    }
+}
+
+impl<T> std::iter::FusedIterator for Iter<'_, T> {}
+
+impl<T> fmt::Debug for Iter<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad("Iter { .. }")
+    }
+}
+
+/// The non-blocking iterator of [`Receiver::try_iter`].
+pub struct TryIter<'a, T> {
+    receiver: &'a Receiver<T>,
+}
+
+impl<T> Iterator for TryIter<'_, T> {
+    type Item = T;
+
+    fn next(&mut self) -> Option<T> {
+        self.receiver.try_recv().ok()
+    }
+}
+
+impl<T> fmt::Debug for TryIter<'_, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad("TryIter { .. }")
+    }
+}
+
+/// The owning blocking iterator of a [`Receiver`].
+pub struct IntoIter<T> {
+    receiver: Receiver<T>,
+}
+
+impl<T> Iterator for IntoIter<T> {
+    type Item = T;
+
+    fn next(&mut self) -> Option<T> {
+        self.receiver.recv().ok()
+    }
+}
+
+impl<T> std::iter::FusedIterator for IntoIter<T> {}
+
+impl<T> fmt::Debug for IntoIter<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad("IntoIter { .. }")
+    }
+}
+
+impl<'a, T> IntoIterator for &'a Receiver<T> {
+    type Item = T;
+    type IntoIter = Iter<'a, T>;
+
+    fn into_iter(self) -> Iter<'a, T> {
+        self.iter()
+    }
+}
+
+impl<T> IntoIterator for Receiver<T> {
+    type Item = T;
+    type IntoIter = IntoIter<T>;
+
+    fn into_iter(self) -> IntoIter<T> {
+        IntoIter { receiver: self }
+    }
+}

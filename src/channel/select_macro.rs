@@ -1,0 +1,213 @@
+//! `select!` and `select_biased!`: crossbeam's syntax, written out as a
+//! [`Select`](super::Select) — each arm's sender or receiver added, one
+//! operation chosen, its body run with the operation's result. A send's
+//! message is made only once its arm is chosen.
+
+/// Waits on several channel operations and runs the arm of the one that
+/// completes: crossbeam-channel's `select!`, fiber-aware.
+///
+/// Arms: `recv(r) -> msg => body`, `send(s, value) -> res => body`, and at
+/// most one of `default => body` (nothing ready now) or
+/// `default(timeout) => body` (nothing ready within `timeout`). `msg` is a
+/// `Result<T, RecvError>` (an error when the channel is empty and
+/// disconnected), `res` a `Result<(), SendError<T>>`. With several arms
+/// ready, one is chosen at random; [`select_biased!`](crate::select_biased)
+/// takes the first. In a fiber the wait parks the fiber.
+///
+/// ```
+/// use std::time::Duration;
+/// use fibra::channel::{after, bounded, unbounded};
+///
+/// fibra::run(|| {
+///     let (lines_s, lines) = unbounded();
+///     let (quit_s, quit) = bounded::<()>(1);
+///     fibra::spawn(move || {
+///         lines_s.send("hello").unwrap();
+///         fibra::sleep(Duration::from_millis(5));
+///         quit_s.send(()).unwrap();
+///     });
+///     let mut seen = Vec::new();
+///     loop {
+///         fibra::select! {
+///             recv(lines) -> line => seen.push(line.unwrap()),
+///             recv(quit) -> _ => break,
+///             recv(after(Duration::from_secs(10))) -> _ => panic!("stuck"),
+///         }
+///     }
+///     assert_eq!(seen, ["hello"]);
+/// });
+/// ```
+#[macro_export]
+macro_rules! select {
+    ($($arms:tt)*) => {
+        $crate::__select_parse!(new () $($arms)*)
+    };
+}
+
+/// [`select!`](crate::select), choosing the first ready arm (in the order
+/// written) instead of one at random.
+///
+/// ```
+/// let (s, r) = fibra::channel::unbounded();
+/// s.send(1).unwrap();
+/// let (s2, r2) = fibra::channel::unbounded();
+/// s2.send(2).unwrap();
+/// let first = fibra::select_biased! {
+///     recv(r) -> m => m.unwrap(),
+///     recv(r2) -> m => m.unwrap(),
+/// };
+/// assert_eq!(first, 1);
+/// ```
+#[macro_export]
+macro_rules! select_biased {
+    ($($arms:tt)*) => {
+        $crate::__select_parse!(new_biased () $($arms)*)
+    };
+}
+
+/// Parses the arms of `select!` into `[kind (args) (pat) (body)]` items.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __select_parse {
+    ($ctor:ident ($($done:tt)*)) => {
+        $crate::__select_register!($ctor __sel () () $($done)*)
+    };
+    ($ctor:ident ($($done:tt)*) recv($r:expr $(,)?) -> $p:pat => $b:block $(,)? $($rest:tt)*) => {
+        $crate::__select_parse!($ctor ($($done)* [recv ($r) ($p) ($b)]) $($rest)*)
+    };
+    ($ctor:ident ($($done:tt)*) recv($r:expr $(,)?) -> $p:pat => $b:expr, $($rest:tt)*) => {
+        $crate::__select_parse!($ctor ($($done)* [recv ($r) ($p) ($b)]) $($rest)*)
+    };
+    ($ctor:ident ($($done:tt)*) recv($r:expr $(,)?) -> $p:pat => $b:expr) => {
+        $crate::__select_parse!($ctor ($($done)* [recv ($r) ($p) ($b)]))
+    };
+    ($ctor:ident ($($done:tt)*) send($s:expr, $v:expr $(,)?) -> $p:pat => $b:block $(,)? $($rest:tt)*) => {
+        $crate::__select_parse!($ctor ($($done)* [send ($s, $v) ($p) ($b)]) $($rest)*)
+    };
+    ($ctor:ident ($($done:tt)*) send($s:expr, $v:expr $(,)?) -> $p:pat => $b:expr, $($rest:tt)*) => {
+        $crate::__select_parse!($ctor ($($done)* [send ($s, $v) ($p) ($b)]) $($rest)*)
+    };
+    ($ctor:ident ($($done:tt)*) send($s:expr, $v:expr $(,)?) -> $p:pat => $b:expr) => {
+        $crate::__select_parse!($ctor ($($done)* [send ($s, $v) ($p) ($b)]))
+    };
+    ($ctor:ident ($($done:tt)*) default => $b:block $(,)? $($rest:tt)*) => {
+        $crate::__select_parse!($ctor ($($done)* [default () () ($b)]) $($rest)*)
+    };
+    ($ctor:ident ($($done:tt)*) default => $b:expr, $($rest:tt)*) => {
+        $crate::__select_parse!($ctor ($($done)* [default () () ($b)]) $($rest)*)
+    };
+    ($ctor:ident ($($done:tt)*) default => $b:expr) => {
+        $crate::__select_parse!($ctor ($($done)* [default () () ($b)]))
+    };
+    ($ctor:ident ($($done:tt)*) default($t:expr $(,)?) => $b:block $(,)? $($rest:tt)*) => {
+        $crate::__select_parse!($ctor ($($done)* [default ($t) () ($b)]) $($rest)*)
+    };
+    ($ctor:ident ($($done:tt)*) default($t:expr $(,)?) => $b:expr, $($rest:tt)*) => {
+        $crate::__select_parse!($ctor ($($done)* [default ($t) () ($b)]) $($rest)*)
+    };
+    ($ctor:ident ($($done:tt)*) default($t:expr $(,)?) => $b:expr) => {
+        $crate::__select_parse!($ctor ($($done)* [default ($t) () ($b)]))
+    };
+    ($ctor:ident ($($done:tt)*) $($bad:tt)+) => {
+        ::core::compile_error!(
+            "expected `recv(r) -> msg => body`, `send(s, v) -> res => body`, `default => body` or `default(timeout) => body`"
+        )
+    };
+}
+
+/// Adds each arm's operation to the `Select` named `$sel`, keeping the
+/// handle and index idents (fresh per expansion) for the dispatch.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __select_register {
+    // All added: choose, then dispatch.
+    ($ctor:ident $sel:ident ($($reg:tt)*) ($($def:tt)*)) => {
+        $crate::__select_choose!($sel ($($def)*) $($reg)*)
+    };
+    ($ctor:ident $sel:ident ($($reg:tt)*) ($($def:tt)*) [recv ($r:expr) ($p:pat) ($b:expr)] $($rest:tt)*) => {{
+        let __handle: &$crate::channel::Receiver<_> = &$r;
+        $crate::__select_register!(@with $ctor $sel ($($reg)*) ($($def)*) __handle [recv __handle ($p) ($b)] $($rest)*)
+    }};
+    ($ctor:ident $sel:ident ($($reg:tt)*) ($($def:tt)*) [send ($s:expr, $v:expr) ($p:pat) ($b:expr)] $($rest:tt)*) => {{
+        let __handle: &$crate::channel::Sender<_> = &$s;
+        $crate::__select_register!(@with $ctor $sel ($($reg)*) ($($def)*) __handle [send __handle ($v) ($p) ($b)] $($rest)*)
+    }};
+    ($ctor:ident $sel:ident ($($reg:tt)*) () [default ($($t:expr)?) () ($b:expr)] $($rest:tt)*) => {
+        $crate::__select_register!($ctor $sel ($($reg)*) ([($($t)?) ($b)]) $($rest)*)
+    };
+    ($ctor:ident $sel:ident ($($reg:tt)*) ($($def:tt)+) [default $($x:tt)*] $($rest:tt)*) => {
+        ::core::compile_error!("there can be only one `default` arm")
+    };
+    // The handle is bound; the Select is made before the first operation.
+    (@with $ctor:ident $sel:ident () ($($def:tt)*) $h:ident [$kind:ident $($arm:tt)*] $($rest:tt)*) => {{
+        #[allow(unused_mut)]
+        let mut $sel = $crate::channel::Select::$ctor();
+        let __index = $sel.$kind($h);
+        $crate::__select_register!($ctor $sel ([__index $kind $($arm)*]) ($($def)*) $($rest)*)
+    }};
+    (@with $ctor:ident $sel:ident ($($reg:tt)+) ($($def:tt)*) $h:ident [$kind:ident $($arm:tt)*] $($rest:tt)*) => {{
+        let __index = $sel.$kind($h);
+        $crate::__select_register!($ctor $sel ($($reg)* [__index $kind $($arm)*]) ($($def)*) $($rest)*)
+    }};
+}
+
+/// Chooses an operation (waiting, trying, or waiting at most the default's
+/// timeout) and runs its arm.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __select_choose {
+    // No operation at all.
+    ($sel:ident ()) => {{
+        let mut $sel = $crate::channel::Select::new();
+        let __op = $sel.select();
+        ::core::unreachable!("an empty select never returns: {:?}", __op)
+    }};
+    ($sel:ident ([() ($b:expr)])) => {{
+        $b
+    }};
+    ($sel:ident ([($t:expr) ($b:expr)])) => {{
+        $crate::channel::after($t).recv().ok();
+        $b
+    }};
+    ($sel:ident () $($reg:tt)+) => {{
+        let __op = $sel.select();
+        $crate::__select_dispatch!(__op $($reg)+)
+    }};
+    ($sel:ident ([() ($b:expr)]) $($reg:tt)+) => {{
+        match $sel.try_select() {
+            ::core::result::Result::Ok(__op) => $crate::__select_dispatch!(__op $($reg)+),
+            ::core::result::Result::Err(_) => $b,
+        }
+    }};
+    ($sel:ident ([($t:expr) ($b:expr)]) $($reg:tt)+) => {{
+        match $sel.select_timeout($t) {
+            ::core::result::Result::Ok(__op) => $crate::__select_dispatch!(__op $($reg)+),
+            ::core::result::Result::Err(_) => $b,
+        }
+    }};
+}
+
+/// Runs the arm of the chosen operation `$op`.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __select_dispatch {
+    ($op:ident) => {
+        ::core::unreachable!("a select chose an operation it does not have")
+    };
+    ($op:ident [$i:ident recv $h:ident ($p:pat) ($b:expr)] $($rest:tt)*) => {
+        if $op.index() == $i {
+            let $p = $op.recv($h);
+            $b
+        } else {
+            $crate::__select_dispatch!($op $($rest)*)
+        }
+    };
+    ($op:ident [$i:ident send $h:ident ($v:expr) ($p:pat) ($b:expr)] $($rest:tt)*) => {
+        if $op.index() == $i {
+            let $p = $op.send($h, $v);
+            $b
+        } else {
+            $crate::__select_dispatch!($op $($rest)*)
+        }
+    };
+}

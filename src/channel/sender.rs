@@ -1,0 +1,140 @@
+//! [`Sender`]: the sending side of a channel.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use crate::channel::chan::Chan;
+use crate::channel::err::{SendError, SendTimeoutError, TrySendError};
+use crate::timer::clock;
+
+/// The sending side of a channel; clone it for more senders (the channel
+/// is multi-producer, multi-consumer). When the last sender is dropped the
+/// channel is disconnected: receivers take what is left, then get
+/// `Disconnected`.
+///
+/// In a fiber a send that waits (no room) parks the fiber; on a plain
+/// thread it blocks the thread. Fibers of any runtime and threads may
+/// share a channel.
+///
+/// ```
+/// use fibra::channel::bounded;
+///
+/// fibra::run(|| {
+///     let (s, r) = bounded(1);
+///     let s2 = s.clone();
+///     let a = fibra::spawn(move || s.send("a").unwrap());
+///     let b = fibra::spawn(move || s2.send("b").unwrap());
+///     let mut got = [r.recv().unwrap(), r.recv().unwrap()];
+///     got.sort();
+///     assert_eq!(got, ["a", "b"]);
+///     a.join().unwrap();
+///     b.join().unwrap();
+/// });
+/// ```
+pub struct Sender<T> {
+    pub(crate) chan: Arc<Chan<T>>,
+}
+
+impl<T> Sender<T> {
+    /// Sends without waiting.
+    ///
+    /// # Errors
+    ///
+    /// `Full` when there is no room (for a channel of capacity 0: no
+    /// receiver waiting), `Disconnected` when every receiver is gone; both
+    /// give the message back.
+    ///
+    /// ```
+    /// let (s, r) = fibra::channel::bounded(1);
+    /// assert_eq!(s.try_send(1), Ok(()));
+    /// assert_eq!(s.try_send(2), Err(fibra::channel::TrySendError::Full(2)));
+    /// drop(r);
+    /// assert_eq!(s.try_send(3), Err(fibra::channel::TrySendError::Disconnected(3)));
+    /// ```
+    pub fn try_send(&self, msg: T) -> Result<(), TrySendError<T>> {
+        self.chan.try_send(msg)
+    }
+
+    /// Sends, waiting for room if the channel is full (for a channel of
+    /// capacity 0, until a receiver takes the message).
+    ///
+    /// # Errors
+    ///
+    /// When every receiver is gone, with the message.
+    pub fn send(&self, msg: T) -> Result<(), SendError<T>> {
+        self.chan
+            .send(msg, None)
+            .map_err(|e| SendError(e.into_inner()))
+    }
+
+    /// [`send`](Sender::send), waiting at most `timeout`.
+    ///
+    /// # Errors
+    ///
+    /// `Timeout` or `Disconnected`, with the message.
+    pub fn send_timeout(&self, msg: T, timeout: Duration) -> Result<(), SendTimeoutError<T>> {
+        self.chan.send(msg, Some(clock::after_ns(timeout)))
+    }
+
+    /// [`send`](Sender::send), waiting at most until `deadline`.
+    ///
+    /// # Errors
+    ///
+    /// `Timeout` or `Disconnected`, with the message.
+    pub fn send_deadline(&self, msg: T, deadline: Instant) -> Result<(), SendTimeoutError<T>> {
+        self.chan.send(msg, Some(clock::instant_ns(deadline)))
+    }
+
+    /// Whether the channel holds no message.
+    pub fn is_empty(&self) -> bool {
+        self.chan.len() == 0
+    }
+
+    /// Whether the channel has no room (always, for capacity 0).
+    pub fn is_full(&self) -> bool {
+        self.chan.is_full()
+    }
+
+    /// The messages in the channel.
+    pub fn len(&self) -> usize {
+        self.chan.len()
+    }
+
+    /// The capacity; `None` for an unbounded channel.
+    pub fn capacity(&self) -> Option<usize> {
+        self.chan.capacity()
+    }
+
+    /// Whether both senders belong to one channel.
+    pub fn same_channel(&self, other: &Sender<T>) -> bool {
+        Arc::ptr_eq(&self.chan, &other.chan)
+    }
+}
+
+impl<T> Clone for Sender<T> {
+    fn clone(&self) -> Sender<T> {
+        self.chan.senders.fetch_add(1, Ordering::Relaxed);
+        Sender {
+            chan: self.chan.clone(),
+        }
+    }
+}
+
+impl<T> Drop for Sender<T> {
+    fn drop(&mut self) {
+        if self.chan.senders.fetch_sub(1, Ordering::AcqRel) == 1 {
+            self.chan.disconnect(false);
+        }
+    }
+}
+
+impl<T> fmt::Debug for Sender<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad("Sender { .. }")
+    }
+}
+
+impl<T> std::panic::UnwindSafe for Sender<T> {}
+impl<T> std::panic::RefUnwindSafe for Sender<T> {}
