@@ -72,7 +72,10 @@ macro_rules! __select_parse {
     ($ctor:ident ($($done:tt)*)) => {
         $crate::__select_register!($ctor __sel () () $($done)*)
     };
-    ($ctor:ident ($($done:tt)*) recv($r:expr $(,)?) -> $p:pat => $b:block $(,)? $($rest:tt)*) => {
+    ($ctor:ident ($($done:tt)*) recv($r:expr $(,)?) -> $p:pat => $b:block, $($rest:tt)*) => {
+        $crate::__select_parse!($ctor ($($done)* [recv ($r) ($p) ($b)]) $($rest)*)
+    };
+    ($ctor:ident ($($done:tt)*) recv($r:expr $(,)?) -> $p:pat => $b:block $($rest:tt)*) => {
         $crate::__select_parse!($ctor ($($done)* [recv ($r) ($p) ($b)]) $($rest)*)
     };
     ($ctor:ident ($($done:tt)*) recv($r:expr $(,)?) -> $p:pat => $b:expr, $($rest:tt)*) => {
@@ -81,7 +84,10 @@ macro_rules! __select_parse {
     ($ctor:ident ($($done:tt)*) recv($r:expr $(,)?) -> $p:pat => $b:expr) => {
         $crate::__select_parse!($ctor ($($done)* [recv ($r) ($p) ($b)]))
     };
-    ($ctor:ident ($($done:tt)*) send($s:expr, $v:expr $(,)?) -> $p:pat => $b:block $(,)? $($rest:tt)*) => {
+    ($ctor:ident ($($done:tt)*) send($s:expr, $v:expr $(,)?) -> $p:pat => $b:block, $($rest:tt)*) => {
+        $crate::__select_parse!($ctor ($($done)* [send ($s, $v) ($p) ($b)]) $($rest)*)
+    };
+    ($ctor:ident ($($done:tt)*) send($s:expr, $v:expr $(,)?) -> $p:pat => $b:block $($rest:tt)*) => {
         $crate::__select_parse!($ctor ($($done)* [send ($s, $v) ($p) ($b)]) $($rest)*)
     };
     ($ctor:ident ($($done:tt)*) send($s:expr, $v:expr $(,)?) -> $p:pat => $b:expr, $($rest:tt)*) => {
@@ -90,7 +96,10 @@ macro_rules! __select_parse {
     ($ctor:ident ($($done:tt)*) send($s:expr, $v:expr $(,)?) -> $p:pat => $b:expr) => {
         $crate::__select_parse!($ctor ($($done)* [send ($s, $v) ($p) ($b)]))
     };
-    ($ctor:ident ($($done:tt)*) default => $b:block $(,)? $($rest:tt)*) => {
+    ($ctor:ident ($($done:tt)*) default => $b:block, $($rest:tt)*) => {
+        $crate::__select_parse!($ctor ($($done)* [default () () ($b)]) $($rest)*)
+    };
+    ($ctor:ident ($($done:tt)*) default => $b:block $($rest:tt)*) => {
         $crate::__select_parse!($ctor ($($done)* [default () () ($b)]) $($rest)*)
     };
     ($ctor:ident ($($done:tt)*) default => $b:expr, $($rest:tt)*) => {
@@ -99,7 +108,10 @@ macro_rules! __select_parse {
     ($ctor:ident ($($done:tt)*) default => $b:expr) => {
         $crate::__select_parse!($ctor ($($done)* [default () () ($b)]))
     };
-    ($ctor:ident ($($done:tt)*) default($t:expr $(,)?) => $b:block $(,)? $($rest:tt)*) => {
+    ($ctor:ident ($($done:tt)*) default($t:expr $(,)?) => $b:block, $($rest:tt)*) => {
+        $crate::__select_parse!($ctor ($($done)* [default ($t) () ($b)]) $($rest)*)
+    };
+    ($ctor:ident ($($done:tt)*) default($t:expr $(,)?) => $b:block $($rest:tt)*) => {
         $crate::__select_parse!($ctor ($($done)* [default ($t) () ($b)]) $($rest)*)
     };
     ($ctor:ident ($($done:tt)*) default($t:expr $(,)?) => $b:expr, $($rest:tt)*) => {
