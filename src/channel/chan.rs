@@ -294,7 +294,7 @@ impl<T> Chan<T> {
                 // message goes down with the fiber.
                 self.lock().senders.unregister(&cx, 0);
             });
-            let selected = wait(&cx, deadline, &"channel send");
+            let selected = wait(&cx, deadline, &"channel send", false);
             on_unwind.defuse();
             match selected {
                 Selected::Operation(_) => return Ok(()),
@@ -356,7 +356,7 @@ impl<T> Chan<T> {
                 drop(inner);
                 wake.wake();
             });
-            let selected = wait(&cx, deadline, &"channel receive");
+            let selected = wait(&cx, deadline, &"channel receive", false);
             on_unwind.defuse();
             match selected {
                 Selected::Operation(_) => {

@@ -76,16 +76,29 @@ impl Selected {
 }
 
 /// One wait: a fiber or thread parked on one or several operations.
-#[derive(Debug)]
 pub(crate) struct Context {
     state: AtomicUsize,
+    /// What wakes the waiter: its next park, or (a thread waiting on fds
+    /// too) the eventfd it polls.
+    unparker: Unparker,
 }
 
 impl Context {
+    /// A wait of the calling fiber or thread, woken at its next park.
     pub(crate) fn new() -> Context {
+        Context::with_unparker(Unparker::current())
+    }
+
+    pub(crate) fn with_unparker(unparker: Unparker) -> Context {
         Context {
             state: AtomicUsize::new(WAITING),
+            unparker,
         }
+    }
+
+    /// What wakes the waiter.
+    pub(crate) fn unparker(&self) -> &Unparker {
+        &self.unparker
     }
 
     /// Takes the context for a hand-over (see the module docs); `finish`
@@ -213,7 +226,7 @@ impl Waiters {
             cx,
             oper,
             kind,
-            unparker: Unparker::current(),
+            unparker: cx.unparker.clone(),
         });
     }
 
@@ -302,9 +315,16 @@ impl Waiters {
 /// `deadline` (ns of the monotonic clock). Returns the selection, or
 /// `Aborted` when the deadline passed or the park was woken for nothing (a
 /// fiber's unparkers are then spent: the caller unregisters and starts its
-/// wait again). Unwinds at the park (cancel, `fibra::timeout`): the caller's
-/// [`Waiting`] guard then settles the wait.
-pub(crate) fn wait(cx: &Context, deadline: Option<u64>, on: &'static &'static str) -> Selected {
+/// wait again) — on a thread too when `any_wake` (the wait has operations
+/// that wake it without selecting it: a join, an fd). Unwinds at the park
+/// (cancel, `fibra::timeout`): the caller's [`OnUnwind`] guard then settles
+/// the wait.
+pub(crate) fn wait(
+    cx: &Context,
+    deadline: Option<u64>,
+    on: &'static &'static str,
+    any_wake: bool,
+) -> Selected {
     loop {
         let selected = cx.selected();
         if selected != Selected::Waiting {
@@ -318,7 +338,8 @@ pub(crate) fn wait(cx: &Context, deadline: Option<u64>, on: &'static &'static st
         if selected != Selected::Waiting {
             return selected;
         }
-        if parked == Parked::TimedOut || crate::scheduler::context::current().is_some() {
+        if any_wake || parked == Parked::TimedOut || crate::scheduler::context::current().is_some()
+        {
             return cx.abort();
         }
         // A thread woken for nothing: its unparker stays good; park again.

@@ -58,9 +58,11 @@
 mod chan;
 mod context;
 mod err;
+mod handles;
 mod receiver;
 mod select;
 mod select_macro;
+mod select_wait;
 mod sender;
 mod timers;
 

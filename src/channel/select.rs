@@ -12,244 +12,47 @@
 //! was handed but cannot use (it unwound, or the `SelectedOperation` was
 //! dropped) goes back: a message to the channel, room to the next sender.
 
-use std::cell::UnsafeCell;
 use std::fmt;
+use std::io;
 use std::marker::PhantomData;
+use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 use crate::channel::chan::Slot;
-use crate::channel::context::{Context, OnUnwind, Selected, wait};
+use crate::channel::context::{OnUnwind, Selected};
 use crate::channel::err::{
     ReadyTimeoutError, RecvError, SelectTimeoutError, SendError, TryReadyError, TrySelectError,
 };
-use crate::channel::receiver::{Flavor, Receiver};
+use crate::channel::handles::{Erased, IoOp, SelectHandle, Token};
+use crate::channel::receiver::Receiver;
+use crate::channel::select_wait::Parking;
 use crate::channel::sender::Sender;
+use crate::fiber::{JoinError, JoinHandle};
+use crate::io::Interest;
 use crate::timer::clock;
 
-/// A box of some type, its type forgotten: a receive's slot.
-pub(crate) struct Erased {
-    ptr: *mut (),
-    drop: unsafe fn(*mut ()),
+/// An operation's handle: a sender, receiver or join handle the select
+/// borrows, or an fd readiness it holds.
+#[derive(Clone, Copy)]
+enum Handle<'a> {
+    Borrowed(&'a dyn SelectHandle),
+    Io(IoOp),
 }
 
-impl Erased {
-    pub(crate) fn new<T>(value: Box<T>) -> Erased {
-        /// Drops the box `ptr` came from.
-        ///
-        /// # Safety
-        ///
-        /// `ptr` is from `Box::<T>::into_raw`, dropped once.
-        unsafe fn drop_box<T>(ptr: *mut ()) {
-            // SAFETY: the caller's contract.
-            drop(unsafe { Box::from_raw(ptr.cast::<T>()) });
+impl Handle<'_> {
+    fn get(&self) -> &dyn SelectHandle {
+        match self {
+            Handle::Borrowed(h) => *h,
+            Handle::Io(io) => io,
         }
-        Erased {
-            ptr: Box::into_raw(value).cast(),
-            drop: drop_box::<T>,
-        }
-    }
-
-    pub(crate) fn ptr(&self) -> *mut () {
-        self.ptr
-    }
-
-    /// The box back.
-    ///
-    /// # Safety
-    ///
-    /// `T` is the type the box was made with.
-    pub(crate) unsafe fn into_box<T>(self) -> Box<T> {
-        let this = std::mem::ManuallyDrop::new(self);
-        // SAFETY: the caller's contract; `this` is never dropped, so the
-        // box is taken back once.
-        unsafe { Box::from_raw(this.ptr.cast::<T>()) }
-    }
-}
-
-impl Drop for Erased {
-    fn drop(&mut self) {
-        // SAFETY: `drop` is `drop_box` of the type `ptr` was made from, and
-        // this is the one drop (`into_box` forgets the value).
-        unsafe { (self.drop)(self.ptr) };
-    }
-}
-
-/// What a select holds for the operation it chose, until the user
-/// completes it.
-pub(crate) enum Token {
-    /// A receive: the slot (`Box<Slot<T>>`) with the message.
-    Message(Erased),
-    /// The channel is disconnected: the operation fails.
-    Closed,
-    /// A send: room is reserved for its message.
-    Reserved,
-}
-
-/// A channel operation as a select sees it (implemented by [`Sender`] and
-/// [`Receiver`]; the face other waits plug into).
-pub(crate) trait SelectHandle {
-    /// Completes the operation now if it can go ahead (`me`: the select's
-    /// own registrations, skipped).
-    fn try_op(&self, me: *const Context) -> Option<Token>;
-    /// Registers operation `oper` of the wait `cx`: `Ok` with the slot it
-    /// registered, if any, or `Err` if it can go ahead now (not registered).
-    fn register(&self, oper: usize, cx: &Context) -> Result<Option<Erased>, ()>;
-    /// Removes the registration (if still there).
-    fn unregister(&self, oper: usize, cx: &Context);
-    /// The token of a registration the wait was chosen for.
-    fn accept(&self, slot: Option<Erased>) -> Token;
-    /// Gives back what `token` holds: the operation will not be completed.
-    fn abandon(&self, token: Token);
-    /// When the operation becomes ready by itself (a timer).
-    fn deadline(&self) -> Option<u64>;
-    /// Whether the operation could go ahead now.
-    fn is_ready(&self) -> bool;
-    /// Registers a watcher of readiness; `false` if ready now.
-    fn watch(&self, oper: usize, cx: &Context) -> bool;
-    fn unwatch(&self, oper: usize, cx: &Context);
-}
-
-impl<T> SelectHandle for Sender<T> {
-    fn try_op(&self, me: *const Context) -> Option<Token> {
-        match self.chan.select_send(me)? {
-            Ok(()) => Some(Token::Reserved),
-            Err(()) => Some(Token::Closed),
-        }
-    }
-
-    fn register(&self, oper: usize, cx: &Context) -> Result<Option<Erased>, ()> {
-        if self.chan.register_send(oper, cx) {
-            Ok(None)
-        } else {
-            Err(())
-        }
-    }
-
-    fn unregister(&self, oper: usize, cx: &Context) {
-        self.chan.unregister(false, oper, cx);
-    }
-
-    fn accept(&self, _slot: Option<Erased>) -> Token {
-        Token::Reserved
-    }
-
-    fn abandon(&self, token: Token) {
-        if let Token::Reserved = token {
-            self.chan.release_reserved();
-        }
-    }
-
-    fn deadline(&self) -> Option<u64> {
-        None
-    }
-
-    fn is_ready(&self) -> bool {
-        self.chan.is_ready(false)
-    }
-
-    fn watch(&self, oper: usize, cx: &Context) -> bool {
-        self.chan.watch(false, oper, cx)
-    }
-
-    fn unwatch(&self, oper: usize, cx: &Context) {
-        self.chan.unregister(false, oper, cx);
-    }
-}
-
-/// A slot holding `message`, as a token.
-fn message_token<T>(message: T) -> Token {
-    let slot: Slot<T> = UnsafeCell::new(Some(message));
-    Token::Message(Erased::new(Box::new(slot)))
-}
-
-impl<T> SelectHandle for Receiver<T> {
-    fn try_op(&self, me: *const Context) -> Option<Token> {
-        match &self.flavor {
-            Flavor::Chan(chan) => match chan.select_recv(me)? {
-                Ok(m) => Some(message_token(m)),
-                Err(()) => Some(Token::Closed),
-            },
-            _ => self.try_recv().ok().map(message_token),
-        }
-    }
-
-    fn register(&self, oper: usize, cx: &Context) -> Result<Option<Erased>, ()> {
-        match &self.flavor {
-            Flavor::Chan(chan) => {
-                let slot: Box<Slot<T>> = Box::new(UnsafeCell::new(None));
-                let slot = Erased::new(slot);
-                if chan.register_recv(oper, cx, slot.ptr()) {
-                    Ok(Some(slot))
-                } else {
-                    Err(())
-                }
-            }
-            // Timers wake the select by its deadline; `never` never does.
-            _ if self.is_ready() => Err(()),
-            _ => Ok(None),
-        }
-    }
-
-    fn unregister(&self, oper: usize, cx: &Context) {
-        if let Flavor::Chan(chan) = &self.flavor {
-            chan.unregister(true, oper, cx);
-        }
-    }
-
-    fn accept(&self, slot: Option<Erased>) -> Token {
-        Token::Message(slot.expect("a chosen receive has its slot"))
-    }
-
-    fn abandon(&self, token: Token) {
-        if let Token::Message(slot) = token {
-            // SAFETY: a receive's slot of this receiver's `T`.
-            let slot = unsafe { slot.into_box::<Slot<T>>() };
-            if let Some(message) = slot.into_inner() {
-                match &self.flavor {
-                    Flavor::Chan(chan) => chan.give_back(message),
-                    Flavor::At(at, _) => {
-                        drop(message);
-                        at.undeliver();
-                    }
-                    _ => {}
-                }
-            }
-        }
-    }
-
-    fn deadline(&self) -> Option<u64> {
-        match &self.flavor {
-            Flavor::At(at, _) => at.due(),
-            Flavor::Tick(tick, _) => Some(tick.due()),
-            _ => None,
-        }
-    }
-
-    fn is_ready(&self) -> bool {
-        match &self.flavor {
-            Flavor::Chan(chan) => chan.is_ready(true),
-            Flavor::Never => false,
-            _ => !self.is_empty(),
-        }
-    }
-
-    fn watch(&self, oper: usize, cx: &Context) -> bool {
-        match &self.flavor {
-            Flavor::Chan(chan) => chan.watch(true, oper, cx),
-            _ => !self.is_ready(),
-        }
-    }
-
-    fn unwatch(&self, oper: usize, cx: &Context) {
-        self.unregister(oper, cx);
     }
 }
 
 struct Op<'a> {
-    handle: &'a dyn SelectHandle,
+    handle: Handle<'a>,
     index: usize,
-    /// The sender or receiver, to check that the operation is completed
-    /// with the one it was registered with.
+    /// The sender, receiver or join handle, to check that the operation is
+    /// completed with the one it was added with.
     ptr: *const u8,
 }
 
@@ -312,7 +115,7 @@ impl<'a> Select<'a> {
         }
     }
 
-    fn add(&mut self, handle: &'a dyn SelectHandle, ptr: *const u8) -> usize {
+    fn add(&mut self, handle: Handle<'a>, ptr: *const u8) -> usize {
         let index = self.next_index;
         self.next_index += 1;
         self.ops.push(Op { handle, index, ptr });
@@ -321,12 +124,66 @@ impl<'a> Select<'a> {
 
     /// Adds a send on `s`; returns its index.
     pub fn send<T>(&mut self, s: &'a Sender<T>) -> usize {
-        self.add(s, std::ptr::from_ref(s).cast())
+        self.add(Handle::Borrowed(s), std::ptr::from_ref(s).cast())
     }
 
     /// Adds a receive on `r`; returns its index.
     pub fn recv<T>(&mut self, r: &'a Receiver<T>) -> usize {
-        self.add(r, std::ptr::from_ref(r).cast())
+        self.add(Handle::Borrowed(r), std::ptr::from_ref(r).cast())
+    }
+
+    /// Adds the end of the fiber `h` joins (beyond crossbeam): chosen once
+    /// the fiber has finished; [`SelectedOperation::join`] takes its result
+    /// (after which `h` must not be joined again: its result is gone).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use fibra::channel::{Select, after};
+    ///
+    /// fibra::run(|| {
+    ///     let h = fibra::spawn(|| {
+    ///         fibra::sleep(Duration::from_millis(5));
+    ///         42
+    ///     });
+    ///     let timeout = after(Duration::from_secs(5));
+    ///     let mut sel = Select::new();
+    ///     let done = sel.join(&h);
+    ///     sel.recv(&timeout);
+    ///     let op = sel.select();
+    ///     assert_eq!(op.index(), done);
+    ///     assert_eq!(op.join(&h).unwrap(), 42);
+    /// });
+    /// ```
+    pub fn join<T>(&mut self, h: &'a JoinHandle<T>) -> usize {
+        self.add(Handle::Borrowed(h), std::ptr::from_ref(h).cast())
+    }
+
+    /// Adds the readiness of `fd` for `interest` (beyond crossbeam): a
+    /// socket, pipe, eventfd or any pollable fd, chosen when it is ready —
+    /// what [`fibra::io::wait`](crate::io::wait) waits for.
+    /// [`SelectedOperation::io`] gives the readiness. The fd must stay open
+    /// while the select waits.
+    ///
+    /// ```
+    /// use std::io::Write;
+    /// use fibra::channel::{Select, unbounded};
+    /// use fibra::io::Interest;
+    ///
+    /// fibra::run(|| {
+    ///     let (a, mut b) = fibra::net::UnixStream::pair().unwrap();
+    ///     let (_s, r) = unbounded::<String>();
+    ///     b.write_all(b"line\n").unwrap();
+    ///     let mut sel = Select::new();
+    ///     let readable = sel.io(&a, Interest::READABLE);
+    ///     sel.recv(&r);
+    ///     let op = sel.select();
+    ///     assert_eq!(op.index(), readable);
+    ///     assert_eq!(op.io().unwrap(), Interest::READABLE);
+    /// });
+    /// ```
+    pub fn io(&mut self, fd: &impl AsRawFd, interest: Interest) -> usize {
+        let fd = fd.as_raw_fd();
+        self.add(Handle::Io(IoOp { fd, interest }), std::ptr::null())
     }
 
     /// Removes the operation of `index`.
@@ -441,7 +298,7 @@ impl<'a> Select<'a> {
     fn earliest(&self, deadline: Option<u64>) -> Option<u64> {
         self.ops
             .iter()
-            .filter_map(|op| op.handle.deadline())
+            .filter_map(|op| op.handle.get().deadline())
             .chain(deadline)
             .min()
     }
@@ -457,24 +314,36 @@ impl<'a> Select<'a> {
         }
     }
 
+    /// How this select's waits park: on the wait's context alone, or with
+    /// its fds too.
+    fn parking(&self) -> Parking {
+        let fds = self
+            .ops
+            .iter()
+            .filter_map(|op| op.handle.get().fd())
+            .collect();
+        let any_wake = self.ops.iter().any(|op| op.handle.get().wakes_only());
+        Parking::new(fds, any_wake)
+    }
+
     /// The select loop (see the module docs); `deadline` `Some(0)`: try
     /// only.
     fn run(&mut self, deadline: Option<u64>) -> Option<SelectedOperation<'a>> {
+        let parking = self.parking();
         loop {
-            let order = self.order();
-            for &i in &order {
-                if let Some(token) = self.ops[i].handle.try_op(std::ptr::null()) {
+            for i in self.order() {
+                if let Some(token) = self.ops[i].handle.get().try_op(std::ptr::null()) {
                     return Some(self.selected(i, token));
                 }
             }
             if deadline.is_some_and(|d| d <= clock::now_ns()) {
                 return None;
             }
-            let cx = Context::new();
+            let cx = parking.context();
             let mut slots: Vec<Option<Erased>> = Vec::with_capacity(self.ops.len());
             let mut ready = false;
             for (i, op) in self.ops.iter().enumerate() {
-                match op.handle.register(i, &cx) {
+                match op.handle.get().register(i, &cx) {
                     Ok(slot) => slots.push(slot),
                     Err(()) => {
                         ready = true;
@@ -485,7 +354,7 @@ impl<'a> Select<'a> {
             let ops = &self.ops;
             let unregister = |slots: &mut Vec<Option<Erased>>| {
                 for (i, _) in slots.iter().enumerate() {
-                    ops[i].handle.unregister(i, &cx);
+                    ops[i].handle.get().unregister(i, &cx);
                 }
             };
             let selected = if ready {
@@ -494,39 +363,40 @@ impl<'a> Select<'a> {
                 let on_unwind = OnUnwind::new(&cx, |selected| {
                     unregister(&mut slots);
                     if let Selected::Operation(i) = selected {
-                        let handle = ops[i].handle;
+                        let handle = ops[i].handle.get();
                         handle.abandon(handle.accept(slots[i].take()));
                     }
                 });
-                let selected = wait(&cx, self.earliest(deadline), &"select");
+                let selected = parking.wait(&cx, self.earliest(deadline), &"select");
                 on_unwind.defuse();
                 selected
             };
             unregister(&mut slots);
             if let Selected::Operation(i) = selected {
-                let token = self.ops[i].handle.accept(slots[i].take());
+                let token = self.ops[i].handle.get().accept(slots[i].take());
                 return Some(self.selected(i, token));
             }
-            // Disconnected, a deadline, or woken for nothing: try again.
+            // Disconnected, a deadline, or woken to look again: try again.
         }
     }
 
     /// The readiness loop: as [`Select::run`], with watchers.
     fn ready_until(&mut self, deadline: Option<u64>) -> Option<usize> {
+        let parking = self.parking();
         loop {
-            for &i in &self.order() {
-                if self.ops[i].handle.is_ready() {
+            for i in self.order() {
+                if self.ops[i].handle.get().is_ready() {
                     return Some(self.ops[i].index);
                 }
             }
             if deadline.is_some_and(|d| d <= clock::now_ns()) {
                 return None;
             }
-            let cx = Context::new();
+            let cx = parking.context();
             let mut watched = 0;
             let mut ready = None;
             for (i, op) in self.ops.iter().enumerate() {
-                if !op.handle.watch(i, &cx) {
+                if !op.handle.get().watch(i, &cx) {
                     ready = Some(i);
                     break;
                 }
@@ -535,14 +405,14 @@ impl<'a> Select<'a> {
             let ops = &self.ops;
             let unwatch = || {
                 for (i, op) in ops.iter().enumerate().take(watched) {
-                    op.handle.unwatch(i, &cx);
+                    op.handle.get().unwatch(i, &cx);
                 }
             };
             let selected = if ready.is_some() {
                 cx.abort()
             } else {
                 let on_unwind = OnUnwind::new(&cx, |_| unwatch());
-                let selected = wait(&cx, self.earliest(deadline), &"select ready");
+                let selected = parking.wait(&cx, self.earliest(deadline), &"select ready");
                 on_unwind.defuse();
                 selected
             };
@@ -598,7 +468,7 @@ impl fmt::Debug for Select<'_> {
 pub struct SelectedOperation<'a> {
     index: usize,
     ptr: *const u8,
-    handle: &'a dyn SelectHandle,
+    handle: Handle<'a>,
     token: Option<Token>,
     _not_send: PhantomData<*const ()>,
 }
@@ -653,12 +523,50 @@ impl SelectedOperation<'_> {
             _ => Err(RecvError),
         }
     }
+
+    /// Completes the chosen join: the fiber's result, taken out of `h`
+    /// (which must not be joined again).
+    ///
+    /// # Errors
+    ///
+    /// As [`JoinHandle::join`]: the fiber panicked or was cancelled.
+    ///
+    /// # Panics
+    ///
+    /// If `h` is not the handle the operation was added with.
+    pub fn join<T>(mut self, h: &JoinHandle<T>) -> Result<T, JoinError> {
+        assert!(
+            std::ptr::eq(std::ptr::from_ref(h).cast(), self.ptr),
+            "passed a join handle that wasn't selected",
+        );
+        self.token = None;
+        h.take_finished()
+    }
+
+    /// Completes the chosen fd readiness: what the fd is ready for.
+    ///
+    /// # Errors
+    ///
+    /// Polling the fd failed (`InvalidInput` for an fd that is not open).
+    ///
+    /// # Panics
+    ///
+    /// If the chosen operation is not an fd's.
+    pub fn io(mut self) -> io::Result<Interest> {
+        match self.token.take() {
+            Some(Token::Io(ready)) => ready,
+            other => {
+                self.token = other;
+                panic!("the selected operation is not an fd's readiness")
+            }
+        }
+    }
 }
 
 impl Drop for SelectedOperation<'_> {
     fn drop(&mut self) {
         if let Some(token) = self.token.take() {
-            self.handle.abandon(token);
+            self.handle.get().abandon(token);
             if !std::thread::panicking() {
                 panic!("dropped `SelectedOperation` without completing the operation");
             }

@@ -10,7 +10,17 @@
 /// most one of `default => body` (nothing ready now) or
 /// `default(timeout) => body` (nothing ready within `timeout`). `msg` is a
 /// `Result<T, RecvError>` (an error when the channel is empty and
-/// disconnected), `res` a `Result<(), SendError<T>>`. With several arms
+/// disconnected), `res` a `Result<(), SendError<T>>`.
+///
+/// Beyond crossbeam, two arms wait on what fibra knows besides channels:
+/// `join(handle) -> res => body`, when the fiber of a
+/// [`JoinHandle`](crate::JoinHandle) has finished (`res` is its result,
+/// taken out of the handle, which must not be joined again), and
+/// `io(fd, interest) -> ready => body`, when a socket or any pollable fd is
+/// ready for [`Interest`](crate::io::Interest) (`ready` an
+/// `io::Result<Interest>`, as [`fibra::io::wait`](crate::io::wait) gives).
+/// So "a line from the client, a broadcast, or quit" is one `select!` in
+/// one fiber (see `examples/chat.rs`). With several arms
 /// ready, one is chosen at random; [`select_biased!`](crate::select_biased)
 /// takes the first. In a fiber the wait parks the fiber.
 ///
@@ -72,30 +82,6 @@ macro_rules! __select_parse {
     ($ctor:ident ($($done:tt)*)) => {
         $crate::__select_register!($ctor __sel () () $($done)*)
     };
-    ($ctor:ident ($($done:tt)*) recv($r:expr $(,)?) -> $p:pat => $b:block, $($rest:tt)*) => {
-        $crate::__select_parse!($ctor ($($done)* [recv ($r) ($p) ($b)]) $($rest)*)
-    };
-    ($ctor:ident ($($done:tt)*) recv($r:expr $(,)?) -> $p:pat => $b:block $($rest:tt)*) => {
-        $crate::__select_parse!($ctor ($($done)* [recv ($r) ($p) ($b)]) $($rest)*)
-    };
-    ($ctor:ident ($($done:tt)*) recv($r:expr $(,)?) -> $p:pat => $b:expr, $($rest:tt)*) => {
-        $crate::__select_parse!($ctor ($($done)* [recv ($r) ($p) ($b)]) $($rest)*)
-    };
-    ($ctor:ident ($($done:tt)*) recv($r:expr $(,)?) -> $p:pat => $b:expr) => {
-        $crate::__select_parse!($ctor ($($done)* [recv ($r) ($p) ($b)]))
-    };
-    ($ctor:ident ($($done:tt)*) send($s:expr, $v:expr $(,)?) -> $p:pat => $b:block, $($rest:tt)*) => {
-        $crate::__select_parse!($ctor ($($done)* [send ($s, $v) ($p) ($b)]) $($rest)*)
-    };
-    ($ctor:ident ($($done:tt)*) send($s:expr, $v:expr $(,)?) -> $p:pat => $b:block $($rest:tt)*) => {
-        $crate::__select_parse!($ctor ($($done)* [send ($s, $v) ($p) ($b)]) $($rest)*)
-    };
-    ($ctor:ident ($($done:tt)*) send($s:expr, $v:expr $(,)?) -> $p:pat => $b:expr, $($rest:tt)*) => {
-        $crate::__select_parse!($ctor ($($done)* [send ($s, $v) ($p) ($b)]) $($rest)*)
-    };
-    ($ctor:ident ($($done:tt)*) send($s:expr, $v:expr $(,)?) -> $p:pat => $b:expr) => {
-        $crate::__select_parse!($ctor ($($done)* [send ($s, $v) ($p) ($b)]))
-    };
     ($ctor:ident ($($done:tt)*) default => $b:block, $($rest:tt)*) => {
         $crate::__select_parse!($ctor ($($done)* [default () () ($b)]) $($rest)*)
     };
@@ -120,9 +106,23 @@ macro_rules! __select_parse {
     ($ctor:ident ($($done:tt)*) default($t:expr $(,)?) => $b:expr) => {
         $crate::__select_parse!($ctor ($($done)* [default ($t) () ($b)]))
     };
+    // An operation: `recv(..)`, `send(..)`, `join(..)` or `io(..)`, its
+    // arguments checked when it is added.
+    ($ctor:ident ($($done:tt)*) $kind:ident ($($args:tt)*) -> $p:pat => $b:block, $($rest:tt)*) => {
+        $crate::__select_parse!($ctor ($($done)* [$kind ($($args)*) ($p) ($b)]) $($rest)*)
+    };
+    ($ctor:ident ($($done:tt)*) $kind:ident ($($args:tt)*) -> $p:pat => $b:block $($rest:tt)*) => {
+        $crate::__select_parse!($ctor ($($done)* [$kind ($($args)*) ($p) ($b)]) $($rest)*)
+    };
+    ($ctor:ident ($($done:tt)*) $kind:ident ($($args:tt)*) -> $p:pat => $b:expr, $($rest:tt)*) => {
+        $crate::__select_parse!($ctor ($($done)* [$kind ($($args)*) ($p) ($b)]) $($rest)*)
+    };
+    ($ctor:ident ($($done:tt)*) $kind:ident ($($args:tt)*) -> $p:pat => $b:expr) => {
+        $crate::__select_parse!($ctor ($($done)* [$kind ($($args)*) ($p) ($b)]))
+    };
     ($ctor:ident ($($done:tt)*) $($bad:tt)+) => {
         ::core::compile_error!(
-            "expected `recv(r) -> msg => body`, `send(s, v) -> res => body`, `default => body` or `default(timeout) => body`"
+            "expected `recv(r) -> msg => body`, `send(s, v) -> res => body`, `join(h) -> res => body`, `io(fd, interest) -> res => body`, `default => body` or `default(timeout) => body`"
         )
     };
 }
@@ -136,13 +136,22 @@ macro_rules! __select_register {
     ($ctor:ident $sel:ident ($($reg:tt)*) ($($def:tt)*)) => {
         $crate::__select_choose!($sel ($($def)*) $($reg)*)
     };
-    ($ctor:ident $sel:ident ($($reg:tt)*) ($($def:tt)*) [recv ($r:expr) ($p:pat) ($b:expr)] $($rest:tt)*) => {{
+    ($ctor:ident $sel:ident ($($reg:tt)*) ($($def:tt)*) [recv ($r:expr $(,)?) ($p:pat) ($b:expr)] $($rest:tt)*) => {{
         let __handle: &$crate::channel::Receiver<_> = &$r;
-        $crate::__select_register!(@with $ctor $sel ($($reg)*) ($($def)*) __handle [recv __handle ($p) ($b)] $($rest)*)
+        $crate::__select_register!(@with $ctor $sel ($($reg)*) ($($def)*) recv (__handle) [__handle ($p) ($b)] $($rest)*)
     }};
-    ($ctor:ident $sel:ident ($($reg:tt)*) ($($def:tt)*) [send ($s:expr, $v:expr) ($p:pat) ($b:expr)] $($rest:tt)*) => {{
+    ($ctor:ident $sel:ident ($($reg:tt)*) ($($def:tt)*) [send ($s:expr, $v:expr $(,)?) ($p:pat) ($b:expr)] $($rest:tt)*) => {{
         let __handle: &$crate::channel::Sender<_> = &$s;
-        $crate::__select_register!(@with $ctor $sel ($($reg)*) ($($def)*) __handle [send __handle ($v) ($p) ($b)] $($rest)*)
+        $crate::__select_register!(@with $ctor $sel ($($reg)*) ($($def)*) send (__handle) [__handle ($v) ($p) ($b)] $($rest)*)
+    }};
+    ($ctor:ident $sel:ident ($($reg:tt)*) ($($def:tt)*) [join ($h:expr $(,)?) ($p:pat) ($b:expr)] $($rest:tt)*) => {{
+        let __handle: &$crate::JoinHandle<_> = &$h;
+        $crate::__select_register!(@with $ctor $sel ($($reg)*) ($($def)*) join (__handle) [__handle ($p) ($b)] $($rest)*)
+    }};
+    ($ctor:ident $sel:ident ($($reg:tt)*) ($($def:tt)*) [io ($fd:expr, $i:expr $(,)?) ($p:pat) ($b:expr)] $($rest:tt)*) => {{
+        let __handle = &$fd;
+        let __interest: $crate::io::Interest = $i;
+        $crate::__select_register!(@with $ctor $sel ($($reg)*) ($($def)*) io (__handle, __interest) [__handle ($p) ($b)] $($rest)*)
     }};
     ($ctor:ident $sel:ident ($($reg:tt)*) () [default ($($t:expr)?) () ($b:expr)] $($rest:tt)*) => {
         $crate::__select_register!($ctor $sel ($($reg)*) ([($($t)?) ($b)]) $($rest)*)
@@ -150,15 +159,21 @@ macro_rules! __select_register {
     ($ctor:ident $sel:ident ($($reg:tt)*) ($($def:tt)+) [default $($x:tt)*] $($rest:tt)*) => {
         ::core::compile_error!("there can be only one `default` arm")
     };
+    ($ctor:ident $sel:ident ($($reg:tt)*) ($($def:tt)*) [$kind:ident $($x:tt)*] $($rest:tt)*) => {
+        ::core::compile_error!(::core::concat!(
+            "unknown operation `", ::core::stringify!($kind),
+            "`: expected `recv(r)`, `send(s, v)`, `join(h)` or `io(fd, interest)`"
+        ))
+    };
     // The handle is bound; the Select is made before the first operation.
-    (@with $ctor:ident $sel:ident () ($($def:tt)*) $h:ident [$kind:ident $($arm:tt)*] $($rest:tt)*) => {{
+    (@with $ctor:ident $sel:ident () ($($def:tt)*) $kind:ident ($($args:tt)*) [$($arm:tt)*] $($rest:tt)*) => {{
         #[allow(unused_mut)]
         let mut $sel = $crate::channel::Select::$ctor();
-        let __index = $sel.$kind($h);
+        let __index = $sel.$kind($($args)*);
         $crate::__select_register!($ctor $sel ([__index $kind $($arm)*]) ($($def)*) $($rest)*)
     }};
-    (@with $ctor:ident $sel:ident ($($reg:tt)+) ($($def:tt)*) $h:ident [$kind:ident $($arm:tt)*] $($rest:tt)*) => {{
-        let __index = $sel.$kind($h);
+    (@with $ctor:ident $sel:ident ($($reg:tt)+) ($($def:tt)*) $kind:ident ($($args:tt)*) [$($arm:tt)*] $($rest:tt)*) => {{
+        let __index = $sel.$kind($($args)*);
         $crate::__select_register!($ctor $sel ($($reg)* [__index $kind $($arm)*]) ($($def)*) $($rest)*)
     }};
 }
@@ -217,6 +232,23 @@ macro_rules! __select_dispatch {
     ($op:ident [$i:ident send $h:ident ($v:expr) ($p:pat) ($b:expr)] $($rest:tt)*) => {
         if $op.index() == $i {
             let $p = $op.send($h, $v);
+            $b
+        } else {
+            $crate::__select_dispatch!($op $($rest)*)
+        }
+    };
+    ($op:ident [$i:ident join $h:ident ($p:pat) ($b:expr)] $($rest:tt)*) => {
+        if $op.index() == $i {
+            let $p = $op.join($h);
+            $b
+        } else {
+            $crate::__select_dispatch!($op $($rest)*)
+        }
+    };
+    ($op:ident [$i:ident io $h:ident ($p:pat) ($b:expr)] $($rest:tt)*) => {
+        if $op.index() == $i {
+            let _ = $h;
+            let $p = $op.io();
             $b
         } else {
             $crate::__select_dispatch!($op $($rest)*)

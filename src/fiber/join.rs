@@ -147,6 +147,26 @@ impl<T> JoinHandle<T> {
         self.packet.is_done()
     }
 
+    /// Has `unparker` woken when the fiber finishes (for a `select`, which
+    /// then finds it finished); `false` if it is finishing already.
+    pub(crate) fn wake_when_finished(&self, unparker: crate::scheduler::park::Unparker) -> bool {
+        let put = |slot: &mut Option<crate::scheduler::park::Unparker>| {
+            *slot = Some(unparker);
+            false // woken from wherever the fiber finishes
+        };
+        matches!(
+            self.packet.register(put),
+            crate::fiber::packet::Registered::Waiting
+        )
+    }
+
+    /// The result of a fiber that has finished (a `select` saw it), taken
+    /// out of the handle: a later `join` panics.
+    pub(crate) fn take_finished(&self) -> Result<T, JoinError> {
+        self.packet.finish_wait();
+        self.packet.take_result()
+    }
+
     /// The fiber this handle joins.
     ///
     /// ```

@@ -24,7 +24,7 @@ use crate::scheduler::wait_on::WaitOn;
 use crate::fiber::JoinError;
 
 mod handle_end;
-pub(crate) use handle_end::HandleEnd;
+pub(crate) use handle_end::{HandleEnd, Registered};
 
 /// The handle has registered a waiter in the packet.
 const WAITING: u8 = 1;

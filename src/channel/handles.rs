@@ -1,0 +1,403 @@
+//! The operations a [`Select`](super::Select) waits on, behind one face
+//! ([`SelectHandle`]): a channel's send or receive, a fiber finishing (a
+//! `JoinHandle`), an fd becoming ready. What a chosen operation hands the
+//! user until it is completed is a [`Token`].
+
+use std::cell::UnsafeCell;
+use std::io;
+use std::os::fd::RawFd;
+
+use crate::channel::chan::Slot;
+use crate::channel::context::Context;
+use crate::channel::receiver::{Flavor, Receiver};
+use crate::channel::sender::Sender;
+use crate::fiber::JoinHandle;
+use crate::io::Interest;
+
+/// A box of some type, its type forgotten: a receive's slot.
+pub(crate) struct Erased {
+    ptr: *mut (),
+    drop: unsafe fn(*mut ()),
+}
+
+impl Erased {
+    pub(crate) fn new<T>(value: Box<T>) -> Erased {
+        /// Drops the box `ptr` came from.
+        ///
+        /// # Safety
+        ///
+        /// `ptr` is from `Box::<T>::into_raw`, dropped once.
+        unsafe fn drop_box<T>(ptr: *mut ()) {
+            // SAFETY: the caller's contract.
+            drop(unsafe { Box::from_raw(ptr.cast::<T>()) });
+        }
+        Erased {
+            ptr: Box::into_raw(value).cast(),
+            drop: drop_box::<T>,
+        }
+    }
+
+    pub(crate) fn ptr(&self) -> *mut () {
+        self.ptr
+    }
+
+    /// The box back.
+    ///
+    /// # Safety
+    ///
+    /// `T` is the type the box was made with.
+    pub(crate) unsafe fn into_box<T>(self) -> Box<T> {
+        let this = std::mem::ManuallyDrop::new(self);
+        // SAFETY: the caller's contract; `this` is never dropped, so the
+        // box is taken back once.
+        unsafe { Box::from_raw(this.ptr.cast::<T>()) }
+    }
+}
+
+impl Drop for Erased {
+    fn drop(&mut self) {
+        // SAFETY: `drop` is `drop_box` of the type `ptr` was made from, and
+        // this is the one drop (`into_box` forgets the value).
+        unsafe { (self.drop)(self.ptr) };
+    }
+}
+
+/// What a select holds for the operation it chose, until the user
+/// completes it.
+pub(crate) enum Token {
+    /// A receive: the slot (`Box<Slot<T>>`) with the message.
+    Message(Erased),
+    /// The channel is disconnected: the operation fails.
+    Closed,
+    /// A send: room is reserved for its message.
+    Reserved,
+    /// A joined fiber has finished: its result waits in its handle.
+    Finished,
+    /// An fd is ready (or polling it failed).
+    Io(io::Result<Interest>),
+}
+
+/// A channel operation as a select sees it (implemented by [`Sender`] and
+/// [`Receiver`]; the face other waits plug into).
+pub(crate) trait SelectHandle {
+    /// Completes the operation now if it can go ahead (`me`: the select's
+    /// own registrations, skipped).
+    fn try_op(&self, me: *const Context) -> Option<Token>;
+    /// Registers operation `oper` of the wait `cx`: `Ok` with the slot it
+    /// registered, if any, or `Err` if it can go ahead now (not registered).
+    fn register(&self, oper: usize, cx: &Context) -> Result<Option<Erased>, ()>;
+    /// Removes the registration (if still there).
+    fn unregister(&self, oper: usize, cx: &Context);
+    /// The token of a registration the wait was chosen for.
+    fn accept(&self, slot: Option<Erased>) -> Token;
+    /// Gives back what `token` holds: the operation will not be completed.
+    fn abandon(&self, token: Token);
+    /// When the operation becomes ready by itself (a timer).
+    fn deadline(&self) -> Option<u64>;
+    /// Whether the operation could go ahead now.
+    fn is_ready(&self) -> bool;
+    /// Registers a watcher of readiness; `false` if ready now.
+    fn watch(&self, oper: usize, cx: &Context) -> bool;
+    fn unwatch(&self, oper: usize, cx: &Context);
+    /// The fd a readiness operation waits on (`None` for the others).
+    fn fd(&self) -> Option<(RawFd, Interest)> {
+        None
+    }
+    /// Whether the operation wakes its waiter without selecting it (a
+    /// join, an fd: the select looks again at every wake-up).
+    fn wakes_only(&self) -> bool {
+        false
+    }
+}
+
+impl<T> SelectHandle for Sender<T> {
+    fn try_op(&self, me: *const Context) -> Option<Token> {
+        match self.chan.select_send(me)? {
+            Ok(()) => Some(Token::Reserved),
+            Err(()) => Some(Token::Closed),
+        }
+    }
+
+    fn register(&self, oper: usize, cx: &Context) -> Result<Option<Erased>, ()> {
+        if self.chan.register_send(oper, cx) {
+            Ok(None)
+        } else {
+            Err(())
+        }
+    }
+
+    fn unregister(&self, oper: usize, cx: &Context) {
+        self.chan.unregister(false, oper, cx);
+    }
+
+    fn accept(&self, _slot: Option<Erased>) -> Token {
+        Token::Reserved
+    }
+
+    fn abandon(&self, token: Token) {
+        if let Token::Reserved = token {
+            self.chan.release_reserved();
+        }
+    }
+
+    fn deadline(&self) -> Option<u64> {
+        None
+    }
+
+    fn is_ready(&self) -> bool {
+        self.chan.is_ready(false)
+    }
+
+    fn watch(&self, oper: usize, cx: &Context) -> bool {
+        self.chan.watch(false, oper, cx)
+    }
+
+    fn unwatch(&self, oper: usize, cx: &Context) {
+        self.chan.unregister(false, oper, cx);
+    }
+}
+
+/// A slot holding `message`, as a token.
+fn message_token<T>(message: T) -> Token {
+    let slot: Slot<T> = UnsafeCell::new(Some(message));
+    Token::Message(Erased::new(Box::new(slot)))
+}
+
+impl<T> SelectHandle for Receiver<T> {
+    fn try_op(&self, me: *const Context) -> Option<Token> {
+        match &self.flavor {
+            Flavor::Chan(chan) => match chan.select_recv(me)? {
+                Ok(m) => Some(message_token(m)),
+                Err(()) => Some(Token::Closed),
+            },
+            _ => self.try_recv().ok().map(message_token),
+        }
+    }
+
+    fn register(&self, oper: usize, cx: &Context) -> Result<Option<Erased>, ()> {
+        match &self.flavor {
+            Flavor::Chan(chan) => {
+                let slot: Box<Slot<T>> = Box::new(UnsafeCell::new(None));
+                let slot = Erased::new(slot);
+                if chan.register_recv(oper, cx, slot.ptr()) {
+                    Ok(Some(slot))
+                } else {
+                    Err(())
+                }
+            }
+            // Timers wake the select by its deadline; `never` never does.
+            _ if self.is_ready() => Err(()),
+            _ => Ok(None),
+        }
+    }
+
+    fn unregister(&self, oper: usize, cx: &Context) {
+        if let Flavor::Chan(chan) = &self.flavor {
+            chan.unregister(true, oper, cx);
+        }
+    }
+
+    fn accept(&self, slot: Option<Erased>) -> Token {
+        Token::Message(slot.expect("a chosen receive has its slot"))
+    }
+
+    fn abandon(&self, token: Token) {
+        if let Token::Message(slot) = token {
+            // SAFETY: a receive's slot of this receiver's `T`.
+            let slot = unsafe { slot.into_box::<Slot<T>>() };
+            if let Some(message) = slot.into_inner() {
+                match &self.flavor {
+                    Flavor::Chan(chan) => chan.give_back(message),
+                    Flavor::At(at, _) => {
+                        drop(message);
+                        at.undeliver();
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    fn deadline(&self) -> Option<u64> {
+        match &self.flavor {
+            Flavor::At(at, _) => at.due(),
+            Flavor::Tick(tick, _) => Some(tick.due()),
+            _ => None,
+        }
+    }
+
+    fn is_ready(&self) -> bool {
+        match &self.flavor {
+            Flavor::Chan(chan) => chan.is_ready(true),
+            Flavor::Never => false,
+            _ => !self.is_empty(),
+        }
+    }
+
+    fn watch(&self, oper: usize, cx: &Context) -> bool {
+        match &self.flavor {
+            Flavor::Chan(chan) => chan.watch(true, oper, cx),
+            _ => !self.is_ready(),
+        }
+    }
+
+    fn unwatch(&self, oper: usize, cx: &Context) {
+        self.unregister(oper, cx);
+    }
+}
+
+impl<T> SelectHandle for JoinHandle<T> {
+    fn try_op(&self, _me: *const Context) -> Option<Token> {
+        self.is_finished().then_some(Token::Finished)
+    }
+
+    fn register(&self, _oper: usize, cx: &Context) -> Result<Option<Erased>, ()> {
+        // The fiber wakes the wait when it finishes (a wake-up the select
+        // checks); a waiter left behind after the select wakes nobody who
+        // still waits (a spent token, or a spurious thread wake-up).
+        if self.wake_when_finished(cx.unparker().clone()) {
+            Ok(None)
+        } else {
+            Err(())
+        }
+    }
+
+    fn unregister(&self, _oper: usize, _cx: &Context) {}
+
+    fn accept(&self, _slot: Option<Erased>) -> Token {
+        Token::Finished
+    }
+
+    fn abandon(&self, _token: Token) {}
+
+    fn deadline(&self) -> Option<u64> {
+        None
+    }
+
+    fn is_ready(&self) -> bool {
+        self.is_finished()
+    }
+
+    fn watch(&self, oper: usize, cx: &Context) -> bool {
+        self.register(oper, cx).is_ok()
+    }
+
+    fn unwatch(&self, _oper: usize, _cx: &Context) {}
+
+    fn wakes_only(&self) -> bool {
+        true
+    }
+}
+
+/// A readiness operation on an fd (added with `Select::io`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct IoOp {
+    pub(crate) fd: RawFd,
+    pub(crate) interest: Interest,
+}
+
+impl IoOp {
+    /// The fd's readiness now, if any (or the error polling it gave).
+    fn poll_now(&self) -> Option<io::Result<Interest>> {
+        let mut pfd = [pollfd(self.fd, self.interest)];
+        match poll(&mut pfd, 0) {
+            Err(e) => Some(Err(e)),
+            Ok(_) => revents(&pfd[0], self.interest),
+        }
+    }
+}
+
+/// A `pollfd` for `interest` on `fd`.
+pub(crate) fn pollfd(fd: RawFd, interest: Interest) -> libc::pollfd {
+    let mut events = 0;
+    if interest.is_readable() {
+        events |= libc::POLLIN;
+    }
+    if interest.is_writable() {
+        events |= libc::POLLOUT;
+    }
+    libc::pollfd {
+        fd,
+        events,
+        revents: 0,
+    }
+}
+
+/// poll(2) on `fds` for at most `timeout_ms` (-1: no limit), retried when
+/// interrupted; the number of fds with events.
+pub(crate) fn poll(fds: &mut [libc::pollfd], timeout_ms: i32) -> io::Result<usize> {
+    loop {
+        // SAFETY: `fds` is a valid array of pollfds of the length given.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
+        if n >= 0 {
+            return Ok(n as usize);
+        }
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    }
+}
+
+/// What a polled `pfd` reports for `interest`: the readiness (an error or
+/// hang-up counts as ready, as `fibra::io::wait` reports it), an error for
+/// an fd that is not open, or `None`.
+pub(crate) fn revents(pfd: &libc::pollfd, interest: Interest) -> Option<io::Result<Interest>> {
+    if pfd.revents & libc::POLLNVAL != 0 {
+        return Some(Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("fd {} is not open", pfd.fd),
+        )));
+    }
+    let mut ready = Interest::EMPTY;
+    if pfd.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0 {
+        ready = ready | Interest::READABLE;
+    }
+    if pfd.revents & (libc::POLLOUT | libc::POLLERR) != 0 {
+        ready = ready | Interest::WRITABLE;
+    }
+    let ready = ready & interest;
+    (!ready.is_empty()).then_some(Ok(ready))
+}
+
+impl SelectHandle for IoOp {
+    fn try_op(&self, _me: *const Context) -> Option<Token> {
+        self.poll_now().map(Token::Io)
+    }
+
+    fn register(&self, _oper: usize, _cx: &Context) -> Result<Option<Erased>, ()> {
+        // Armed by the select itself, with its other fds, just before it
+        // parks (see `Select::run`).
+        Ok(None)
+    }
+
+    fn unregister(&self, _oper: usize, _cx: &Context) {}
+
+    fn accept(&self, _slot: Option<Erased>) -> Token {
+        unreachable!("an fd is never chosen by a notifier")
+    }
+
+    fn abandon(&self, _token: Token) {}
+
+    fn deadline(&self) -> Option<u64> {
+        None
+    }
+
+    fn is_ready(&self) -> bool {
+        self.poll_now().is_some()
+    }
+
+    fn watch(&self, _oper: usize, _cx: &Context) -> bool {
+        !self.is_ready()
+    }
+
+    fn unwatch(&self, _oper: usize, _cx: &Context) {}
+
+    fn fd(&self) -> Option<(RawFd, Interest)> {
+        Some((self.fd, self.interest))
+    }
+
+    fn wakes_only(&self) -> bool {
+        true
+    }
+}

@@ -1,0 +1,181 @@
+//! `select!` beyond channels: a socket's readiness (`io`), a fiber's end
+//! (`join`) and timers in one wait — in a fiber, and on a plain thread
+//! woken by a channel fed from elsewhere.
+
+use std::io::{BufRead, BufReader, Write};
+use std::time::{Duration, Instant};
+
+use fibra::channel::{Select, after, bounded, never, unbounded};
+use fibra::io::Interest;
+use fibra::net::{TcpListener, TcpStream};
+
+const MS: Duration = Duration::from_millis(1);
+
+/// The chat server's loop in miniature: one fiber waits on its client's
+/// socket, a broadcast channel and a quit channel at once.
+#[test]
+fn select_over_a_socket_a_channel_and_after_in_one_fiber() {
+    fibra::run(|| {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (broadcast_s, broadcast) = unbounded::<String>();
+        let (quit_s, quit) = bounded::<()>(0);
+        let server = fibra::spawn(move || {
+            let (conn, _) = listener.accept().unwrap();
+            let mut reader = BufReader::new(conn.try_clone().unwrap());
+            let mut writer = conn;
+            let mut events = Vec::new();
+            loop {
+                fibra::select! {
+                    io(writer, Interest::READABLE) -> ready => {
+                        assert!(ready.unwrap().is_readable());
+                        let mut line = String::new();
+                        if reader.read_line(&mut line).unwrap() == 0 {
+                            events.push("eof".to_string());
+                            break;
+                        }
+                        events.push(format!("client: {}", line.trim()));
+                    }
+                    recv(broadcast) -> msg => {
+                        let msg = msg.unwrap();
+                        writer.write_all(format!("{msg}\n").as_bytes()).unwrap();
+                        events.push(format!("broadcast: {msg}"));
+                    }
+                    recv(quit) -> _ => { events.push("quit".into()); break }
+                    recv(after(Duration::from_secs(10))) -> _ => panic!("stuck"),
+                }
+            }
+            events
+        });
+        let mut client = TcpStream::connect(addr).unwrap();
+        client.write_all(b"hello\n").unwrap();
+        fibra::sleep(10 * MS);
+        broadcast_s.send("news".into()).unwrap();
+        let mut echoed = String::new();
+        BufReader::new(client.try_clone().unwrap())
+            .read_line(&mut echoed)
+            .unwrap();
+        assert_eq!(echoed, "news\n");
+        client.write_all(b"bye\n").unwrap();
+        fibra::sleep(10 * MS);
+        quit_s.send(()).unwrap();
+        assert_eq!(
+            server.join().unwrap(),
+            ["client: hello", "broadcast: news", "client: bye", "quit"]
+        );
+    });
+}
+
+/// On a plain thread, an `io` wait is woken by a channel that a fiber of
+/// another thread sends on, and by its fd.
+#[test]
+fn io_and_channel_on_a_plain_thread() {
+    let (a, mut b) = std::os::unix::net::UnixStream::pair().unwrap();
+    let (s, r) = bounded::<u32>(0);
+    let waiter = std::thread::spawn(move || {
+        let mut got = Vec::new();
+        for _ in 0..2 {
+            let start = Instant::now();
+            fibra::select! {
+                io(a, Interest::READABLE) -> ready => {
+                    assert_eq!(ready.unwrap(), Interest::READABLE);
+                    let mut buf = [0u8; 1];
+                    std::io::Read::read_exact(&mut &a, &mut buf).unwrap();
+                    got.push(format!("fd {}", buf[0]));
+                }
+                recv(r) -> m => got.push(format!("chan {}", m.unwrap())),
+            }
+            assert!(start.elapsed() >= 10 * MS, "it waited");
+        }
+        got
+    });
+    let keep = fibra::run(move || {
+        fibra::sleep(30 * MS);
+        s.send(7).unwrap(); // a rendezvous: the thread is waiting in select
+        fibra::sleep(30 * MS);
+        b.write_all(&[9]).unwrap();
+        s // connected until the thread is done
+    });
+    assert_eq!(waiter.join().unwrap(), ["chan 7", "fd 9"]);
+    drop(keep);
+}
+
+#[test]
+fn join_arms_take_the_first_fiber_to_finish() {
+    fibra::run(|| {
+        let slow = fibra::spawn(|| {
+            fibra::sleep(200 * MS);
+            "slow"
+        });
+        let fast = fibra::spawn(|| {
+            fibra::sleep(10 * MS);
+            "fast"
+        });
+        let first = fibra::select! {
+            join(slow) -> r => r.unwrap(),
+            join(fast) -> r => r.unwrap(),
+        };
+        assert_eq!(first, "fast");
+        assert_eq!(slow.join().unwrap(), "slow");
+        // A panicked fiber's end is an error, as from `join`.
+        let boom = fibra::spawn(|| panic!("boom"));
+        let err = fibra::select! {
+            join(boom) -> r => r.unwrap_err(),
+        };
+        assert!(err.is_panic());
+    });
+    // From a plain thread, a fiber of a runtime on another thread.
+    let (s, r) = bounded::<fibra::JoinHandle<u32>>(1);
+    let rt_thread = std::thread::spawn(move || {
+        fibra::run(move || {
+            s.send(fibra::spawn(|| {
+                fibra::sleep(20 * MS);
+                5
+            }))
+            .unwrap();
+            fibra::sleep(50 * MS);
+        })
+    });
+    let h = r.recv().unwrap();
+    let mut sel = Select::new();
+    let i = sel.join(&h);
+    let timeout = after(Duration::from_secs(5));
+    sel.recv(&timeout);
+    let op = sel.select();
+    assert_eq!(op.index(), i);
+    assert_eq!(op.join(&h).unwrap(), 5);
+    rt_thread.join().unwrap();
+}
+
+/// A select with `io` arms, cancelled while it waits, leaves nothing armed:
+/// the socket works for the next reader.
+#[test]
+fn a_cancelled_io_select_leaves_the_socket_usable() {
+    fibra::run(|| {
+        let (a, b) = fibra::net::UnixStream::pair().unwrap();
+        let a = std::rc::Rc::new(a);
+        let waiting = {
+            let a = a.clone();
+            fibra::spawn(move || {
+                let off = never::<()>();
+                fibra::select! {
+                    io(a, Interest::READABLE) -> _ => {},
+                    recv(off) -> _ => {},
+                }
+            })
+        };
+        fibra::sleep(5 * MS);
+        waiting.cancel();
+        assert!(waiting.join().unwrap_err().is_cancelled());
+        (&b).write_all(b"x").unwrap();
+        assert_eq!(
+            fibra::io::wait(
+                std::os::fd::AsRawFd::as_raw_fd(&*a),
+                Interest::READABLE,
+                Some(Duration::from_secs(5))
+            )
+            .unwrap(),
+            Interest::READABLE
+        );
+    });
+}
