@@ -63,6 +63,7 @@ mod receiver;
 mod select;
 mod select_macro;
 mod select_wait;
+mod selected;
 mod sender;
 mod timers;
 

@@ -1,0 +1,148 @@
+//! The channel's side of a `select`: trying an operation on its behalf,
+//! registering its waits and watchers, and taking back what it was given
+//! and could not use.
+
+use super::{Chan, Inner};
+use crate::channel::context::{Context, Kind};
+use crate::channel::err::{TryRecvError, TrySendError};
+use crate::sync::waiters::Wakeups;
+
+impl<T> Chan<T> {
+    /// A `select`'s receive, tried: a message, `Err(())` when disconnected
+    /// and empty, or `None` (would wait).
+    pub(crate) fn select_recv(&self, me: *const Context) -> Option<Result<T, ()>> {
+        let mut wake = Wakeups::default();
+        let result = self.recv_locked(&mut self.lock(), me, &mut wake);
+        wake.wake();
+        match result {
+            Ok(m) => Some(Ok(m)),
+            Err(TryRecvError::Disconnected) => Some(Err(())),
+            Err(TryRecvError::Empty) => None,
+        }
+    }
+
+    /// A `select`'s send, tried: `Ok` with room reserved for the message,
+    /// `Err(())` when disconnected, or `None` (would wait).
+    pub(crate) fn select_send(&self, me: *const Context) -> Option<Result<(), ()>> {
+        let mut inner = self.lock();
+        if inner.disconnected {
+            return Some(Err(()));
+        }
+        if self.send_ready(&inner, me) {
+            inner.reserved += 1;
+            return Some(Ok(()));
+        }
+        None
+    }
+
+    fn send_ready(&self, inner: &Inner<T>, me: *const Context) -> bool {
+        inner.disconnected
+            || inner.queue.len() + inner.reserved < self.cap
+            || inner.receivers.any(me, |k| matches!(k, Kind::Packet(_)))
+    }
+
+    fn recv_ready(&self, inner: &Inner<T>, me: *const Context) -> bool {
+        inner.disconnected
+            || !inner.queue.is_empty()
+            || inner
+                .senders
+                .any(me, |k| matches!(k, Kind::Packet(_) | Kind::Lazy))
+    }
+
+    /// Sends with room reserved by [`Chan::select_send`] (or given by a
+    /// receiver to a waiting `select`).
+    pub(crate) fn send_reserved(&self, message: T) -> Result<(), T> {
+        let mut wake = Wakeups::default();
+        let result = self.send_locked(&mut self.lock(), message, true, std::ptr::null(), &mut wake);
+        wake.wake();
+        result.map_err(TrySendError::into_inner)
+    }
+
+    /// Gives back room reserved for a send that will not come.
+    pub(crate) fn release_reserved(&self) {
+        let mut wake = Wakeups::default();
+        let mut inner = self.lock();
+        inner.reserved -= 1;
+        self.admit_sender(&mut inner, std::ptr::null(), &mut wake);
+        inner.receivers.wake_watchers(&mut wake);
+        drop(inner);
+        wake.wake();
+    }
+
+    /// Gives back a message a `select` received but cannot keep.
+    pub(crate) fn give_back(&self, message: T) {
+        let mut wake = Wakeups::default();
+        self.give_back_locked(&mut self.lock(), message, &mut wake);
+        wake.wake();
+    }
+
+    /// Registers a `select`'s receive into `packet` (a `*mut Slot<T>`),
+    /// unless it can go ahead now (`false`).
+    pub(crate) fn register_recv(&self, oper: usize, cx: &Context, packet: *mut ()) -> bool {
+        let mut wake = Wakeups::default();
+        let mut inner = self.lock();
+        if self.recv_ready(&inner, cx) {
+            return false;
+        }
+        inner.receivers.register(cx, oper, Kind::Packet(packet));
+        inner.senders.wake_watchers(&mut wake);
+        drop(inner);
+        wake.wake();
+        true
+    }
+
+    /// Registers a `select`'s send (its message not made yet), unless it
+    /// can go ahead now (`false`).
+    pub(crate) fn register_send(&self, oper: usize, cx: &Context) -> bool {
+        let mut wake = Wakeups::default();
+        let mut inner = self.lock();
+        if self.send_ready(&inner, cx) {
+            return false;
+        }
+        inner.senders.register(cx, oper, Kind::Lazy);
+        inner.receivers.wake_watchers(&mut wake);
+        drop(inner);
+        wake.wake();
+        true
+    }
+
+    /// Registers a watcher of the receive (`recv`) or send side, unless
+    /// that side is ready now (`false`).
+    pub(crate) fn watch(&self, recv: bool, oper: usize, cx: &Context) -> bool {
+        let mut inner = self.lock();
+        if recv {
+            if self.recv_ready(&inner, cx) {
+                return false;
+            }
+            inner.receivers.register(cx, oper, Kind::Watch);
+        } else {
+            if self.send_ready(&inner, cx) {
+                return false;
+            }
+            inner.senders.register(cx, oper, Kind::Watch);
+        }
+        true
+    }
+
+    /// Whether a receive (`recv`) or a send would go ahead now.
+    pub(crate) fn is_ready(&self, recv: bool) -> bool {
+        let inner = self.lock();
+        if recv {
+            self.recv_ready(&inner, std::ptr::null())
+        } else {
+            self.send_ready(&inner, std::ptr::null())
+        }
+    }
+
+    /// Removes what `oper` of `cx` registered on the receive (`recv`) or
+    /// send side, if still there.
+    pub(crate) fn unregister(&self, recv: bool, oper: usize, cx: &Context) {
+        let mut inner = self.lock();
+        let line = if recv {
+            &mut inner.receivers
+        } else {
+            &mut inner.senders
+        };
+        line.unregister(cx, oper);
+    }
+}

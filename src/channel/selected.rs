@@ -1,0 +1,155 @@
+//! [`SelectedOperation`]: the operation a [`Select`](super::Select) chose,
+//! until the user completes it.
+
+use std::fmt;
+use std::io;
+use std::marker::PhantomData;
+
+use crate::channel::chan::Slot;
+use crate::channel::err::{RecvError, SendError};
+use crate::channel::handles::Token;
+use crate::channel::receiver::Receiver;
+use crate::channel::select::Handle;
+use crate::channel::sender::Sender;
+use crate::fiber::{JoinError, JoinHandle};
+use crate::io::Interest;
+
+/// The operation a [`Select`](super::Select) chose, to be completed with
+/// [`send`](SelectedOperation::send) or [`recv`](SelectedOperation::recv)
+/// (with the sender or receiver it was added with).
+///
+/// # Panics
+///
+/// Dropping it without completing the operation panics (what it was handed
+/// is given back first: a message to its channel, reserved room to the next
+/// sender).
+#[must_use = "a selected operation must be completed with `send` or `recv`"]
+pub struct SelectedOperation<'a> {
+    index: usize,
+    ptr: *const u8,
+    handle: Handle<'a>,
+    token: Option<Token>,
+    _not_send: PhantomData<*const ()>,
+}
+
+impl<'a> SelectedOperation<'a> {
+    pub(crate) fn new(
+        index: usize,
+        ptr: *const u8,
+        handle: Handle<'a>,
+        token: Token,
+    ) -> SelectedOperation<'a> {
+        SelectedOperation {
+            index,
+            ptr,
+            handle,
+            token: Some(token),
+            _not_send: PhantomData,
+        }
+    }
+
+    /// The index the operation was added with.
+    pub fn index(&self) -> usize {
+        self.index
+    }
+
+    /// Completes the chosen send with `msg`.
+    ///
+    /// # Errors
+    ///
+    /// When every receiver is gone, with the message.
+    ///
+    /// # Panics
+    ///
+    /// If `s` is not the sender the operation was added with.
+    pub fn send<T>(mut self, s: &Sender<T>, msg: T) -> Result<(), SendError<T>> {
+        assert!(
+            std::ptr::eq(std::ptr::from_ref(s).cast(), self.ptr),
+            "passed a sender that wasn't selected",
+        );
+        match self.token.take().expect("not completed yet") {
+            Token::Reserved => s.chan.send_reserved(msg).map_err(SendError),
+            _ => Err(SendError(msg)),
+        }
+    }
+
+    /// Completes the chosen receive.
+    ///
+    /// # Errors
+    ///
+    /// When the channel is empty and disconnected.
+    ///
+    /// # Panics
+    ///
+    /// If `r` is not the receiver the operation was added with.
+    pub fn recv<T>(mut self, r: &Receiver<T>) -> Result<T, RecvError> {
+        assert!(
+            std::ptr::eq(std::ptr::from_ref(r).cast(), self.ptr),
+            "passed a receiver that wasn't selected",
+        );
+        match self.token.take().expect("not completed yet") {
+            Token::Message(slot) => {
+                // SAFETY: the slot was made for the receive on `r` (the
+                // check above), a `Slot<T>` of its `T`.
+                let slot = unsafe { slot.into_box::<Slot<T>>() };
+                slot.into_inner().ok_or(RecvError)
+            }
+            _ => Err(RecvError),
+        }
+    }
+
+    /// Completes the chosen join: the fiber's result, taken out of `h`
+    /// (which must not be joined again).
+    ///
+    /// # Errors
+    ///
+    /// As [`JoinHandle::join`]: the fiber panicked or was cancelled.
+    ///
+    /// # Panics
+    ///
+    /// If `h` is not the handle the operation was added with.
+    pub fn join<T>(mut self, h: &JoinHandle<T>) -> Result<T, JoinError> {
+        assert!(
+            std::ptr::eq(std::ptr::from_ref(h).cast(), self.ptr),
+            "passed a join handle that wasn't selected",
+        );
+        self.token = None;
+        h.take_finished()
+    }
+
+    /// Completes the chosen fd readiness: what the fd is ready for.
+    ///
+    /// # Errors
+    ///
+    /// Polling the fd failed (`InvalidInput` for an fd that is not open).
+    ///
+    /// # Panics
+    ///
+    /// If the chosen operation is not an fd's.
+    pub fn io(mut self) -> io::Result<Interest> {
+        match self.token.take() {
+            Some(Token::Io(ready)) => ready,
+            other => {
+                self.token = other;
+                panic!("the selected operation is not an fd's readiness")
+            }
+        }
+    }
+}
+
+impl Drop for SelectedOperation<'_> {
+    fn drop(&mut self) {
+        if let Some(token) = self.token.take() {
+            self.handle.get().abandon(token);
+            if !std::thread::panicking() {
+                panic!("dropped `SelectedOperation` without completing the operation");
+            }
+        }
+    }
+}
+
+impl fmt::Debug for SelectedOperation<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad("SelectedOperation { .. }")
+    }
+}
