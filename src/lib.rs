@@ -36,6 +36,9 @@
 //!   WARN while it runs ([`stall_warning`](runtime::Builder::stall_warning));
 //!   [`Runtime::dump`] lists every fiber.
 //! - Time: [`sleep`], [`sleep_until`], [`timeout`].
+//! - Channels: [`channel`] (crossbeam-channel's API: MPMC, `bounded(0)`
+//!   rendezvous, timers) and [`select!`] over channels, sockets and
+//!   fibers' ends; [`sync`] for std's shapes (`Mutex`, `mpsc`, ...).
 //! - Kernel objects: [`io::wait`] on any fd, [`io::EventFd`].
 //! - Files: [`fs`] (std::fs's shapes, on the blocking pool from a fiber);
 //!   other blocking work: [`spawn_blocking`].
