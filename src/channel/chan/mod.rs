@@ -261,6 +261,24 @@ impl<T> Chan<T> {
         deadline: Option<u64>,
     ) -> Result<(), SendTimeoutError<T>> {
         let mut message = message;
+        if crate::scheduler::context::current().is_none() {
+            // A thread spins a moment first: a wait that ends within
+            // microseconds is cheaper than a sleep in the kernel and the
+            // wake-up after it. (A fiber parks at once: others run.)
+            let mut spin = Backoff::default();
+            while spin.snooze() {
+                match self.try_send(message) {
+                    Ok(()) => return Ok(()),
+                    Err(TrySendError::Disconnected(m)) => {
+                        return Err(SendTimeoutError::Disconnected(m));
+                    }
+                    Err(TrySendError::Full(m)) => message = m,
+                }
+                if deadline.is_some_and(|d| d <= clock::now_ns()) {
+                    break;
+                }
+            }
+        }
         loop {
             let mut wake = Wakeups::default();
             let mut inner = self.lock();
@@ -314,6 +332,20 @@ impl<T> Chan<T> {
 
     /// Receives, waiting for a message until `deadline`.
     pub(crate) fn recv(&self, deadline: Option<u64>) -> Result<T, RecvTimeoutError> {
+        if crate::scheduler::context::current().is_none() {
+            // As in `send`: a thread spins a moment first.
+            let mut spin = Backoff::default();
+            while spin.snooze() {
+                match self.try_recv() {
+                    Ok(m) => return Ok(m),
+                    Err(TryRecvError::Disconnected) => return Err(RecvTimeoutError::Disconnected),
+                    Err(TryRecvError::Empty) => {}
+                }
+                if deadline.is_some_and(|d| d <= clock::now_ns()) {
+                    break;
+                }
+            }
+        }
         loop {
             let mut wake = Wakeups::default();
             let mut inner = self.lock();
@@ -390,5 +422,31 @@ impl<T> Chan<T> {
         drop(inner);
         wake.wake();
         drop(dropped);
+    }
+}
+
+/// A thread's short wait before it parks: spins that double, then yields
+/// of the thread; `snooze` says whether to try once more.
+#[derive(Default)]
+struct Backoff {
+    step: u32,
+}
+
+impl Backoff {
+    const SPIN_STEPS: u32 = 6;
+    const YIELD_STEPS: u32 = 10;
+
+    fn snooze(&mut self) -> bool {
+        if self.step <= Self::SPIN_STEPS {
+            for _ in 0..1u32 << self.step {
+                std::hint::spin_loop();
+            }
+        } else if self.step <= Self::YIELD_STEPS {
+            std::thread::yield_now();
+        } else {
+            return false;
+        }
+        self.step += 1;
+        true
     }
 }
