@@ -441,8 +441,31 @@ fn malformed_requests_get_400_then_close() {
     c.send(&req);
     assert_eq!(c.response().status, 200);
     c.assert_rejected(400);
+    // A well-formed version the server does not speak is 505; a version
+    // that is not `HTTP/<digit>.<digit>` is a malformed request, 400 (as
+    // nginx and hyper answer).
+    for good in ["HTTP/2.0", "HTTP/3.0", "HTTP/0.9"] {
+        let mut c = server.client();
+        c.send(format!("GET / {good}\r\nHost: t\r\n\r\n").as_bytes());
+        c.assert_rejected(505);
+    }
+    for bad in [
+        "HTTP/x",
+        "HTTP/1.x",
+        "HTTP/11.1",
+        "FOO/1.1",
+        "HTTP/1.1.1",
+        "http/1.1",
+    ] {
+        let mut c = server.client();
+        c.send(format!("GET / {bad}\r\nHost: t\r\n\r\n").as_bytes());
+        c.assert_rejected(400);
+    }
+    // Sent a byte at a time, a good version is still told from a bad one.
     let mut c = server.client();
-    c.send(b"GET / HTTP/2.0\r\nHost: t\r\n\r\n");
+    for b in b"GET / HTTP/2.0\r\nHost: t\r\n\r\n" {
+        c.send(&[*b]);
+    }
     c.assert_rejected(505);
     server.assert_serves();
 }

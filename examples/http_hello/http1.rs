@@ -338,7 +338,7 @@ impl Session {
             }
             Ok(httparse::Status::Partial) => return Ok(None),
             Err(httparse::Error::TooManyHeaders) => return Err(Reject::HeadTooLarge),
-            Err(httparse::Error::Version) => return Err(Reject::UnsupportedVersion),
+            Err(httparse::Error::Version) => return version_reject(input),
             Err(_) => return Err(Reject::BadRequest),
         };
         let http10 = req.version == Some(0);
@@ -636,6 +636,34 @@ fn civil_from_days(days: u64) -> (u64, u64, u64) {
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
     let year = era * 400 + yoe + u64::from(month <= 2);
     (year, month, day)
+}
+
+/// What a request line whose version httparse refused deserves: 505 for a
+/// well-formed `HTTP/<digit>.<digit>` this server does not speak (2.0,
+/// 3.0), 400 for anything else (`HTTP/x`, `FOO/1.1`), as nginx and hyper
+/// answer; `Ok(None)` while the line is incomplete and could still be a
+/// well-formed version.
+fn version_reject(input: &[u8]) -> Result<Option<Head>, Reject> {
+    let line_end = input.iter().position(|&b| b == b'\n');
+    let line = &input[..line_end.unwrap_or(input.len())];
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let version = line.rsplit(|&b| b == b' ').next().unwrap_or_default();
+    let pattern: &[fn(u8) -> bool] = &[
+        |b| b == b'H',
+        |b| b == b'T',
+        |b| b == b'T',
+        |b| b == b'P',
+        |b| b == b'/',
+        |b: u8| b.is_ascii_digit(),
+        |b| b == b'.',
+        |b: u8| b.is_ascii_digit(),
+    ];
+    let fits = version.len() <= pattern.len() && version.iter().zip(pattern).all(|(&b, ok)| ok(b));
+    match (fits, line_end.is_some(), version.len() == pattern.len()) {
+        (true, true, true) => Err(Reject::UnsupportedVersion),
+        (true, false, _) => Ok(None), // more of the line to come
+        _ => Err(Reject::BadRequest),
+    }
 }
 
 #[cfg(test)]
