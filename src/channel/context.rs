@@ -194,10 +194,10 @@ impl Entry {
 
     /// The entry's context.
     pub(crate) fn cx(&self) -> &Context {
-        // SAFETY: an entry is reachable only through its channel's lock,
-        // and its waiter unregisters it (under that lock) before its
-        // context goes away (module docs); the caller holds the lock, as
-        // `&Entry` from a locked `Waiters` shows.
+        // An entry is reachable only through its channel's lock, which
+        // the caller holds (`&Entry` from a locked `Waiters`).
+        // SAFETY: its waiter unregisters it, under that lock, before its
+        // context goes away (module docs): the context is alive.
         unsafe { &*self.cx }
     }
 

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::task::{Wake, Waker};
 
 use crate::channel::context::{Context, Selected, wait};
-use crate::channel::handles::{poll, pollfd};
+use crate::io::poll::{poll, pollfd};
 use crate::io::{EventFd, Interest};
 use crate::scheduler::context;
 use crate::scheduler::park::Unparker;

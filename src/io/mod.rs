@@ -5,6 +5,7 @@
 //! runtime runs the other fibers, with no limit on how many fibers wait.
 
 mod eventfd;
+pub(crate) mod poll;
 
 pub use crate::reactor::Interest;
 pub use eventfd::EventFd;
@@ -102,13 +103,7 @@ pub(crate) fn wait_on_thread(
     interest: Interest,
     deadline: Option<u64>,
 ) -> io::Result<Interest> {
-    let mut events = 0;
-    if interest.is_readable() {
-        events |= libc::POLLIN;
-    }
-    if interest.is_writable() {
-        events |= libc::POLLOUT;
-    }
+    let mut pfd = [poll::pollfd(fd, interest)];
     loop {
         let timeout_ms = match deadline {
             None => -1,
@@ -120,36 +115,12 @@ pub(crate) fn wait_on_thread(
                 left.div_ceil(1_000_000).min(i32::MAX as u64) as i32
             }
         };
-        let mut pfd = libc::pollfd {
-            fd,
-            events,
-            revents: 0,
-        };
-        // SAFETY: one valid pollfd.
-        let n = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
-        if n < 0 {
-            let err = io::Error::last_os_error();
-            if err.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(err);
-        }
-        if n == 0 {
+        pfd[0].revents = 0;
+        if poll::poll(&mut pfd, timeout_ms)? == 0 {
             continue; // the deadline check above decides
         }
-        if pfd.revents & libc::POLLNVAL != 0 {
-            return Err(not_open(fd));
-        }
-        let mut ready = Interest::EMPTY;
-        if pfd.revents & (libc::POLLIN | libc::POLLHUP | libc::POLLERR) != 0 {
-            ready = ready | Interest::READABLE;
-        }
-        if pfd.revents & (libc::POLLOUT | libc::POLLERR) != 0 {
-            ready = ready | Interest::WRITABLE;
-        }
-        let ready = ready & interest;
-        if !ready.is_empty() {
-            return Ok(ready);
+        if let Some(ready) = poll::revents(&pfd[0], interest) {
+            return ready;
         }
     }
 }

@@ -135,6 +135,7 @@ mod socket;
 mod stream_buf;
 mod tcp_listener;
 mod tcp_stream;
+mod timeout_words;
 #[cfg(feature = "tokio-io")]
 mod tokio_io;
 mod udp;

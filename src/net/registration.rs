@@ -12,8 +12,6 @@
 
 use std::io;
 use std::os::fd::RawFd;
-use std::sync::Arc;
-use std::sync::Mutex;
 #[cfg(feature = "futures-io")]
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -23,6 +21,7 @@ use std::time::Duration;
 
 use crate::io::Interest;
 pub(crate) use crate::net::stream_buf::StreamBuf;
+use crate::net::timeout_words::{NONBLOCKING, SHARED, shared_value};
 use crate::scheduler::context;
 use crate::scheduler::core::Core;
 use crate::scheduler::park::{Parked, park};
@@ -44,8 +43,8 @@ pub(crate) struct Registration {
     /// word is not 0, so a socket without a timeout never looks there).
     /// A word once shared never changes again, and the `SharedWords` lives
     /// as long as the registration: it holds one count of its `Arc`.
-    read_timeout: AtomicU64,
-    write_timeout: AtomicU64,
+    pub(super) read_timeout: AtomicU64,
+    pub(super) write_timeout: AtomicU64,
 }
 
 impl Registration {
@@ -427,189 +426,6 @@ impl Registration {
             readiness::deregister_socket(core, fd, self.uid);
         }
     }
-
-    /// Sets the read timeout (for this socket and its clones).
-    pub(crate) fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
-        let ns = timeout_to_nanos(timeout)?;
-        let _setting = lock_setters();
-        set_nanos(self.word(true), ns);
-        Ok(())
-    }
-
-    /// Sets the write timeout (for this socket and its clones).
-    pub(crate) fn set_write_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
-        let ns = timeout_to_nanos(timeout)?;
-        let _setting = lock_setters();
-        set_nanos(self.word(false), ns);
-        Ok(())
-    }
-
-    pub(crate) fn read_timeout(&self) -> Option<Duration> {
-        nanos_to_timeout(self.word(true).load(Ordering::Relaxed) & !NONBLOCKING)
-    }
-
-    pub(crate) fn write_timeout(&self) -> Option<Duration> {
-        nanos_to_timeout(self.word(false).load(Ordering::Relaxed) & !NONBLOCKING)
-    }
-
-    /// Sets the socket's non-blocking mode (for it and its clones): a call
-    /// that would wait says `WouldBlock` instead (the fd itself is always
-    /// non-blocking).
-    pub(crate) fn set_nonblocking(&self, on: bool) {
-        let _setting = lock_setters();
-        for word in [self.word(true), self.word(false)] {
-            if on {
-                word.fetch_or(NONBLOCKING, Ordering::Relaxed);
-            } else {
-                word.fetch_and(!NONBLOCKING, Ordering::Relaxed);
-            }
-        }
-    }
-
-    /// A registration for a duplicate of the fd (`try_clone`): its own id,
-    /// the timeouts and the mode shared with this one (both ways, as the
-    /// kernel shares them between duplicated fds).
-    pub(crate) fn duplicate(&self) -> Registration {
-        let _setting = lock_setters();
-        let words = self.share();
-        let r = Registration::new();
-        // One more count for `r`, released by its drop.
-        let count = Arc::clone(&words);
-        std::mem::forget(count);
-        r.read_timeout
-            .store(shared_word(&words.read), Ordering::Relaxed);
-        r.write_timeout
-            .store(shared_word(&words.write), Ordering::Relaxed);
-        r
-    }
-
-    /// The registration's `SharedWords`, made and pointed at on the first
-    /// call. Called with the setters' lock held.
-    fn share(&self) -> Arc<SharedWords> {
-        let read = self.read_timeout.load(Ordering::Acquire);
-        if read & SHARED != 0 {
-            let ptr = (read & !SHARED) as *const SharedWords;
-            // SAFETY: a shared word is the address of the `read` word of
-            // the `SharedWords` this registration holds a count of (the
-            // first field of a `repr(C)` struct, so the struct's own
-            // address), from `Arc::into_raw`; taking one more count and
-            // making an `Arc` of it leaves the registration's count alone.
-            return unsafe {
-                Arc::increment_strong_count(ptr);
-                Arc::from_raw(ptr)
-            };
-        }
-        let write = self.write_timeout.load(Ordering::Relaxed);
-        let words = Arc::new(SharedWords {
-            read: AtomicU64::new(read),
-            write: AtomicU64::new(write),
-        });
-        // The registration's own count, released by its drop.
-        let ptr = Arc::into_raw(Arc::clone(&words));
-        debug_assert_eq!(ptr as u64 & SHARED, 0);
-        // Release: a loop that sees a shared word sees the words it points
-        // at. (No setter runs meanwhile: the caller holds their lock.)
-        self.write_timeout
-            .store(shared_word(&words.write), Ordering::Release);
-        self.read_timeout
-            .store(shared_word(&words.read), Ordering::Release);
-        words
-    }
-
-    /// The word that holds the read (`read`) or write timeout now: the
-    /// registration's own, or the shared one its own points at.
-    fn word(&self, read: bool) -> &AtomicU64 {
-        let own = if read {
-            &self.read_timeout
-        } else {
-            &self.write_timeout
-        };
-        let value = own.load(Ordering::Acquire);
-        if value & SHARED == 0 {
-            return own;
-        }
-        // SAFETY: see `shared`: the pointee lives as long as `self`.
-        unsafe { &*((value & !SHARED) as *const AtomicU64) }
-    }
-}
-
-impl Drop for Registration {
-    fn drop(&mut self) {
-        let read = *self.read_timeout.get_mut();
-        if read & SHARED != 0 {
-            // SAFETY: the registration's own count of its `SharedWords`
-            // (see `share`), released once, here.
-            drop(unsafe { Arc::from_raw((read & !SHARED) as *const SharedWords) });
-        }
-    }
-}
-
-/// A socket's timeouts and mode once it has been cloned: what every clone
-/// reads and sets. `repr(C)` with `read` first, so that the address a read
-/// word keeps is the struct's.
-#[repr(C)]
-#[derive(Debug)]
-pub(crate) struct SharedWords {
-    read: AtomicU64,
-    write: AtomicU64,
-}
-
-/// A registration's word pointing at `word` of its `SharedWords`.
-fn shared_word(word: &AtomicU64) -> u64 {
-    std::ptr::from_ref(word) as u64 | SHARED
-}
-
-/// The value a timeout word stands for: itself, or the shared word it
-/// points at. Out of line: only a socket that has a timeout or a mode and
-/// has been cloned comes here.
-#[cold]
-#[inline(never)]
-fn shared_value(word: u64) -> u64 {
-    // Acquire for the loop's relaxed load of `word`: the shared words were
-    // made before the registration's word was stored (with release).
-    std::sync::atomic::fence(Ordering::Acquire);
-    // SAFETY: a shared word points at a word of the `SharedWords` the
-    // registration it was loaded from holds (see `Registration::share`);
-    // the caller borrows that registration.
-    unsafe { &*((word & !SHARED) as *const AtomicU64) }.load(Ordering::Relaxed)
-}
-
-/// The lock every change of a registration's words takes (a set timeout,
-/// a set mode, a clone): rare calls, so one lock for the process, and the
-/// loop's reads never take it.
-fn lock_setters() -> std::sync::MutexGuard<'static, ()> {
-    static SETTERS: Mutex<()> = Mutex::new(());
-    SETTERS.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// The bit of a timeout word that says the socket is non-blocking (see
-/// `Registration::read_timeout`'s field). Timeouts are kept below it and
-/// [`SHARED`]: 2^62 ns is 146 years.
-const NONBLOCKING: u64 = 1 << 63;
-
-/// The bit of a timeout word that says the word points at a shared one
-/// (see `Registration::read_timeout`'s field). An address fits below it.
-const SHARED: u64 = 1 << 62;
-
-/// As std: a zero timeout is an error.
-fn timeout_to_nanos(timeout: Option<Duration>) -> io::Result<u64> {
-    match timeout {
-        None => Ok(0),
-        Some(d) if d.is_zero() => Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            "cannot set a 0 duration timeout",
-        )),
-        Some(d) => Ok(clock::duration_ns(d).clamp(1, SHARED - 1)),
-    }
-}
-
-/// Stores timeout `ns` in `word` (not a shared one: see
-/// `Registration::word`), keeping its [`NONBLOCKING`] bit. The caller
-/// holds the setters' lock.
-fn set_nanos(word: &AtomicU64, ns: u64) {
-    let old = word.load(Ordering::Relaxed);
-    debug_assert_eq!(old & SHARED, 0);
-    word.store(ns | (old & NONBLOCKING), Ordering::Relaxed);
 }
 
 /// The yield of a fiber whose I/O budget is spent, out of line: it comes
@@ -620,8 +436,4 @@ fn set_nanos(word: &AtomicU64, ns: u64) {
 #[inline(never)]
 fn yield_spent_budget() {
     crate::fiber::yield_now();
-}
-
-fn nanos_to_timeout(ns: u64) -> Option<Duration> {
-    (ns != 0).then(|| Duration::from_nanos(ns))
 }
