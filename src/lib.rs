@@ -276,6 +276,8 @@
 //! stated where users read it.
 
 #![deny(unsafe_op_in_unsafe_fn)]
+// On docs.rs (every feature on): each item a feature adds says so.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(clippy::undocumented_unsafe_blocks)]
 #![warn(missing_docs)]
 

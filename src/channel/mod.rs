@@ -7,7 +7,7 @@
 //!   rendezvous, where a send waits for a receiver (Go's unbuffered
 //!   channel). [`Sender`] and [`Receiver`] are both `Clone`: any number of
 //!   producers and consumers (a worker pool shares one receiver).
-//! - [`after`], [`at`], [`tick`] and [`never`] are receivers that no sender
+//! - [`after`], [`at`], [`tick`] and [`never()`] are receivers that no sender
 //!   feeds: a timeout, a deadline, a ticker, and an arm that is never
 //!   ready (to switch a `select!` arm off).
 //! - [`select!`](crate::select) waits on several operations and completes
