@@ -24,6 +24,7 @@ const LAYERS: &[&str] = &[
     "generator",
     "io",
     "sync",
+    "channel",
     "signal",
     "blocking",
     "future",
