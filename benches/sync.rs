@@ -1,4 +1,5 @@
-//! `fibra::sync` and generators: channel ping-pong and throughput between
+//! `fibra::sync` and generators: channel ping-pong (`fibra::sync::mpsc` and
+//! `fibra::channel`, with and without `select!`) and throughput between
 //! fibers, the uncontended mutex beside std's, a mutex handed between
 //! fibers, and a generator's resume + yield.
 //!
@@ -37,6 +38,50 @@ fn channel_ping_pong(c: &mut Criterion) {
             })
         })
     });
+}
+
+/// A round trip between two fibers over two `fibra::channel`s of capacity
+/// `cap` (0: Go's unbuffered channel), and over a `select!` of two
+/// rendezvous channels on the echo's side.
+fn crossbeam_api_ping_pong(c: &mut Criterion) {
+    use fibra::channel::{Receiver, bounded, never};
+    let rt = fibra::Runtime::new().unwrap();
+    for (name, cap, select) in [
+        ("channel_ping_pong_bounded_0", 0, false),
+        ("channel_ping_pong_bounded_1", 1, false),
+        ("channel_ping_pong_select_bounded_0", 0, true),
+    ] {
+        c.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                rt.block_on(|| {
+                    let (ping_tx, ping_rx) = bounded::<u64>(cap);
+                    let (pong_tx, pong_rx) = bounded::<u64>(cap);
+                    let echo = fibra::spawn(move || {
+                        let off: Receiver<u64> = never();
+                        for _ in 0..iters {
+                            let v = if select {
+                                fibra::select! {
+                                    recv(ping_rx) -> v => v.unwrap(),
+                                    recv(off) -> _ => unreachable!(),
+                                }
+                            } else {
+                                ping_rx.recv().unwrap()
+                            };
+                            pong_tx.send(v).unwrap();
+                        }
+                    });
+                    let start = Instant::now();
+                    for i in 0..iters {
+                        ping_tx.send(i).unwrap();
+                        black_box(pong_rx.recv().unwrap());
+                    }
+                    let elapsed = start.elapsed();
+                    echo.join().unwrap();
+                    elapsed
+                })
+            })
+        });
+    }
 }
 
 fn channel_throughput(c: &mut Criterion) {
@@ -111,6 +156,7 @@ fn generator_next(c: &mut Criterion) {
 criterion_group!(
     benches,
     channel_ping_pong,
+    crossbeam_api_ping_pong,
     channel_throughput,
     mutex_uncontended,
     mutex_handoff,

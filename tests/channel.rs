@@ -494,3 +494,61 @@ fn senders_and_receivers_are_send_sync_clone_debug() {
         "channel is empty and disconnected"
     );
 }
+
+/// A chosen operation is completed with any handle of its channel (a
+/// clone), and refuses another channel's, giving back what it held.
+#[test]
+fn a_selected_operation_completes_with_a_clone_and_refuses_strangers() {
+    let (s, r) = unbounded::<u8>();
+    s.send(4).unwrap();
+    let mut sel = Select::new();
+    sel.recv(&r);
+    let op = sel.select();
+    assert_eq!(op.recv(&r.clone()), Ok(4));
+
+    let (_other_s, other_r) = unbounded::<u8>();
+    s.send(5).unwrap();
+    let mut sel = Select::new();
+    sel.recv(&r);
+    let op = sel.select();
+    let refused = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| op.recv(&other_r)));
+    let payload = refused.unwrap_err();
+    assert_eq!(
+        payload.downcast_ref::<&str>(),
+        Some(&"passed a receiver that wasn't selected")
+    );
+    assert_eq!(r.try_recv(), Ok(5), "the message was given back");
+
+    // Dropped uncompleted: a plain `&str` panic, the message given back.
+    s.send(6).unwrap();
+    let dropped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let mut sel = Select::new();
+        sel.recv(&r);
+        drop(sel.select());
+    }));
+    assert_eq!(
+        dropped.unwrap_err().downcast_ref::<&str>(),
+        Some(&"dropped `SelectedOperation` without completing the operation")
+    );
+    assert_eq!(r.try_recv(), Ok(6));
+}
+
+/// A tick is the instant it was due; one taken late restarts the schedule
+/// from its receipt, and a timely receiver's ticks do not drift.
+#[test]
+fn ticks_are_their_scheduled_instants() {
+    let start = Instant::now();
+    let t = tick(50 * MS);
+    let first = t.recv().unwrap();
+    assert!(first >= start + 50 * MS && first < start + 150 * MS);
+    std::thread::sleep(200 * MS);
+    let stale = t.try_recv().unwrap();
+    assert_eq!(stale, first + 50 * MS, "the scheduled instant, in the past");
+    assert_eq!(
+        t.try_recv(),
+        Err(TryRecvError::Empty),
+        "missed ticks dropped"
+    );
+    let next = t.recv().unwrap();
+    assert!(next - stale >= 200 * MS, "restarted from the late receipt");
+}

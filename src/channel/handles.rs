@@ -84,6 +84,10 @@ pub(crate) trait SelectHandle {
     /// Completes the operation now if it can go ahead (`me`: the select's
     /// own registrations, skipped).
     fn try_op(&self, me: *const Context) -> Option<Token>;
+    /// The channel (or handle) the operation is on: a selected operation
+    /// is completed with any handle of the same identity (a clone of a
+    /// sender, say). Null for `never` and fds.
+    fn identity(&self) -> *const u8;
     /// Registers operation `oper` of the wait `cx`: `Ok` with the slot it
     /// registered, if any, or `Err` if it can go ahead now (not registered).
     fn register(&self, oper: usize, cx: &Context) -> Result<Option<Erased>, ()>;
@@ -112,6 +116,10 @@ pub(crate) trait SelectHandle {
 }
 
 impl<T> SelectHandle for Sender<T> {
+    fn identity(&self) -> *const u8 {
+        std::sync::Arc::as_ptr(&self.chan).cast()
+    }
+
     fn try_op(&self, me: *const Context) -> Option<Token> {
         match self.chan.select_send(me)? {
             Ok(()) => Some(Token::Reserved),
@@ -165,6 +173,15 @@ fn message_token<T>(message: T) -> Token {
 }
 
 impl<T> SelectHandle for Receiver<T> {
+    fn identity(&self) -> *const u8 {
+        match &self.flavor {
+            Flavor::Chan(chan) => std::sync::Arc::as_ptr(chan).cast(),
+            Flavor::At(at, _) => std::sync::Arc::as_ptr(at).cast(),
+            Flavor::Tick(tick, _) => std::sync::Arc::as_ptr(tick).cast(),
+            Flavor::Never => std::ptr::null(),
+        }
+    }
+
     fn try_op(&self, me: *const Context) -> Option<Token> {
         match &self.flavor {
             Flavor::Chan(chan) => match chan.select_recv(me)? {
@@ -248,6 +265,10 @@ impl<T> SelectHandle for Receiver<T> {
 }
 
 impl<T> SelectHandle for JoinHandle<T> {
+    fn identity(&self) -> *const u8 {
+        std::ptr::from_ref(self).cast()
+    }
+
     fn try_op(&self, _me: *const Context) -> Option<Token> {
         self.is_finished().then_some(Token::Finished)
     }
@@ -309,6 +330,10 @@ impl IoOp {
 }
 
 impl SelectHandle for IoOp {
+    fn identity(&self) -> *const u8 {
+        std::ptr::null()
+    }
+
     fn try_op(&self, _me: *const Context) -> Option<Token> {
         self.poll_now().map(Token::Io)
     }

@@ -47,8 +47,8 @@ impl Handle<'_> {
 struct Op<'a> {
     handle: Handle<'a>,
     index: usize,
-    /// The sender, receiver or join handle, to check that the operation is
-    /// completed with the one it was added with.
+    /// The channel (or join handle) of the operation, to check that it is
+    /// completed with a handle of the same one.
     ptr: *const u8,
 }
 
@@ -120,12 +120,12 @@ impl<'a> Select<'a> {
 
     /// Adds a send on `s`; returns its index.
     pub fn send<T>(&mut self, s: &'a Sender<T>) -> usize {
-        self.add(Handle::Borrowed(s), std::ptr::from_ref(s).cast())
+        self.add(Handle::Borrowed(s), s.identity())
     }
 
     /// Adds a receive on `r`; returns its index.
     pub fn recv<T>(&mut self, r: &'a Receiver<T>) -> usize {
-        self.add(Handle::Borrowed(r), std::ptr::from_ref(r).cast())
+        self.add(Handle::Borrowed(r), r.identity())
     }
 
     /// Adds the end of the fiber `h` joins (beyond crossbeam): chosen once
@@ -151,7 +151,7 @@ impl<'a> Select<'a> {
     /// });
     /// ```
     pub fn join<T>(&mut self, h: &'a JoinHandle<T>) -> usize {
-        self.add(Handle::Borrowed(h), std::ptr::from_ref(h).cast())
+        self.add(Handle::Borrowed(h), h.identity())
     }
 
     /// Adds the readiness of `fd` for `interest` (beyond crossbeam): a

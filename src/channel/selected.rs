@@ -7,7 +7,7 @@ use std::marker::PhantomData;
 
 use crate::channel::chan::Slot;
 use crate::channel::err::{RecvError, SendError};
-use crate::channel::handles::Token;
+use crate::channel::handles::{SelectHandle, Token};
 use crate::channel::receiver::Receiver;
 use crate::channel::select::Handle;
 use crate::channel::sender::Sender;
@@ -61,15 +61,21 @@ impl<'a> SelectedOperation<'a> {
     ///
     /// # Panics
     ///
-    /// If `s` is not the sender the operation was added with.
+    /// If `s` is not a sender of the channel the chosen send is on.
     pub fn send<T>(mut self, s: &Sender<T>, msg: T) -> Result<(), SendError<T>> {
         assert!(
-            std::ptr::eq(std::ptr::from_ref(s).cast(), self.ptr),
+            std::ptr::eq(s.identity(), self.ptr),
             "passed a sender that wasn't selected",
         );
         match self.token.take().expect("not completed yet") {
             Token::Reserved => s.chan.send_reserved(msg).map_err(SendError),
-            _ => Err(SendError(msg)),
+            Token::Closed => Err(SendError(msg)),
+            other => {
+                // A receive on the same channel was chosen: keep it for the
+                // drop, which gives it back.
+                self.token = Some(other);
+                panic!("passed a sender that wasn't selected")
+            }
         }
     }
 
@@ -81,20 +87,27 @@ impl<'a> SelectedOperation<'a> {
     ///
     /// # Panics
     ///
-    /// If `r` is not the receiver the operation was added with.
+    /// If `r` is not a receiver of the channel the chosen receive is on.
     pub fn recv<T>(mut self, r: &Receiver<T>) -> Result<T, RecvError> {
         assert!(
-            std::ptr::eq(std::ptr::from_ref(r).cast(), self.ptr),
+            std::ptr::eq(r.identity(), self.ptr),
             "passed a receiver that wasn't selected",
         );
         match self.token.take().expect("not completed yet") {
             Token::Message(slot) => {
-                // SAFETY: the slot was made for the receive on `r` (the
-                // check above), a `Slot<T>` of its `T`.
+                // SAFETY: the slot was made for a receive on `r`'s channel
+                // (the identity check above: the same `Arc`, so the same
+                // `T`), a `Slot<T>`.
                 let slot = unsafe { slot.into_box::<Slot<T>>() };
                 slot.into_inner().ok_or(RecvError)
             }
-            _ => Err(RecvError),
+            Token::Closed => Err(RecvError),
+            other => {
+                // A send on the same channel was chosen: keep it for the
+                // drop, which gives it back.
+                self.token = Some(other);
+                panic!("passed a receiver that wasn't selected")
+            }
         }
     }
 
@@ -110,7 +123,11 @@ impl<'a> SelectedOperation<'a> {
     /// If `h` is not the handle the operation was added with.
     pub fn join<T>(mut self, h: &JoinHandle<T>) -> Result<T, JoinError> {
         assert!(
-            std::ptr::eq(std::ptr::from_ref(h).cast(), self.ptr),
+            std::ptr::eq(h.identity(), self.ptr),
+            "passed a join handle that wasn't selected",
+        );
+        assert!(
+            matches!(self.token, Some(Token::Finished)),
             "passed a join handle that wasn't selected",
         );
         self.token = None;

@@ -96,8 +96,8 @@ impl Tick {
         }
     }
 
-    /// The due tick, taken; the next one is a period later, or a period
-    /// from now if ticks were missed.
+    /// The due tick (its scheduled instant), taken; the next is due a
+    /// period from now: the schedule restarts at the receipt.
     pub(crate) fn try_recv(&self) -> Result<u64, TryRecvError> {
         loop {
             let now = clock::now_ns();
@@ -105,7 +105,7 @@ impl Tick {
             if now < next {
                 return Err(TryRecvError::Empty);
             }
-            let after = next.saturating_add(self.period).max(now);
+            let after = now.saturating_add(self.period);
             if self
                 .next
                 .compare_exchange(next, after, Ordering::AcqRel, Ordering::Relaxed)
@@ -116,7 +116,9 @@ impl Tick {
         }
     }
 
-    /// Takes the next tick (waiting for it) unless `deadline` comes first.
+    /// Takes the next tick (waiting for it) unless `deadline` comes first;
+    /// the one after is due a period after this one, or after now if this
+    /// one is late (so a timely receiver's ticks do not drift).
     pub(crate) fn recv(&self, deadline: Option<u64>) -> Result<u64, RecvTimeoutError> {
         loop {
             let next = self.next.load(Ordering::Acquire);
@@ -127,7 +129,7 @@ impl Tick {
                 return Err(RecvTimeoutError::Timeout);
             }
             let now = clock::now_ns();
-            let after = next.saturating_add(self.period).max(now);
+            let after = next.max(now).saturating_add(self.period);
             if self
                 .next
                 .compare_exchange(next, after, Ordering::AcqRel, Ordering::Relaxed)
