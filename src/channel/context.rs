@@ -79,26 +79,37 @@ impl Selected {
 pub(crate) struct Context {
     state: AtomicUsize,
     /// What wakes the waiter: its next park, or (a thread waiting on fds
-    /// too) the eventfd it polls.
-    unparker: Unparker,
+    /// too) the eventfd it polls. `None` for a wait of one operation,
+    /// whose one entry makes the unparker of its park itself (a fiber's
+    /// holds a reference count: made once, not made and cloned).
+    unparker: Option<Unparker>,
 }
 
 impl Context {
-    /// A wait of the calling fiber or thread, woken at its next park.
+    /// A wait of the calling fiber or thread on several operations, woken
+    /// at its next park.
     pub(crate) fn new() -> Context {
         Context::with_unparker(Unparker::current())
+    }
+
+    /// A wait of the calling fiber or thread on one operation.
+    pub(crate) fn single() -> Context {
+        Context {
+            state: AtomicUsize::new(WAITING),
+            unparker: None,
+        }
     }
 
     pub(crate) fn with_unparker(unparker: Unparker) -> Context {
         Context {
             state: AtomicUsize::new(WAITING),
-            unparker,
+            unparker: Some(unparker),
         }
     }
 
-    /// What wakes the waiter.
-    pub(crate) fn unparker(&self) -> &Unparker {
-        &self.unparker
+    /// What wakes the waiter (of a wait on several operations).
+    pub(crate) fn unparker(&self) -> Unparker {
+        self.unparker.clone().unwrap_or_else(Unparker::current)
     }
 
     /// Takes the context for a hand-over (see the module docs); `finish`
@@ -226,7 +237,7 @@ impl Waiters {
             cx,
             oper,
             kind,
-            unparker: cx.unparker.clone(),
+            unparker: cx.unparker(),
         });
     }
 

@@ -277,7 +277,7 @@ impl<T> SelectHandle for JoinHandle<T> {
         // The fiber wakes the wait when it finishes (a wake-up the select
         // checks); a waiter left behind after the select wakes nobody who
         // still waits (a spent token, or a spurious thread wake-up).
-        if self.wake_when_finished(cx.unparker().clone()) {
+        if self.wake_when_finished(cx.unparker()) {
             Ok(None)
         } else {
             Err(())

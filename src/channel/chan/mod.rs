@@ -300,7 +300,7 @@ impl<T> Chan<T> {
                 wake.wake();
                 return Err(SendTimeoutError::Timeout(message));
             }
-            let cx = Context::new();
+            let cx = Context::single();
             let slot: Slot<T> = UnsafeCell::new(Some(message));
             inner
                 .senders
@@ -367,7 +367,7 @@ impl<T> Chan<T> {
                 wake.wake();
                 return Err(RecvTimeoutError::Timeout);
             }
-            let cx = Context::new();
+            let cx = Context::single();
             let slot: Slot<T> = UnsafeCell::new(None);
             inner
                 .receivers
