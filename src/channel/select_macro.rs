@@ -94,6 +94,18 @@ macro_rules! __select_parse {
     ($ctor:ident ($($done:tt)*) default => $b:expr) => {
         $crate::__select_parse!($ctor ($($done)* [default () () ($b)]))
     };
+    ($ctor:ident ($($done:tt)*) default() => $b:block, $($rest:tt)*) => {
+        $crate::__select_parse!($ctor ($($done)* [default () () ($b)]) $($rest)*)
+    };
+    ($ctor:ident ($($done:tt)*) default() => $b:block $($rest:tt)*) => {
+        $crate::__select_parse!($ctor ($($done)* [default () () ($b)]) $($rest)*)
+    };
+    ($ctor:ident ($($done:tt)*) default() => $b:expr, $($rest:tt)*) => {
+        $crate::__select_parse!($ctor ($($done)* [default () () ($b)]) $($rest)*)
+    };
+    ($ctor:ident ($($done:tt)*) default() => $b:expr) => {
+        $crate::__select_parse!($ctor ($($done)* [default () () ($b)]))
+    };
     ($ctor:ident ($($done:tt)*) default($t:expr $(,)?) => $b:block, $($rest:tt)*) => {
         $crate::__select_parse!($ctor ($($done)* [default ($t) () ($b)]) $($rest)*)
     };
@@ -136,18 +148,32 @@ macro_rules! __select_register {
     ($ctor:ident $sel:ident ($($reg:tt)*) ($($def:tt)*)) => {
         $crate::__select_choose!($sel ($($def)*) $($reg)*)
     };
-    ($ctor:ident $sel:ident ($($reg:tt)*) ($($def:tt)*) [recv ($r:expr $(,)?) ($p:pat) ($b:expr)] $($rest:tt)*) => {{
-        let __handle: &$crate::channel::Receiver<_> = &$r;
-        $crate::__select_register!(@with $ctor $sel ($($reg)*) ($($def)*) recv (__handle) [__handle ($p) ($b)] $($rest)*)
-    }};
-    ($ctor:ident $sel:ident ($($reg:tt)*) ($($def:tt)*) [send ($s:expr, $v:expr $(,)?) ($p:pat) ($b:expr)] $($rest:tt)*) => {{
-        let __handle: &$crate::channel::Sender<_> = &$s;
-        $crate::__select_register!(@with $ctor $sel ($($reg)*) ($($def)*) send (__handle) [__handle ($v) ($p) ($b)] $($rest)*)
-    }};
-    ($ctor:ident $sel:ident ($($reg:tt)*) ($($def:tt)*) [join ($h:expr $(,)?) ($p:pat) ($b:expr)] $($rest:tt)*) => {{
-        let __handle: &$crate::JoinHandle<_> = &$h;
-        $crate::__select_register!(@with $ctor $sel ($($reg)*) ($($def)*) join (__handle) [__handle ($p) ($b)] $($rest)*)
-    }};
+    // Each handle is bound by a `match`, so that temporaries in its
+    // expression (`r.unwrap_or(&never())`) live as long as the select.
+    ($ctor:ident $sel:ident ($($reg:tt)*) ($($def:tt)*) [recv ($r:expr $(,)?) ($p:pat) ($b:expr)] $($rest:tt)*) => {
+        match &$r {
+            __handle => {
+                let __handle: &$crate::channel::Receiver<_> = __handle;
+                $crate::__select_register!(@with $ctor $sel ($($reg)*) ($($def)*) recv (__handle) [__handle ($p) ($b)] $($rest)*)
+            }
+        }
+    };
+    ($ctor:ident $sel:ident ($($reg:tt)*) ($($def:tt)*) [send ($s:expr, $v:expr $(,)?) ($p:pat) ($b:expr)] $($rest:tt)*) => {
+        match &$s {
+            __handle => {
+                let __handle: &$crate::channel::Sender<_> = __handle;
+                $crate::__select_register!(@with $ctor $sel ($($reg)*) ($($def)*) send (__handle) [__handle ($v) ($p) ($b)] $($rest)*)
+            }
+        }
+    };
+    ($ctor:ident $sel:ident ($($reg:tt)*) ($($def:tt)*) [join ($h:expr $(,)?) ($p:pat) ($b:expr)] $($rest:tt)*) => {
+        match &$h {
+            __handle => {
+                let __handle: &$crate::JoinHandle<_> = __handle;
+                $crate::__select_register!(@with $ctor $sel ($($reg)*) ($($def)*) join (__handle) [__handle ($p) ($b)] $($rest)*)
+            }
+        }
+    };
     ($ctor:ident $sel:ident ($($reg:tt)*) ($($def:tt)*) [io ($fd:expr, $i:expr $(,)?) ($p:pat) ($b:expr)] $($rest:tt)*) => {{
         let __handle = &$fd;
         let __interest: $crate::io::Interest = $i;

@@ -1,0 +1,498 @@
+//! The `channels` table: the shapes of crossbeam-channel's own benchmark
+//! suite (its `benchmarks/README.md`) for fibra::channel, between fibers of
+//! one thread and between OS threads, beside crossbeam-channel, flume,
+//! std::sync::mpsc and Go 1.19 (`go/channels.go`, GOMAXPROCS=1 and 2).
+//!
+//! Shapes, with N messages (`CHANNELS_MESSAGES`, 200 000 by default) and
+//! T = 4: `seq` sends all N from one task, then receives them; `spsc` one
+//! sender, one receiver; `mpsc` T senders of N/T each, one receiver;
+//! `mpmc` T senders and T receivers; `select_rx` one sender per channel
+//! over T channels, one receiver selecting over all T; `select_both` T
+//! senders selecting a send over T channels and T receivers selecting a
+//! receive. Each for bounded(0), bounded(1), bounded(N) and unbounded
+//! (`seq` only where the channel holds all N). Every figure is ns per
+//! message, median of REPEATS runs (taken in turns), and its spread,
+//! (max - min) / median.
+
+use std::process::Command;
+use std::time::Instant;
+
+const THREADS: usize = 4;
+const REPEATS: usize = 3;
+const PINGS: usize = 100_000;
+
+// ----- the channels, behind one interface --------------------------------
+
+/// A channel implementation carrying `usize` messages.
+trait Kit: 'static {
+    type Tx: Clone + Send + 'static;
+    type Rx: Send + 'static;
+    fn make(cap: Option<usize>) -> (Self::Tx, Self::Rx);
+    fn send(tx: &Self::Tx, m: usize);
+    fn recv(rx: &Self::Rx) -> usize;
+}
+
+/// One with cloneable receivers and a select (all but std's mpsc).
+trait Multi: Kit {
+    fn share(rx: &Self::Rx) -> Self::Rx;
+    fn select_recv(rxs: &[Self::Rx]) -> usize;
+    fn select_send(txs: &[Self::Tx], m: usize);
+}
+
+/// crossbeam-channel and fibra::channel have the same API.
+macro_rules! same_api {
+    ($kit:ident, $path:path) => {
+        struct $kit;
+        impl Kit for $kit {
+            type Tx = <$kit as Paths>::Tx;
+            type Rx = <$kit as Paths>::Rx;
+            fn make(cap: Option<usize>) -> (Self::Tx, Self::Rx) {
+                use $path as c;
+                cap.map_or_else(c::unbounded, c::bounded)
+            }
+            fn send(tx: &Self::Tx, m: usize) {
+                tx.send(m).unwrap();
+            }
+            fn recv(rx: &Self::Rx) -> usize {
+                rx.recv().unwrap()
+            }
+        }
+        impl Multi for $kit {
+            fn share(rx: &Self::Rx) -> Self::Rx {
+                rx.clone()
+            }
+            fn select_recv(rxs: &[Self::Rx]) -> usize {
+                use $path as c;
+                let mut sel = c::Select::new();
+                rxs.iter().for_each(|r| {
+                    sel.recv(r);
+                });
+                let op = sel.select();
+                let i = op.index();
+                op.recv(&rxs[i]).unwrap()
+            }
+            fn select_send(txs: &[Self::Tx], m: usize) {
+                use $path as c;
+                let mut sel = c::Select::new();
+                txs.iter().for_each(|t| {
+                    sel.send(t);
+                });
+                let op = sel.select();
+                let i = op.index();
+                op.send(&txs[i], m).unwrap()
+            }
+        }
+    };
+}
+
+trait Paths {
+    type Tx;
+    type Rx;
+}
+impl Paths for Fibra {
+    type Tx = fibra::channel::Sender<usize>;
+    type Rx = fibra::channel::Receiver<usize>;
+}
+impl Paths for Crossbeam {
+    type Tx = crossbeam_channel::Sender<usize>;
+    type Rx = crossbeam_channel::Receiver<usize>;
+}
+same_api!(Fibra, fibra::channel);
+same_api!(Crossbeam, crossbeam_channel);
+
+struct Flume;
+impl Kit for Flume {
+    type Tx = flume::Sender<usize>;
+    type Rx = flume::Receiver<usize>;
+    fn make(cap: Option<usize>) -> (Self::Tx, Self::Rx) {
+        cap.map_or_else(flume::unbounded, flume::bounded)
+    }
+    fn send(tx: &Self::Tx, m: usize) {
+        tx.send(m).unwrap();
+    }
+    fn recv(rx: &Self::Rx) -> usize {
+        rx.recv().unwrap()
+    }
+}
+impl Multi for Flume {
+    fn share(rx: &Self::Rx) -> Self::Rx {
+        rx.clone()
+    }
+    fn select_recv(rxs: &[Self::Rx]) -> usize {
+        let sel = rxs.iter().fold(flume::Selector::new(), |s, r| {
+            s.recv(r, |got| got.unwrap())
+        });
+        sel.wait()
+    }
+    fn select_send(txs: &[Self::Tx], m: usize) {
+        let sel = txs.iter().fold(flume::Selector::new(), |s, t| {
+            s.send(t, m, |sent| sent.unwrap())
+        });
+        sel.wait()
+    }
+}
+
+/// std's mpsc: `channel()` unbounded, `sync_channel(cap)` bounded.
+struct Std;
+#[derive(Clone)]
+enum StdTx {
+    Async(std::sync::mpsc::Sender<usize>),
+    Sync(std::sync::mpsc::SyncSender<usize>),
+}
+impl Kit for Std {
+    type Tx = StdTx;
+    type Rx = std::sync::mpsc::Receiver<usize>;
+    fn make(cap: Option<usize>) -> (Self::Tx, Self::Rx) {
+        match cap {
+            None => {
+                let (t, r) = std::sync::mpsc::channel();
+                (StdTx::Async(t), r)
+            }
+            Some(cap) => {
+                let (t, r) = std::sync::mpsc::sync_channel(cap);
+                (StdTx::Sync(t), r)
+            }
+        }
+    }
+    fn send(tx: &Self::Tx, m: usize) {
+        match tx {
+            StdTx::Async(t) => t.send(m).unwrap(),
+            StdTx::Sync(t) => t.send(m).unwrap(),
+        }
+    }
+    fn recv(rx: &Self::Rx) -> usize {
+        rx.recv().unwrap()
+    }
+}
+
+// ----- where the tasks run --------------------------------------------------
+
+#[derive(Clone, Copy)]
+enum On {
+    /// Every task a fiber of one thread (`fibra::run`).
+    Fibers,
+    /// Every task an OS thread, the measuring one included.
+    Threads,
+}
+
+enum Task {
+    Fiber(fibra::JoinHandle<()>),
+    Thread(std::thread::JoinHandle<()>),
+}
+
+fn go(on: On, f: impl FnOnce() + Send + 'static) -> Task {
+    match on {
+        On::Fibers => Task::Fiber(fibra::spawn(f)),
+        On::Threads => Task::Thread(std::thread::spawn(f)),
+    }
+}
+
+fn join(tasks: Vec<Task>) {
+    for t in tasks {
+        match t {
+            Task::Fiber(h) => h.join().unwrap(),
+            Task::Thread(h) => h.join().unwrap(),
+        }
+    }
+}
+
+/// Runs `body` where `on` says (in a fresh `fibra::run` for fibers): its
+/// time, ns per message.
+fn timed(on: On, n: usize, body: impl FnOnce()) -> f64 {
+    let run = || {
+        let t = Instant::now();
+        body();
+        t.elapsed().as_nanos() as f64 / n as f64
+    };
+    match on {
+        On::Fibers => fibra::run(run),
+        On::Threads => run(),
+    }
+}
+
+// ----- the shapes ---------------------------------------------------------------
+
+#[derive(Clone, Copy, PartialEq)]
+enum Shape {
+    Seq,
+    Spsc,
+    Mpsc,
+    Mpmc,
+    SelectRx,
+    SelectBoth,
+}
+const SHAPES: [(Shape, &str); 6] = [
+    (Shape::Seq, "seq"),
+    (Shape::Spsc, "spsc"),
+    (Shape::Mpsc, "mpsc"),
+    (Shape::Mpmc, "mpmc"),
+    (Shape::SelectRx, "select_rx"),
+    (Shape::SelectBoth, "select_both"),
+];
+
+fn producers<K: Kit>(on: On, tx: &K::Tx, each: usize) -> Vec<Task> {
+    (0..THREADS)
+        .map(|_| {
+            let tx = tx.clone();
+            go(on, move || (0..each).for_each(|i| K::send(&tx, i)))
+        })
+        .collect()
+}
+
+/// The shapes every implementation has (std's mpsc included).
+fn single<K: Kit>(on: On, shape: Shape, cap: Option<usize>, n: usize) -> Option<f64> {
+    let each = n / THREADS;
+    Some(match shape {
+        Shape::Seq => timed(on, n, || {
+            let (tx, rx) = K::make(cap);
+            (0..n).for_each(|i| K::send(&tx, i));
+            (0..n).for_each(|_| drop(K::recv(&rx)));
+        }),
+        Shape::Spsc => timed(on, n, || {
+            let (tx, rx) = K::make(cap);
+            let sender = go(on, move || (0..n).for_each(|i| K::send(&tx, i)));
+            (0..n).for_each(|_| drop(K::recv(&rx)));
+            join(vec![sender]);
+        }),
+        Shape::Mpsc => timed(on, n, || {
+            let (tx, rx) = K::make(cap);
+            let senders = producers::<K>(on, &tx, each);
+            (0..each * THREADS).for_each(|_| drop(K::recv(&rx)));
+            join(senders);
+        }),
+        _ => return None,
+    })
+}
+
+fn multi<K: Multi>(on: On, shape: Shape, cap: Option<usize>, n: usize) -> Option<f64> {
+    let each = n / THREADS;
+    let sets = || {
+        let (txs, rxs): (Vec<_>, Vec<_>) = (0..THREADS).map(|_| K::make(cap)).unzip();
+        (txs, rxs)
+    };
+    Some(match shape {
+        Shape::Mpmc => timed(on, n, || {
+            let (tx, rx) = K::make(cap);
+            let mut tasks = producers::<K>(on, &tx, each);
+            for _ in 0..THREADS {
+                let rx = K::share(&rx);
+                tasks.push(go(on, move || (0..each).for_each(|_| drop(K::recv(&rx)))));
+            }
+            join(tasks);
+        }),
+        Shape::SelectRx => timed(on, n, || {
+            let (txs, rxs) = sets();
+            let senders = txs
+                .into_iter()
+                .map(|tx| go(on, move || (0..each).for_each(|i| K::send(&tx, i))))
+                .collect();
+            (0..each * THREADS).for_each(|_| drop(K::select_recv(&rxs)));
+            join(senders);
+        }),
+        Shape::SelectBoth => timed(on, n, || {
+            let (txs, rxs) = sets();
+            let mut tasks = Vec::new();
+            for _ in 0..THREADS {
+                let txs = txs.clone();
+                tasks.push(go(on, move || (0..each).for_each(|i| K::select_send(&txs, i))));
+                let rxs: Vec<_> = rxs.iter().map(K::share).collect();
+                tasks.push(go(on, move || {
+                    (0..each).for_each(|_| drop(K::select_recv(&rxs)))
+                }));
+            }
+            join(tasks);
+        }),
+        _ => return single::<K>(on, shape, cap, n),
+    })
+}
+
+// ----- ping-pong between two fibers ---------------------------------------------
+
+fn fibra_ping_pong(cap: usize) -> f64 {
+    use fibra::channel::bounded;
+    fibra::run(|| {
+        let (there_tx, there_rx) = bounded::<usize>(cap);
+        let (back_tx, back_rx) = bounded::<usize>(cap);
+        let echo = fibra::spawn(move || there_rx.iter().for_each(|v| back_tx.send(v).unwrap()));
+        let t = Instant::now();
+        for i in 0..PINGS {
+            there_tx.send(i).unwrap();
+            std::hint::black_box(back_rx.recv().unwrap());
+        }
+        let e = t.elapsed();
+        drop(there_tx);
+        echo.join().unwrap();
+        e.as_nanos() as f64 / PINGS as f64
+    })
+}
+
+fn fibra_sync_ping_pong() -> f64 {
+    use fibra::sync::mpsc;
+    fibra::run(|| {
+        let (there_tx, there_rx) = mpsc::channel::<usize>();
+        let (back_tx, back_rx) = mpsc::channel::<usize>();
+        let echo = fibra::spawn(move || there_rx.iter().for_each(|v| back_tx.send(v).unwrap()));
+        let t = Instant::now();
+        for i in 0..PINGS {
+            there_tx.send(i).unwrap();
+            std::hint::black_box(back_rx.recv().unwrap());
+        }
+        let e = t.elapsed();
+        drop(there_tx);
+        echo.join().unwrap();
+        e.as_nanos() as f64 / PINGS as f64
+    })
+}
+
+// ----- Go ----------------------------------------------------------------------
+
+/// `go run go/channels.go` with GOMAXPROCS=`procs`: each row's times in
+/// ns per message (per round trip for ping-pong), or None without `go`.
+fn go_rows(procs: u32, n: usize) -> Option<Vec<(String, Vec<f64>)>> {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/go");
+    let out = Command::new("go")
+        .args(["run", "channels.go"])
+        .args([n, REPEATS, PINGS].map(|v| v.to_string()))
+        .env("GOMAXPROCS", procs.to_string())
+        .current_dir(dir)
+        .output()
+        .ok()
+        .filter(|o| o.status.success())?;
+    let text = String::from_utf8(out.stdout).ok()?;
+    Some(
+        text.lines()
+            .filter_map(|l| {
+                let mut w = l.split_whitespace();
+                let name = w.next()?.to_string();
+                let per = if name.ends_with("pingpong") { PINGS } else { n };
+                let secs = w.map(|s| s.parse::<f64>().unwrap() * 1e9 / per as f64);
+                Some((name, secs.collect()))
+            })
+            .collect(),
+    )
+}
+
+fn go_find(rows: &Option<Vec<(String, Vec<f64>)>>, name: &str) -> Option<Vec<f64>> {
+    rows.as_ref()?.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone())
+}
+
+// ----- printing ------------------------------------------------------------------
+
+fn median(v: &[f64]) -> f64 {
+    let mut v = v.to_vec();
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[v.len() / 2]
+}
+
+/// "median ±spread%", or "-" where the shape does not exist.
+fn cell(v: &Option<Vec<f64>>) -> String {
+    match v {
+        None => "-".into(),
+        Some(v) => {
+            let (lo, hi) = v.iter().fold((f64::MAX, 0f64), |(l, h), &x| (l.min(x), h.max(x)));
+            let m = median(v);
+            format!("{:.0} ±{:.0}%", m, (hi - lo) / m * 100.0)
+        }
+    }
+}
+
+fn ratio(a: &Option<Vec<f64>>, b: &Option<Vec<f64>>) -> String {
+    match (a, b) {
+        (Some(a), Some(b)) => format!("{:.2}", median(a) / median(b)),
+        _ => "-".into(),
+    }
+}
+
+/// Runs each of `imps` REPEATS times, in turns: their times (None where a
+/// shape does not exist for one).
+fn rounds(imps: &[&dyn Fn() -> Option<f64>]) -> Vec<Option<Vec<f64>>> {
+    let mut all: Vec<Option<Vec<f64>>> = vec![Some(Vec::new()); imps.len()];
+    for _ in 0..REPEATS {
+        for (slot, f) in all.iter_mut().zip(imps) {
+            match f() {
+                Some(t) => slot.as_mut().map_or((), |v| v.push(t)),
+                None => *slot = None,
+            }
+        }
+    }
+    all
+}
+
+pub fn run() {
+    let n: usize = std::env::var("CHANNELS_MESSAGES")
+        .ok()
+        .map_or(200_000, |v| v.parse().unwrap());
+    println!(
+        "\nChannels: crossbeam-channel's benchmark shapes, {n} messages, {THREADS} senders/receivers; \
+         ns/message, median of {REPEATS} ±spread ((max-min)/median)"
+    );
+    let go1 = go_rows(1, n);
+    let go2 = go_rows(2, n);
+    if go1.is_none() {
+        println!("  Go: SKIPPED (no `go` on PATH, or go/channels.go failed)");
+    }
+    println!(
+        "  {:<22} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>9} {:>9}",
+        "row", "fib-fibers", "fib-thread", "crossbeam", "flume", "std mpsc", "Go P=1", "Go P=2",
+        "fib/Go1", "thr/cb"
+    );
+    let flavors: [(&str, &str, Option<usize>); 4] = [
+        ("bounded0", "bounded0", Some(0)),
+        ("bounded1", "bounded1", Some(1)),
+        ("boundedN", "boundedN", Some(n)),
+        ("unbounded", "boundedN", None),
+    ];
+    for (flavor, go_flavor, cap) in flavors {
+        for (shape, shape_name) in SHAPES {
+            if shape == Shape::Seq && cap.is_some_and(|c| c < n) {
+                continue; // one task alone would wait forever
+            }
+            let imps: [&dyn Fn() -> Option<f64>; 5] = [
+                &|| multi::<Fibra>(On::Fibers, shape, cap, n),
+                &|| multi::<Fibra>(On::Threads, shape, cap, n),
+                &|| multi::<Crossbeam>(On::Threads, shape, cap, n),
+                &|| multi::<Flume>(On::Threads, shape, cap, n),
+                &|| single::<Std>(On::Threads, shape, cap, n),
+            ];
+            let t = rounds(&imps);
+            let go_name = format!("{go_flavor}_{shape_name}");
+            let (g1, g2) = (go_find(&go1, &go_name), go_find(&go2, &go_name));
+            let star = if cap.is_none() { "*" } else { "" };
+            println!(
+                "  {:<22} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>9} {:>9}",
+                format!("{flavor}_{shape_name}"),
+                cell(&t[0]),
+                cell(&t[1]),
+                cell(&t[2]),
+                cell(&t[3]),
+                cell(&t[4]),
+                cell(&g1) + star,
+                cell(&g2) + star,
+                ratio(&t[0], &g1),
+                ratio(&t[1], &t[2]),
+            );
+        }
+    }
+    println!("  * Go has no unbounded channel: its column there is a buffer of N (boundedN).");
+
+    println!(
+        "\nChannel ping-pong between two fibers of one thread (Go: two goroutines, GOMAXPROCS=1): \
+         ns/round trip, median of {REPEATS} ±spread"
+    );
+    let imps: [&dyn Fn() -> Option<f64>; 3] = [
+        &|| Some(fibra_ping_pong(0)),
+        &|| Some(fibra_ping_pong(1)),
+        &|| Some(fibra_sync_ping_pong()),
+    ];
+    let t = rounds(&imps);
+    let g0 = go_find(&go1, "bounded0_pingpong");
+    let g1 = go_find(&go1, "bounded1_pingpong");
+    println!("  {:<34} {:>11} {:>11} {:>9}", "", "fibra", "Go P=1", "fib/Go1");
+    for (name, fib, go) in [
+        ("fibra::channel bounded(0) / unbuffered", &t[0], &g0),
+        ("fibra::channel bounded(1) / buffered(1)", &t[1], &g1),
+        ("fibra::sync::mpsc (unbounded) / buffered(1)", &t[2], &g1),
+    ] {
+        println!("  {:<34} {:>11} {:>11} {:>9}", name, cell(fib), cell(go), ratio(fib, go));
+    }
+}
