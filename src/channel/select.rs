@@ -321,7 +321,8 @@ impl<'a> Select<'a> {
     fn run(&mut self, deadline: Option<u64>) -> Option<SelectedOperation<'a>> {
         let parking = self.parking();
         loop {
-            for i in self.order() {
+            let order = self.order();
+            for &i in &order {
                 if let Some(token) = self.ops[i].handle.get().try_op(std::ptr::null()) {
                     return Some(self.selected(i, token));
                 }
@@ -330,11 +331,18 @@ impl<'a> Select<'a> {
                 return None;
             }
             let cx = parking.context();
-            let mut slots: Vec<Option<Erased>> = Vec::with_capacity(self.ops.len());
+            // Registered in the same shuffled order: a notifier takes the
+            // first entry in a channel's line, so two operations of one
+            // select on one channel are chosen as fairly as the try.
+            let mut slots: Vec<Option<Erased>> = (0..self.ops.len()).map(|_| None).collect();
+            let mut registered = 0;
             let mut ready = false;
-            for (i, op) in self.ops.iter().enumerate() {
-                match op.handle.get().register(i, &cx) {
-                    Ok(slot) => slots.push(slot),
+            for &i in &order {
+                match self.ops[i].handle.get().register(i, &cx) {
+                    Ok(slot) => {
+                        slots[i] = slot;
+                        registered += 1;
+                    }
                     Err(()) => {
                         ready = true;
                         break;
@@ -342,8 +350,8 @@ impl<'a> Select<'a> {
                 }
             }
             let ops = &self.ops;
-            let unregister = |slots: &mut Vec<Option<Erased>>| {
-                for (i, _) in slots.iter().enumerate() {
+            let unregister = |_: &mut Vec<Option<Erased>>| {
+                for &i in &order[..registered] {
                     ops[i].handle.get().unregister(i, &cx);
                 }
             };

@@ -341,6 +341,7 @@ fn may_lateness(spread_us: u64) -> f64 {
     median(hs.into_iter().map(|h| h.join().unwrap()).collect())
 }
 
+mod channels;
 mod coro_floor;
 mod echo;
 mod epoll_floor;
@@ -453,6 +454,11 @@ fn main() {
     }
     if want("sync") {
         sync::run();
+    }
+    if args.iter().any(|a| a == "channels") {
+        // crossbeam-channel's benchmark shapes beside Go: asked for by name
+        // only (a few minutes, and it runs `go`).
+        channels::run();
     }
     if want("echo") {
         echo::run();
