@@ -33,26 +33,28 @@ trait Kit: 'static {
     fn recv(rx: &Self::Rx) -> usize;
 }
 
-/// One with cloneable receivers and a select (all but std's mpsc).
+/// One with cloneable receivers (all but std's mpsc).
 trait Multi: Kit {
-    /// Whether the select shapes run (flume's Selector hung in
-    /// select_both over bounded(0) here, a known hang, flume issue 44;
-    /// crossbeam's suite runs no select for flume either).
-    const SELECT: bool = true;
     fn share(rx: &Self::Rx) -> Self::Rx;
+}
+
+/// One with a select: crossbeam-channel and fibra::channel. (flume's
+/// Selector hung here in select_both over bounded(0), a known hang, its
+/// issue 44; crossbeam's suite runs no select for flume either.)
+trait Sel: Multi {
     fn select_recv(rxs: &[Self::Rx]) -> usize;
     fn select_send(txs: &[Self::Tx], m: usize);
 }
 
 /// crossbeam-channel and fibra::channel have the same API.
 macro_rules! same_api {
-    ($kit:ident, $path:path) => {
+    ($kit:ident, $($c:ident)::+) => {
         struct $kit;
         impl Kit for $kit {
-            type Tx = <$kit as Paths>::Tx;
-            type Rx = <$kit as Paths>::Rx;
+            type Tx = $($c)::+::Sender<usize>;
+            type Rx = $($c)::+::Receiver<usize>;
             fn make(cap: Option<usize>) -> (Self::Tx, Self::Rx) {
-                use $path as c;
+                use $($c)::+ as c;
                 cap.map_or_else(c::unbounded, c::bounded)
             }
             fn send(tx: &Self::Tx, m: usize) {
@@ -66,8 +68,10 @@ macro_rules! same_api {
             fn share(rx: &Self::Rx) -> Self::Rx {
                 rx.clone()
             }
+        }
+        impl Sel for $kit {
             fn select_recv(rxs: &[Self::Rx]) -> usize {
-                use $path as c;
+                use $($c)::+ as c;
                 let mut sel = c::Select::new();
                 rxs.iter().for_each(|r| {
                     sel.recv(r);
@@ -77,7 +81,7 @@ macro_rules! same_api {
                 op.recv(&rxs[i]).unwrap()
             }
             fn select_send(txs: &[Self::Tx], m: usize) {
-                use $path as c;
+                use $($c)::+ as c;
                 let mut sel = c::Select::new();
                 txs.iter().for_each(|t| {
                     sel.send(t);
@@ -90,18 +94,6 @@ macro_rules! same_api {
     };
 }
 
-trait Paths {
-    type Tx;
-    type Rx;
-}
-impl Paths for Fibra {
-    type Tx = fibra::channel::Sender<usize>;
-    type Rx = fibra::channel::Receiver<usize>;
-}
-impl Paths for Crossbeam {
-    type Tx = crossbeam_channel::Sender<usize>;
-    type Rx = crossbeam_channel::Receiver<usize>;
-}
 same_api!(Fibra, fibra::channel);
 same_api!(Crossbeam, crossbeam_channel);
 
@@ -120,21 +112,8 @@ impl Kit for Flume {
     }
 }
 impl Multi for Flume {
-    const SELECT: bool = false;
     fn share(rx: &Self::Rx) -> Self::Rx {
         rx.clone()
-    }
-    fn select_recv(rxs: &[Self::Rx]) -> usize {
-        let sel = rxs.iter().fold(flume::Selector::new(), |s, r| {
-            s.recv(r, |got| got.unwrap())
-        });
-        sel.wait()
-    }
-    fn select_send(txs: &[Self::Tx], m: usize) {
-        let sel = txs.iter().fold(flume::Selector::new(), |s, t| {
-            s.send(t, m, |sent| sent.unwrap())
-        });
-        sel.wait()
     }
 }
 
@@ -218,101 +197,61 @@ fn timed(on: On, n: usize, body: impl FnOnce()) -> f64 {
 
 // ----- the shapes ---------------------------------------------------------------
 
-#[derive(Clone, Copy, PartialEq)]
-enum Shape {
-    Seq,
-    Spsc,
-    Mpsc,
-    Mpmc,
-    SelectRx,
-    SelectBoth,
+const SHAPES: [&str; 6] = ["seq", "spsc", "mpsc", "mpmc", "select_rx", "select_both"];
+
+fn put<K: Kit>(tx: &K::Tx, count: usize) {
+    (0..count).for_each(|i| K::send(tx, i));
 }
-const SHAPES: [(Shape, &str); 6] = [
-    (Shape::Seq, "seq"),
-    (Shape::Spsc, "spsc"),
-    (Shape::Mpsc, "mpsc"),
-    (Shape::Mpmc, "mpmc"),
-    (Shape::SelectRx, "select_rx"),
-    (Shape::SelectBoth, "select_both"),
-];
+
+fn take<K: Kit>(rx: &K::Rx, count: usize) {
+    for _ in 0..count {
+        black_box(K::recv(rx));
+    }
+}
 
 fn producers<K: Kit>(on: On, tx: &K::Tx, each: usize) -> Vec<Task> {
     (0..THREADS)
         .map(|_| {
             let tx = tx.clone();
-            go(on, move || (0..each).for_each(|i| K::send(&tx, i)))
+            go(on, move || put::<K>(&tx, each))
         })
         .collect()
 }
 
 /// The shapes every implementation has (std's mpsc included).
-fn single<K: Kit>(on: On, shape: Shape, cap: Option<usize>, n: usize) -> Option<f64> {
+fn single<K: Kit>(on: On, shape: &str, cap: Option<usize>, n: usize) -> Option<f64> {
     let each = n / THREADS;
     Some(match shape {
-        Shape::Seq => timed(on, n, || {
+        "seq" => timed(on, n, || {
             let (tx, rx) = K::make(cap);
-            (0..n).for_each(|i| K::send(&tx, i));
-            (0..n).for_each(|_| { black_box(K::recv(&rx)); });
+            put::<K>(&tx, n);
+            take::<K>(&rx, n);
         }),
-        Shape::Spsc => timed(on, n, || {
+        "spsc" => timed(on, n, || {
             let (tx, rx) = K::make(cap);
-            let sender = go(on, move || (0..n).for_each(|i| K::send(&tx, i)));
-            (0..n).for_each(|_| { black_box(K::recv(&rx)); });
+            let sender = go(on, move || put::<K>(&tx, n));
+            take::<K>(&rx, n);
             join(vec![sender]);
         }),
-        Shape::Mpsc => timed(on, n, || {
+        "mpsc" => timed(on, n, || {
             let (tx, rx) = K::make(cap);
             let senders = producers::<K>(on, &tx, each);
-            (0..each * THREADS).for_each(|_| { black_box(K::recv(&rx)); });
+            take::<K>(&rx, each * THREADS);
             join(senders);
         }),
         _ => return None,
     })
 }
 
-fn multi<K: Multi>(on: On, shape: Shape, cap: Option<usize>, n: usize) -> Option<f64> {
+fn multi<K: Multi>(on: On, shape: &str, cap: Option<usize>, n: usize) -> Option<f64> {
     let each = n / THREADS;
-    let sets = || {
-        let (txs, rxs): (Vec<_>, Vec<_>) = (0..THREADS).map(|_| K::make(cap)).unzip();
-        (txs, rxs)
-    };
-    if !K::SELECT && matches!(shape, Shape::SelectRx | Shape::SelectBoth) {
-        return None;
-    }
     Some(match shape {
-        Shape::Mpmc => timed(on, n, || {
+        "mpmc" => timed(on, n, || {
             let (tx, rx) = K::make(cap);
             let mut tasks = producers::<K>(on, &tx, each);
             for _ in 0..THREADS {
                 let rx = K::share(&rx);
-                tasks.push(go(on, move || (0..each).for_each(|_| { black_box(K::recv(&rx)); })));
-            }
-            join(tasks);
-        }),
-        Shape::SelectRx => timed(on, n, || {
-            let (txs, rxs) = sets();
-            // Clones: `txs` keeps every channel connected (a disconnected
-            // one would be ready in every select).
-            let senders = txs
-                .iter()
-                .map(|tx| {
-                    let tx = tx.clone();
-                    go(on, move || (0..each).for_each(|i| K::send(&tx, i)))
-                })
-                .collect();
-            (0..each * THREADS).for_each(|_| { black_box(K::select_recv(&rxs)); });
-            join(senders);
-        }),
-        Shape::SelectBoth => timed(on, n, || {
-            let (txs, rxs) = sets();
-            let mut tasks = Vec::new();
-            for _ in 0..THREADS {
-                let txs = txs.clone();
-                tasks.push(go(on, move || (0..each).for_each(|i| K::select_send(&txs, i))));
-                let rxs: Vec<_> = rxs.iter().map(K::share).collect();
-                tasks.push(go(on, move || {
-                    (0..each).for_each(|_| { black_box(K::select_recv(&rxs)); })
-                }));
+                tasks.push(go(on, move || take::<K>(&rx, each)));
             }
             join(tasks);
         }),
@@ -320,18 +259,70 @@ fn multi<K: Multi>(on: On, shape: Shape, cap: Option<usize>, n: usize) -> Option
     })
 }
 
+fn sel<K: Sel>(on: On, shape: &str, cap: Option<usize>, n: usize) -> Option<f64> {
+    let each = n / THREADS;
+    let sets = || {
+        let (txs, rxs): (Vec<_>, Vec<_>) = (0..THREADS).map(|_| K::make(cap)).unzip();
+        (txs, rxs)
+    };
+    Some(match shape {
+        "select_rx" => timed(on, n, || {
+            let (txs, rxs) = sets();
+            // Clones: `txs` keeps every channel connected (a disconnected
+            // one would be ready in every select).
+            let senders = txs
+                .iter()
+                .map(|tx| {
+                    let tx = tx.clone();
+                    go(on, move || put::<K>(&tx, each))
+                })
+                .collect();
+            for _ in 0..each * THREADS {
+                black_box(K::select_recv(&rxs));
+            }
+            join(senders);
+        }),
+        "select_both" => timed(on, n, || {
+            let (txs, rxs) = sets();
+            let mut tasks = Vec::new();
+            for _ in 0..THREADS {
+                let txs = txs.clone();
+                tasks.push(go(on, move || {
+                    (0..each).for_each(|i| K::select_send(&txs, i))
+                }));
+                let rxs: Vec<_> = rxs.iter().map(K::share).collect();
+                tasks.push(go(on, move || {
+                    for _ in 0..each {
+                        black_box(K::select_recv(&rxs));
+                    }
+                }));
+            }
+            join(tasks);
+        }),
+        _ => return multi::<K>(on, shape, cap, n),
+    })
+}
+
 // ----- ping-pong between two fibers ---------------------------------------------
 
-fn fibra_ping_pong(cap: usize) -> f64 {
-    use fibra::channel::bounded;
+/// Round trips between this fiber and an echoing one, over two channels
+/// made by `make`: ns per round trip.
+fn ping_pong<Tx: 'static, Rx: 'static>(
+    make: impl Fn() -> (Tx, Rx),
+    send: fn(&Tx, usize),
+    recv: fn(&Rx) -> Option<usize>,
+) -> f64 {
     fibra::run(|| {
-        let (there_tx, there_rx) = bounded::<usize>(cap);
-        let (back_tx, back_rx) = bounded::<usize>(cap);
-        let echo = fibra::spawn(move || there_rx.iter().for_each(|v| back_tx.send(v).unwrap()));
+        let ((there_tx, there_rx), (back_tx, back_rx)) = (make(), make());
+        let echo = fibra::spawn(move || {
+            while let Some(v) = recv(&there_rx) {
+                send(&back_tx, v);
+            }
+        });
         let t = Instant::now();
         for i in 0..PINGS {
-            there_tx.send(i).unwrap();
-            black_box(back_rx.recv().unwrap());
+            send(&there_tx, i);
+            black_box(recv(&back_rx));
         }
         let e = t.elapsed();
         drop(there_tx);
@@ -340,22 +331,22 @@ fn fibra_ping_pong(cap: usize) -> f64 {
     })
 }
 
+fn fibra_ping_pong(cap: usize) -> f64 {
+    use fibra::channel::{Receiver, Sender, bounded};
+    ping_pong(
+        || bounded(cap),
+        |t: &Sender<usize>, v| t.send(v).unwrap(),
+        |r: &Receiver<usize>| r.recv().ok(),
+    )
+}
+
 fn fibra_sync_ping_pong() -> f64 {
-    use fibra::sync::mpsc;
-    fibra::run(|| {
-        let (there_tx, there_rx) = mpsc::channel::<usize>();
-        let (back_tx, back_rx) = mpsc::channel::<usize>();
-        let echo = fibra::spawn(move || there_rx.iter().for_each(|v| back_tx.send(v).unwrap()));
-        let t = Instant::now();
-        for i in 0..PINGS {
-            there_tx.send(i).unwrap();
-            black_box(back_rx.recv().unwrap());
-        }
-        let e = t.elapsed();
-        drop(there_tx);
-        echo.join().unwrap();
-        e.as_nanos() as f64 / PINGS as f64
-    })
+    use fibra::sync::mpsc::{Receiver, Sender, channel};
+    ping_pong(
+        channel,
+        |t: &Sender<usize>, v| t.send(v).unwrap(),
+        |r: &Receiver<usize>| r.recv().ok(),
+    )
 }
 
 // ----- Go ----------------------------------------------------------------------
@@ -387,7 +378,10 @@ fn go_rows(procs: u32, n: usize) -> Option<Vec<(String, Vec<f64>)>> {
 }
 
 fn go_find(rows: &Option<Vec<(String, Vec<f64>)>>, name: &str) -> Option<Vec<f64>> {
-    rows.as_ref()?.iter().find(|(n, _)| n == name).map(|(_, v)| v.clone())
+    rows.as_ref()?
+        .iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, v)| v.clone())
 }
 
 // ----- printing ------------------------------------------------------------------
@@ -403,7 +397,9 @@ fn cell(v: &Option<Vec<f64>>) -> String {
     match v {
         None => "-".into(),
         Some(v) => {
-            let (lo, hi) = v.iter().fold((f64::MAX, 0f64), |(l, h), &x| (l.min(x), h.max(x)));
+            let (lo, hi) = v
+                .iter()
+                .fold((f64::MAX, 0f64), |(l, h), &x| (l.min(x), h.max(x)));
             let m = median(v);
             format!("{:.0} ±{:.0}%", m, (hi - lo) / m * 100.0)
         }
@@ -415,6 +411,13 @@ fn ratio(a: &Option<Vec<f64>>, b: &Option<Vec<f64>>) -> String {
         (Some(a), Some(b)) => format!("{:.2}", median(a) / median(b)),
         _ => "-".into(),
     }
+}
+
+/// One line of a table: a name `width` wide, then right-aligned columns.
+fn line(width: usize, name: &str, cols: &[impl std::fmt::Display]) {
+    print!("  {name:<width$}");
+    cols.iter().for_each(|c| print!(" {c:>11}"));
+    println!();
 }
 
 /// Runs each of `imps` REPEATS times, in turns: their times (None where a
@@ -436,19 +439,29 @@ pub fn run() {
     let n: usize = std::env::var("CHANNELS_MESSAGES")
         .ok()
         .map_or(200_000, |v| v.parse().unwrap());
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(
         "\nChannels: crossbeam-channel's benchmark shapes, {n} messages, {THREADS} senders/receivers; \
-         ns/message, median of {REPEATS} ±spread ((max-min)/median)"
+         ns/message, median of {REPEATS} ±spread ((max-min)/median); load {}",
+        load.split(' ').next().unwrap_or("?")
     );
     let go1 = go_rows(1, n);
     let go2 = go_rows(2, n);
     if go1.is_none() {
         println!("  Go: SKIPPED (no `go` on PATH, or go/channels.go failed)");
     }
-    println!(
-        "  {:<22} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>9} {:>9}",
-        "row", "fib-fibers", "fib-thread", "crossbeam", "flume", "std mpsc", "Go P=1", "Go P=2",
-        "fib/Go1", "thr/cb"
+    let head = [
+        "fib-fibers",
+        "fib-thread",
+        "crossbeam",
+        "flume",
+        "std mpsc",
+        "Go P=1",
+    ];
+    line(
+        22,
+        "row",
+        &[&head[..], &["Go P=2", "fib/Go1", "thr/cb"]].concat(),
     );
     let flavors: [(&str, &str, Option<usize>); 4] = [
         ("bounded0", "bounded0", Some(0)),
@@ -457,34 +470,25 @@ pub fn run() {
         ("unbounded", "boundedN", None),
     ];
     for (flavor, go_flavor, cap) in flavors {
-        for (shape, shape_name) in SHAPES {
-            if shape == Shape::Seq && cap.is_some_and(|c| c < n) {
+        for shape in SHAPES {
+            if shape == "seq" && cap.is_some_and(|c| c < n) {
                 continue; // one task alone would wait forever
             }
             let imps: [&dyn Fn() -> Option<f64>; 5] = [
-                &|| multi::<Fibra>(On::Fibers, shape, cap, n),
-                &|| multi::<Fibra>(On::Threads, shape, cap, n),
-                &|| multi::<Crossbeam>(On::Threads, shape, cap, n),
+                &|| sel::<Fibra>(On::Fibers, shape, cap, n),
+                &|| sel::<Fibra>(On::Threads, shape, cap, n),
+                &|| sel::<Crossbeam>(On::Threads, shape, cap, n),
                 &|| multi::<Flume>(On::Threads, shape, cap, n),
                 &|| single::<Std>(On::Threads, shape, cap, n),
             ];
             let t = rounds(&imps);
-            let go_name = format!("{go_flavor}_{shape_name}");
+            let go_name = format!("{go_flavor}_{shape}");
             let (g1, g2) = (go_find(&go1, &go_name), go_find(&go2, &go_name));
             let star = if cap.is_none() { "*" } else { "" };
-            println!(
-                "  {:<22} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>11} {:>9} {:>9}",
-                format!("{flavor}_{shape_name}"),
-                cell(&t[0]),
-                cell(&t[1]),
-                cell(&t[2]),
-                cell(&t[3]),
-                cell(&t[4]),
-                cell(&g1) + star,
-                cell(&g2) + star,
-                ratio(&t[0], &g1),
-                ratio(&t[1], &t[2]),
-            );
+            let mut cols: Vec<String> = t.iter().map(cell).collect();
+            cols.extend([cell(&g1) + star, cell(&g2) + star]);
+            cols.extend([ratio(&t[0], &g1), ratio(&t[1], &t[2])]);
+            line(22, &format!("{flavor}_{shape}"), &cols);
         }
     }
     println!("  * Go has no unbounded channel: its column there is a buffer of N (boundedN).");
@@ -501,12 +505,12 @@ pub fn run() {
     let t = rounds(&imps);
     let g0 = go_find(&go1, "bounded0_pingpong");
     let g1 = go_find(&go1, "bounded1_pingpong");
-    println!("  {:<34} {:>11} {:>11} {:>9}", "", "fibra", "Go P=1", "fib/Go1");
+    line(44, "", &["fibra", "Go P=1", "fib/Go1"]);
     for (name, fib, go) in [
         ("fibra::channel bounded(0) / unbuffered", &t[0], &g0),
         ("fibra::channel bounded(1) / buffered(1)", &t[1], &g1),
         ("fibra::sync::mpsc (unbounded) / buffered(1)", &t[2], &g1),
     ] {
-        println!("  {:<34} {:>11} {:>11} {:>9}", name, cell(fib), cell(go), ratio(fib, go));
+        line(44, name, &[cell(fib), cell(go), ratio(fib, go)]);
     }
 }
