@@ -21,9 +21,14 @@
 //! never across a wait.
 
 mod commands;
+mod connection;
 mod db;
+mod keys;
+mod lists;
 mod pubsub;
 mod resp;
+mod server;
+mod strings;
 
 use std::cell::Cell;
 use std::io::{self, BufReader, Read, Write};
