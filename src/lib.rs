@@ -60,12 +60,67 @@
 //!
 //! - A fiber never moves to another thread: `Rc` and `RefCell` are safe
 //!   across blocking calls, and so is a borrow of a thread-local made
-//!   inside `LocalKey::with` — with one rule, below.
-//! - A stack overflow in a fiber is reported (`fiber 'name' (id N) has
-//!   overflowed its stack of K KiB`) and aborts; it never corrupts memory.
+//!   inside `LocalKey::with` — with one rule: a `thread_local!`
+//!   initializer must not park the fiber (see [Thread-locals](#thread-locals)).
+//!   A runtime dropped while its thread destroys its thread-locals (one
+//!   kept in a `thread_local!`) leaks its fibers instead of unwinding them
+//!   into destroyed values.
 //! - A panic in a fiber is caught at its root and returned by
 //!   [`JoinHandle::join`]. Cancelling a fiber, a [`timeout`], or dropping its
 //!   runtime unwinds it from where it blocks, so its destructors run.
+//! - A `tracing` subscriber's callbacks (a fiber span's `enter`, `exit`,
+//!   `try_close`, `new_span`, fibra's events) never run while fibra holds a
+//!   reference into its own state: they may spawn, wake and log. They may
+//!   not block there (a panic says so) nor unwind (the process aborts with
+//!   a message).
+//! - A switch preserves exactly the System V callee-saved state (rbx, rbp,
+//!   r12–r15, rsp, MXCSR and x87 control words, each fiber keeping its own;
+//!   a generator, entered like a call, shares its caller's, as a call
+//!   does): the switch saves rbx, rbp, the FP words and its resume point,
+//!   in inline assembly that declares r12–r15 clobbered, so the compiler
+//!   saves those only where they hold something. It neither calls nor
+//!   returns (its second half jumps to the other context's resume point),
+//!   so the CPU's return stack stays each context's own. It carries CFI:
+//!   `std::backtrace`, gdb and perf walk a fiber's stack and stop at its
+//!   root.
+//! - Every stack has a guard page. Overflowing it prints `fiber 'name' (id
+//!   N) has overflowed its stack of K KiB` and aborts; it never corrupts
+//!   memory. An overflow in the middle of a switch (the switch pushes its
+//!   frame on the stack it leaves) is reported the same way: a switch reads
+//!   the lowest byte it will push before it records the stack it goes to,
+//!   so the fault comes while the stack it leaves is still the one
+//!   recorded.
+//! - On Linux ≥ 6.13 guards use `MADV_GUARD_INSTALL` and cost no extra
+//!   mapping, so a million guarded fibers use 44 mappings, far under the
+//!   default `vm.max_map_count` of 65 530. Older kernels have no
+//!   `MADV_GUARD_INSTALL`: each guard page is an `mprotect` that splits the
+//!   mapping, so under the default `vm.max_map_count` a process tops out
+//!   near 32 000 live fibers. Beyond that, use Linux ≥ 6.13 or raise
+//!   `vm.max_map_count` (`sysctl vm.max_map_count=2500000`).
+//! - Your own SIGSEGV handler: fibra installs its handler (with
+//!   `SA_ONSTACK`, on an alternate signal stack it gives every thread that
+//!   runs fibers) when the first runtime or generator starts, and passes
+//!   every fault that is not a fiber's guard page to the handler that was
+//!   installed before it. So install yours *before* the first runtime
+//!   starts and both work; one installed afterwards replaces fibra's, and a
+//!   fiber's overflow is then yours to report (give it `SA_ONSTACK`, or it
+//!   runs on the exhausted stack).
+//! - CET shadow stacks are not supported: the switch does not switch shadow
+//!   stacks. A runtime or generator created on a thread with a shadow stack
+//!   active returns an `Unsupported` error that says so (Linux enables one
+//!   only for binaries marked SHSTK-compatible, e.g. built with
+//!   `-Zcf-protection=full`, and only when glibc is told to).
+//! - A stream socket's `read` and `write` of one buffer make the system call
+//!   themselves (`recvfrom`, `sendto` with `MSG_NOSIGNAL`), as Go does, not
+//!   through libc: glibc's wrappers are cancellation points and cost two
+//!   calls more each in a process of several threads. So a tool that
+//!   interposes libc's `recv`/`send` with `LD_PRELOAD` does not see those
+//!   calls (`strace` and `perf trace` do); vectored reads and writes and
+//!   every other socket call still go through std and libc.
+//! - A fiber that makes 128 socket calls in a row without blocking (its
+//!   data always there) yields, and its thread polls for I/O, so it cannot
+//!   starve the other fibers of its thread.
+//! - Timers never fire early; timers due together fire in deadline order.
 //! - Yield, park and unpark allocate nothing, take no lock and make no
 //!   syscall on their own thread.
 //!
@@ -145,8 +200,11 @@
 //!   `connect`. Timeouts set with `set_read_timeout`/`set_write_timeout`
 //!   hold (`WouldBlock`); a socket made non-blocking gets `WouldBlock` at
 //!   once; a blocking write sends everything; a socket's `O_NONBLOCK` is
-//!   never changed behind the program's back (`accept` parks until a
-//!   connection is queued, `connect` runs on the blocking pool).
+//!   never changed behind the program's back, so a `try_clone` on a plain
+//!   thread sees what the program set (`accept` parks until a connection
+//!   is queued, `connect` runs on the blocking pool).
+//! - **Closing**: `close`, `dup2` and `dup3` forget the fd's registration,
+//!   so a reused fd number is never woken by mistake.
 //! - **Other pollable fds**: `read`/`write` (and the vectored forms) on
 //!   pipes, FIFOs, ttys and eventfds — a child's stdout read in a fiber
 //!   parks.
@@ -160,14 +218,16 @@
 //!   `std::thread::sleep`) park on fibra's timers, for the full time.
 //! - **Not hooked**: files (use [`fs`]); stdin, stdout and stderr; code
 //!   that makes system calls without libc (rustix's `linux_raw` backend, a
-//!   static C library); `splice`/`sendfile` in `io::copy`.
+//!   static C library); `splice`/`sendfile` in `io::copy`; fds closed by a
+//!   raw system call; fd numbers from 4 Mi up.
 //! - **Cancellation and timeouts** cannot unwind through C frames: a
 //!   hooked call that waits when a [`JoinHandle::cancel`] or a [`timeout`]
 //!   lands fails with `ECANCELED` or `ETIMEDOUT`, and the fiber unwinds at
 //!   its next fibra park (see [`timeout`] for what it then returns).
 //! - **Signal handlers** never park or yield: handlers installed with
-//!   `sigaction`/`signal` run marked as such, and a blocking call in one
-//!   blocks the thread as the kernel's would.
+//!   `sigaction`/`signal` run marked as such, so a blocking call in one
+//!   blocks the thread as the kernel's would, and a write to a nonblocking
+//!   socket (the self-pipe trick) is just that write.
 //! - **Embedded event loops** with thread-local state (tokio inside the
 //!   sync `postgres` crate) park in their `epoll_wait` too; a second fiber
 //!   of the thread entering the same loop meanwhile finds the first's state
