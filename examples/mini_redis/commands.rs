@@ -2,10 +2,11 @@
 //! `-n` at least), and a function that appends its reply to the
 //! connection's output. Replies and error texts are redis-server 7's. The
 //! functions live by what they work on: `strings`, `keys`, `lists`,
-//! `pubsub`, `connection` (the client's session) and `server`.
+//! `pubsub`, `multi` (transactions), `connection` (the client's session)
+//! and `server`.
 
 use crate::db::Db;
-use crate::resp::{error, parse_i64, simple};
+use crate::resp::{Proto, error, parse_i64, simple};
 use crate::{Conn, Shared, connection, keys, lists, server, strings};
 
 pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
@@ -34,6 +35,9 @@ pub fn execute(conn: &mut Conn, args: &mut [Vec<u8>]) -> Flow {
     });
     let Some(Some((arity, handler))) = found else {
         unknown_command(&mut conn.out, args);
+        if let Some(queue) = &mut conn.multi {
+            queue.doom();
+        }
         return Flow::Continue;
     };
     let argc = args.len() as i32;
@@ -43,15 +47,26 @@ pub fn execute(conn: &mut Conn, args: &mut [Vec<u8>]) -> Flow {
             &mut conn.out,
             &format!("ERR wrong number of arguments for '{lower}' command"),
         );
+        if let Some(queue) = &mut conn.multi {
+            queue.doom();
+        }
         return Flow::Continue;
     }
-    if !conn.subscriptions.is_empty() {
+    // A RESP2 subscriber's replies and messages share one stream of
+    // arrays, so it may only manage its subscriptions; RESP3 tells
+    // messages apart (pushes), and a subscriber may run anything.
+    if !conn.subscriptions.is_empty() && conn.proto == Proto::Resp2 {
         let upper = &upper[..name.len()];
         if !matches!(
             upper,
             b"SUBSCRIBE" | b"UNSUBSCRIBE" | b"PING" | b"QUIT" | b"RESET"
         ) {
-            let lower = String::from_utf8_lossy(name).to_lowercase();
+            let mut lower = String::from_utf8_lossy(name).to_lowercase();
+            if let (b"CLIENT" | b"CONFIG" | b"COMMAND", Some(sub)) = (upper, args.get(1)) {
+                // A container command is named with its subcommand.
+                lower.push('|');
+                lower.push_str(&shown(sub).to_lowercase());
+            }
             error(
                 &mut conn.out,
                 &format!(
@@ -61,9 +76,17 @@ pub fn execute(conn: &mut Conn, args: &mut [Vec<u8>]) -> Flow {
             return Flow::Continue;
         }
     }
-    if &upper[..name.len()] == b"QUIT" {
+    let upper = &upper[..name.len()];
+    if upper == b"QUIT" {
         simple(&mut conn.out, "OK");
         return Flow::Close;
+    }
+    if let Some(queue) = &mut conn.multi
+        && !matches!(upper, b"EXEC" | b"DISCARD" | b"MULTI" | b"RESET")
+    {
+        queue.push(args);
+        simple(&mut conn.out, "QUEUED");
+        return Flow::Continue;
     }
     handler(conn, args);
     Flow::Continue
@@ -117,6 +140,9 @@ fn lookup(name: &[u8]) -> Option<(i32, Handler)> {
         b"CONFIG" => (-2, config),
         b"INFO" => (-1, info),
         b"RESET" => (1, reset),
+        b"MULTI" => (1, crate::multi::multi),
+        b"EXEC" => (1, crate::multi::exec),
+        b"DISCARD" => (1, crate::multi::discard),
         _ => return None,
     })
 }
@@ -136,6 +162,13 @@ fn unknown_command(out: &mut Vec<u8>, args: &[Vec<u8>]) {
         msg.push_str(&format!("'{}' ", text(a, room)));
     }
     error(out, &msg);
+}
+
+/// A client's argument quoted in an error: its first 128 bytes, as Redis
+/// quotes an unknown subcommand (so an error line stays short whatever
+/// was sent).
+pub fn shown(arg: &[u8]) -> String {
+    String::from_utf8_lossy(&arg[..arg.len().min(128)]).into_owned()
 }
 
 /// The keyspace, locked for one command (a panicked command's poison is

@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 use crate::Conn;
 use crate::commands::{NOT_INTEGER, WRONGTYPE, db};
 use crate::db::Value;
-use crate::resp::{array, bulk, error, int, nil, parse_i64};
+use crate::resp::{array, bulk, error, int, null, null_array, parse_i64};
 
 pub fn push(c: &mut Conn, a: &mut [Vec<u8>], left: bool) {
     let mut db = db(&c.shared);
@@ -44,9 +44,9 @@ pub fn pop(c: &mut Conn, a: &mut [Vec<u8>], left: bool) {
     let mut db = db(&c.shared);
     let Some(e) = db.get(&a[1]) else {
         return if count.is_some() {
-            array(&mut c.out, -1)
+            null_array(&mut c.out, c.proto)
         } else {
-            nil(&mut c.out)
+            null(&mut c.out, c.proto)
         };
     };
     let Value::List(l) = &mut e.value else {

@@ -1,5 +1,5 @@
-//! A small Redis: RESP2 over TCP, one fiber per connection, written in
-//! plain blocking style.
+//! A small Redis: RESP2 and RESP3 over TCP, one fiber per connection,
+//! written in plain blocking style.
 //!
 //! ```sh
 //! cargo run --release --example mini_redis -- 127.0.0.1:6379
@@ -7,10 +7,14 @@
 //! redis-benchmark -p 6379 -q -t ping,set,get,lpush,lpop -P 16
 //! ```
 //!
-//! Strings (with expiry), lists, pub/sub, and enough of the connection
-//! handshake (`HELLO`, `CLIENT`, `COMMAND`, `CONFIG GET`, `SELECT 0`,
-//! `INFO`) for `redis-cli`, `redis-benchmark` and client libraries. Replies
-//! are byte for byte those of redis-server 7.
+//! Strings (with expiry), lists, pub/sub, transactions (MULTI / EXEC),
+//! and enough of the connection handshake (`HELLO 2` and `HELLO 3` with
+//! `AUTH` and `SETNAME`, `CLIENT SETNAME`/`SETINFO`/`ID`/`INFO`, `COMMAND`,
+//! `CONFIG GET`, `SELECT 0`, `INFO`) for `redis-cli`, `redis-benchmark`
+//! and client libraries such as redis-py, which speaks RESP3 by default.
+//! Replies are byte for byte those of redis-server 7 in either protocol:
+//! on a RESP3 connection nulls are `_`, `CONFIG GET` and `HELLO` answer
+//! maps, `INFO` a verbatim string, and pub/sub messages arrive as pushes.
 //!
 //! Each connection is a fiber reading commands through a `BufReader` and
 //! appending replies to a buffer; the buffer goes out in one write just
@@ -25,6 +29,7 @@ mod connection;
 mod db;
 mod keys;
 mod lists;
+mod multi;
 mod pubsub;
 mod resp;
 mod server;
@@ -33,13 +38,13 @@ mod strings;
 use std::cell::Cell;
 use std::io::{self, BufReader, Read, Write};
 use std::rc::Rc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use fibra::net::{TcpListener, TcpStream};
 use fibra::sync::Mutex;
 
 use commands::Flow;
-use resp::ReadError;
+use resp::{Proto, ReadError};
 
 /// State all connections share.
 pub struct Shared {
@@ -59,9 +64,19 @@ pub struct Conn {
     /// Set once the client subscribes: replies then go to its writer fiber.
     pub sink: Option<pubsub::Sink>,
     pub id: u64,
+    /// The reply protocol (`HELLO`); RESP2 until the client asks for 3.
+    pub proto: Proto,
+    /// `CLIENT SETNAME`; empty for none.
     pub name: Vec<u8>,
+    /// `CLIENT SETINFO LIB-NAME` and `LIB-VER`: the client library's
+    /// own words, shown by `CLIENT INFO`.
+    pub lib_name: Vec<u8>,
+    pub lib_ver: Vec<u8>,
+    pub connected: Instant,
     /// Channels subscribed to, in order.
     pub subscriptions: Vec<Vec<u8>>,
+    /// The commands queued since `MULTI`, until `EXEC` or `DISCARD`.
+    pub multi: Option<multi::Queue>,
 }
 
 impl Conn {
@@ -73,6 +88,15 @@ impl Conn {
         match &self.sink {
             Some(sink) => sink.send(std::mem::take(&mut self.out)),
             None => self.send_pending_direct(),
+        }
+    }
+
+    /// Switches the reply protocol, and the one that messages published to
+    /// this connection (if it subscribes) are framed in.
+    pub fn set_proto(&mut self, p: Proto) {
+        self.proto = p;
+        if let Some(sink) = &self.sink {
+            sink.set_proto(p);
         }
     }
 
@@ -115,8 +139,13 @@ fn serve(shared: Rc<Shared>, stream: TcpStream) -> io::Result<()> {
         out: Vec::with_capacity(16 * 1024),
         sink: None,
         id,
+        proto: Proto::Resp2,
         name: Vec::new(),
+        lib_name: Vec::new(),
+        lib_ver: Vec::new(),
+        connected: Instant::now(),
         subscriptions: Vec::new(),
+        multi: None,
     };
     let mut input = BufReader::with_capacity(16 * 1024, conn);
     loop {

@@ -6,6 +6,11 @@
 //! is the socket's only writer and the order is kept. The connection's
 //! fiber stays parked on its reader, serving SUBSCRIBE, PING and the like.
 //!
+//! Messages are framed in the subscriber's protocol: an array in RESP2, a
+//! push (`>`) in RESP3, where the confirmations of SUBSCRIBE and
+//! UNSUBSCRIBE are pushes too. A RESP3 subscriber may run any command;
+//! a RESP2 one only the few `commands::execute` lets through.
+//!
 //! What waits in the channel is counted in bytes: a subscriber that does
 //! not read while more than 32 MiB piles up for it is disconnected, as
 //! Redis disconnects a client past its pub/sub output-buffer limit,
@@ -21,7 +26,7 @@ use fibra::net::TcpStream;
 use fibra::sync::mpsc::{Sender, channel};
 
 use crate::Conn;
-use crate::resp::{array, bulk, int};
+use crate::resp::{Proto, bulk, int, null, push};
 
 /// Bytes that may wait for a subscriber before it is cut off (Redis's
 /// `client-output-buffer-limit pubsub` hard limit).
@@ -34,9 +39,15 @@ pub struct Sink {
     /// Bytes sent to the writer and not yet written.
     queued: Rc<Cell<usize>>,
     stream: Rc<TcpStream>,
+    /// The subscriber's protocol now (it may say `HELLO` while subscribed).
+    proto: Rc<Cell<Proto>>,
 }
 
 impl Sink {
+    pub fn set_proto(&self, p: Proto) {
+        self.proto.set(p);
+    }
+
     /// Hands `frame` to the writer; past the limit, cuts the client off
     /// instead (its fibers see the shutdown and end).
     pub fn send(&self, frame: Vec<u8>) -> io::Result<()> {
@@ -77,12 +88,18 @@ pub fn publish(c: &mut Conn, a: &mut [Vec<u8>]) {
     let mut reached = 0;
     let mut cut_off = Vec::new();
     if let Some(subs) = reg.channels.get(&a[1]) {
-        let mut frame = Vec::with_capacity(a[1].len() + a[2].len() + 32);
-        array(&mut frame, 3);
-        bulk(&mut frame, b"message");
-        bulk(&mut frame, &a[1]);
-        bulk(&mut frame, &a[2]);
+        // Framed once per protocol, when a subscriber of it is met.
+        let mut frames: [Option<Vec<u8>>; 2] = [None, None];
         for (&id, sink) in subs {
+            let p = sink.proto.get();
+            let frame = frames[(p == Proto::Resp3) as usize].get_or_insert_with(|| {
+                let mut frame = Vec::with_capacity(a[1].len() + a[2].len() + 32);
+                push(&mut frame, p, 3);
+                bulk(&mut frame, b"message");
+                bulk(&mut frame, &a[1]);
+                bulk(&mut frame, &a[2]);
+                frame
+            });
             match sink.send(frame.clone()) {
                 Ok(()) => reached += 1,
                 Err(_) => cut_off.push(id),
@@ -112,6 +129,7 @@ pub fn subscribe(c: &mut Conn, a: &mut [Vec<u8>]) {
                 tx,
                 queued: queued.clone(),
                 stream: c.stream.clone(),
+                proto: Rc::new(Cell::new(c.proto)),
             };
             let stream = c.stream.clone();
             fibra::spawn(move || {
@@ -136,7 +154,8 @@ pub fn subscribe(c: &mut Conn, a: &mut [Vec<u8>]) {
                 .or_default()
                 .insert(c.id, sink.clone());
         }
-        confirm(&mut c.out, b"subscribe", Some(ch), c.subscriptions.len());
+        let n = c.subscriptions.len();
+        confirm(&mut c.out, c.proto, b"subscribe", Some(ch), n);
     }
 }
 
@@ -148,7 +167,7 @@ pub fn unsubscribe(c: &mut Conn, a: &mut [Vec<u8>]) {
         c.subscriptions.clone()
     };
     if channels.is_empty() {
-        return confirm(&mut c.out, b"unsubscribe", None, 0);
+        return confirm(&mut c.out, c.proto, b"unsubscribe", None, 0);
     }
     let mut reg = c.shared.pubsub.lock().unwrap_or_else(|e| e.into_inner());
     for ch in &channels {
@@ -156,16 +175,18 @@ pub fn unsubscribe(c: &mut Conn, a: &mut [Vec<u8>]) {
             c.subscriptions.remove(i);
             reg.remove(ch, c.id);
         }
-        confirm(&mut c.out, b"unsubscribe", Some(ch), c.subscriptions.len());
+        let n = c.subscriptions.len();
+        confirm(&mut c.out, c.proto, b"unsubscribe", Some(ch), n);
     }
 }
 
-fn confirm(out: &mut Vec<u8>, kind: &[u8], channel: Option<&[u8]>, count: usize) {
-    array(out, 3);
+/// `[kind, channel, subscriptions left]`, as a push in RESP3.
+fn confirm(out: &mut Vec<u8>, p: Proto, kind: &[u8], channel: Option<&[u8]>, count: usize) {
+    push(out, p, 3);
     bulk(out, kind);
     match channel {
         Some(ch) => bulk(out, ch),
-        None => crate::resp::nil(out),
+        None => null(out, p),
     }
     int(out, count as i64);
 }

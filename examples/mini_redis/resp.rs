@@ -1,5 +1,13 @@
-//! RESP2 in both directions: reading commands (multibulk and inline) from a
-//! `BufRead`, and writing replies into a `Vec<u8>`.
+//! RESP in both directions: reading commands (multibulk and inline) from a
+//! `BufRead`, and writing replies into a `Vec<u8>`, in RESP2 or RESP3.
+//!
+//! Clients send commands the same way in both versions; only replies
+//! differ. A connection starts in RESP2 and `HELLO 3` moves it to RESP3,
+//! where a missing value is `_` instead of `$-1` or `*-1`, key-value
+//! replies are maps (`%`), out-of-band messages are pushes (`>`), and
+//! text meant for people is a verbatim string (`=`). The writers whose
+//! shape depends on the version take a [`Proto`]; the others are the same
+//! bytes in both.
 //!
 //! The reader takes Redis's limits and its protocol errors, which clients
 //! see verbatim: a count or length line at most 64 KiB, a bulk at most
@@ -279,6 +287,23 @@ pub fn parse_i64(s: &[u8]) -> Option<i64> {
 
 // ----- replies ---------------------------------------------------------------
 
+/// The reply protocol of a connection, chosen with `HELLO`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Proto {
+    Resp2,
+    Resp3,
+}
+
+impl Proto {
+    /// The number `HELLO` takes and reports.
+    pub fn version(self) -> i64 {
+        match self {
+            Proto::Resp2 => 2,
+            Proto::Resp3 => 3,
+        }
+    }
+}
+
 /// `+OK` and other status replies.
 pub fn simple(out: &mut Vec<u8>, s: &str) {
     out.push(b'+');
@@ -299,28 +324,73 @@ pub fn error(out: &mut Vec<u8>, msg: &str) {
 
 /// `:<n>`.
 pub fn int(out: &mut Vec<u8>, n: i64) {
-    out.push(b':');
-    decimal(out, n);
-    out.extend_from_slice(b"\r\n");
+    header(out, b':', n);
 }
 
 /// `$<len>` and the bytes.
 pub fn bulk(out: &mut Vec<u8>, b: &[u8]) {
-    out.push(b'$');
-    decimal(out, b.len() as i64);
-    out.extend_from_slice(b"\r\n");
+    header(out, b'$', b.len() as i64);
     out.extend_from_slice(b);
     out.extend_from_slice(b"\r\n");
 }
 
-/// The null bulk string, `$-1`.
-pub fn nil(out: &mut Vec<u8>) {
-    out.extend_from_slice(b"$-1\r\n");
+/// `*<n>`, to be followed by `n` replies.
+pub fn array(out: &mut Vec<u8>, n: i64) {
+    header(out, b'*', n);
 }
 
-/// `*<n>`, to be followed by `n` replies; `-1` is the null array.
-pub fn array(out: &mut Vec<u8>, n: i64) {
-    out.push(b'*');
+/// No value where a string was asked for: `$-1` (RESP2) or `_`.
+pub fn null(out: &mut Vec<u8>, p: Proto) {
+    out.extend_from_slice(match p {
+        Proto::Resp2 => b"$-1\r\n",
+        Proto::Resp3 => b"_\r\n",
+    });
+}
+
+/// No value where an array was asked for: `*-1` (RESP2) or `_`.
+pub fn null_array(out: &mut Vec<u8>, p: Proto) {
+    out.extend_from_slice(match p {
+        Proto::Resp2 => b"*-1\r\n",
+        Proto::Resp3 => b"_\r\n",
+    });
+}
+
+/// `n` key-value pairs follow, key first: a map (`%<n>`) in RESP3, a flat
+/// array of `2n` in RESP2.
+pub fn map(out: &mut Vec<u8>, p: Proto, n: usize) {
+    match p {
+        Proto::Resp2 => header(out, b'*', 2 * n as i64),
+        Proto::Resp3 => header(out, b'%', n as i64),
+    }
+}
+
+/// A message the client did not ask for with this command (pub/sub):
+/// a push (`><n>`) in RESP3, an array in RESP2.
+pub fn push(out: &mut Vec<u8>, p: Proto, n: usize) {
+    let kind = match p {
+        Proto::Resp2 => b'*',
+        Proto::Resp3 => b'>',
+    };
+    header(out, kind, n as i64);
+}
+
+/// Text for people (`INFO`, `CLIENT INFO`): in RESP3 a verbatim string
+/// marked `txt`, in RESP2 a bulk string.
+pub fn verbatim(out: &mut Vec<u8>, p: Proto, text: &[u8]) {
+    match p {
+        Proto::Resp2 => bulk(out, text),
+        Proto::Resp3 => {
+            header(out, b'=', text.len() as i64 + 4);
+            out.extend_from_slice(b"txt:");
+            out.extend_from_slice(text);
+            out.extend_from_slice(b"\r\n");
+        }
+    }
+}
+
+/// A type byte and a number: `*3`, `%2`, `:-7`, ...
+fn header(out: &mut Vec<u8>, kind: u8, n: i64) {
+    out.push(kind);
     decimal(out, n);
     out.extend_from_slice(b"\r\n");
 }
@@ -365,6 +435,26 @@ mod tests {
         ] {
             assert_eq!(parse_i64(bad), None, "{:?}", String::from_utf8_lossy(bad));
         }
+    }
+
+    #[test]
+    fn replies_in_each_protocol() {
+        let shape = |write: &dyn Fn(&mut Vec<u8>, Proto)| {
+            [Proto::Resp2, Proto::Resp3].map(|p| {
+                let mut out = Vec::new();
+                write(&mut out, p);
+                String::from_utf8(out).unwrap()
+            })
+        };
+        assert_eq!(shape(&|o, p| null(o, p)), ["$-1\r\n", "_\r\n"]);
+        assert_eq!(shape(&|o, p| null_array(o, p)), ["*-1\r\n", "_\r\n"]);
+        assert_eq!(shape(&|o, p| map(o, p, 2)), ["*4\r\n", "%2\r\n"]);
+        assert_eq!(shape(&|o, p| push(o, p, 3)), ["*3\r\n", ">3\r\n"]);
+        assert_eq!(
+            shape(&|o, p| verbatim(o, p, b"a\r\nb")),
+            ["$4\r\na\r\nb\r\n", "=8\r\ntxt:a\r\nb\r\n"]
+        );
+        assert_eq!(shape(&|o, _| int(o, -42)), [":-42\r\n", ":-42\r\n"]);
     }
 
     #[test]

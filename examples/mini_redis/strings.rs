@@ -3,12 +3,12 @@
 use crate::Conn;
 use crate::commands::{NOT_INTEGER, SYNTAX, WRONGTYPE, db};
 use crate::db::{Value, now_ms};
-use crate::resp::{array, bulk, error, int, nil, parse_i64, simple};
+use crate::resp::{array, bulk, error, int, null, parse_i64, simple};
 
 pub fn get(c: &mut Conn, a: &mut [Vec<u8>]) {
     let mut db = db(&c.shared);
     match db.get(&a[1]) {
-        None => nil(&mut c.out),
+        None => null(&mut c.out, c.proto),
         Some(e) => match &e.value {
             Value::Str(s) => bulk(&mut c.out, s),
             Value::List(_) => error(&mut c.out, WRONGTYPE),
@@ -90,11 +90,11 @@ pub fn set(c: &mut Conn, a: &mut [Vec<u8>]) {
             }
         }
     } else if get {
-        nil(&mut c.out);
+        null(&mut c.out, c.proto);
     }
     if (nx && exists) || (xx && !exists) {
         if !get {
-            nil(&mut c.out);
+            null(&mut c.out, c.proto);
         }
         return;
     }
@@ -195,7 +195,7 @@ pub fn mget(c: &mut Conn, a: &mut [Vec<u8>]) {
     for k in &a[1..] {
         match db.get(k).map(|e| &e.value) {
             Some(Value::Str(s)) => bulk(&mut c.out, s),
-            _ => nil(&mut c.out),
+            _ => null(&mut c.out, c.proto),
         }
     }
 }
