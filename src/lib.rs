@@ -24,6 +24,14 @@
 //! assert!(start.elapsed() < Duration::from_secs(10)); // not 1000 × 20 ms
 //! ```
 //!
+//! ## Guides
+//!
+//! Coming from somewhere? Each [guide] maps what you know onto fibra, with
+//! examples that run:
+//!
+//! - [thread-locals](guide::thread_locals): the one rule, `OnceLock` and
+//!   `fiber_local!`.
+//!
 //! ## The pieces
 //!
 //! - Running: [`run`], [`Runtime`] ([`block_on`](Runtime::block_on),
@@ -61,7 +69,8 @@
 //! - A fiber never moves to another thread: `Rc` and `RefCell` are safe
 //!   across blocking calls, and so is a borrow of a thread-local made
 //!   inside `LocalKey::with` — with one rule: a `thread_local!`
-//!   initializer must not park the fiber (see [Thread-locals](#thread-locals)).
+//!   initializer must not park the fiber (see [Thread-locals](#thread-locals)
+//!   and the [guide](guide::thread_locals)).
 //!   A runtime dropped while its thread destroys its thread-locals (one
 //!   kept in a `thread_local!`) leaks its fibers instead of unwinding them
 //!   into destroyed values.
@@ -275,66 +284,17 @@
 //! ## Thread-locals
 //!
 //! The fibers of a thread share its thread-locals, and interleave: one may
-//! park inside `KEY.with(..)` while another runs and uses `KEY` too. std's
-//! `thread_local!` assumes `with` scopes nest on a thread, and fibra keeps
-//! that sound wherever a library can:
+//! park inside `KEY.with(..)` while another uses `KEY` too. Borrowing
+//! inside `with` and parking there is fine. The one rule: **a
+//! `thread_local!` initializer must not park** — no `fibra::sleep`, socket,
+//! lock, channel, `join` or other blocking call of fibra's while the value
+//! is being made, or a second fiber makes the value again and std drops
+//! one that fiber still borrows. For a value that takes a blocking call to
+//! make, keep a [`sync::OnceLock`] (or use [`sync::LazyLock`]): a fiber
+//! that comes while another fills it waits, parked. For a value per fiber,
+//! use [`fiber_local!`]. The [thread-locals guide](guide::thread_locals)
+//! explains why, and shows each.
 //!
-//! - Borrowing inside `with` and parking there is fine: the value stays
-//!   where it is while the thread lives. A runtime dropped while its thread
-//!   destroys its thread-locals (one kept in a `thread_local!`) leaks its
-//!   fibers rather than resume one whose thread-local may be gone (see
-//!   [`Runtime`]).
-//! - **A `thread_local!` initializer must not park** — no `fibra::sleep`,
-//!   no socket, lock, channel, `join` or any other blocking call of fibra's
-//!   that would park a fiber (directly or deep inside) while the value is
-//!   being made. If fiber A parks inside the initializer of `KEY`, and
-//!   fiber B then uses `KEY`, B runs the initializer again, stores its
-//!   value and may park inside `with` holding `&T`; when A's initializer
-//!   returns, std stores A's value and drops B's, which B still borrows: a
-//!   use after free in safe code. No library can fence this off: std gives
-//!   no way to see that a fiber is inside an initializer, and none to make
-//!   a second initialisation wait. (On a plain thread, or in a
-//!   `thread_local!` whose initializer never blocks, nothing changes.)
-//!
-//! For a per-thread value that takes a blocking call to make — a
-//! connection, a file, a fetched config — use a cell that makes the second
-//! comer wait instead: [`sync::OnceLock`] or [`sync::LazyLock`] (std's
-//! shapes; a fiber waiting for another's initialisation parks). Per
-//! thread, key it by thread, or make it once per worker in a fiber pinned
-//! there ([`Runtime::spawn_on`](Runtime#method.spawn_on)). For a per-*fiber*
-//! value, made lazily and dropped with the fiber, use [`fiber_local!`].
-//!
-//! ```
-//! use std::time::Duration;
-//! use fibra::sync::OnceLock;
-//!
-//! // Not: thread_local! { static CONN: Conn = Conn::connect(); } — it parks.
-//! static CONN: OnceLock<String> = OnceLock::new();
-//!
-//! fibra::run(|| {
-//!     let users: Vec<_> = (0..3)
-//!         .map(|_| fibra::spawn(|| {
-//!             CONN.get_or_init(|| {
-//!                 fibra::sleep(Duration::from_millis(5)); // connecting...
-//!                 "db:5432".to_string()
-//!             })
-//!             .clone()
-//!         }))
-//!         .collect();
-//!     for u in users {
-//!         assert_eq!(u.join().unwrap(), "db:5432"); // one connect, three users
-//!     }
-//! });
-//! ```
-//!
-//! How others stand: `may` marks its `spawn` `unsafe` for this family of
-//! hazards (thread-locals and fibers) and leaves the proof to the caller;
-//! `corosensei` switches only through an explicit `Yielder` that a
-//! `thread_local!` initializer has no way to reach, so it never meets the
-//! case — and neither can its coroutines block implicitly. fibra's calls
-//! block implicitly (that is its point), so the rule above is the price,
-//! stated where users read it.
-
 #![deny(unsafe_op_in_unsafe_fn)]
 // On docs.rs (every feature on): each item a feature adds says so.
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -348,6 +308,7 @@ mod fiber;
 pub mod fs;
 mod future;
 mod generator;
+pub mod guide;
 #[cfg(feature = "hook")]
 mod hook;
 pub mod io;

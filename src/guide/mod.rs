@@ -1,0 +1,12 @@
+//! Guides: fibra explained from where you come from.
+//!
+//! These modules hold no code. Each is a chapter to read, and every example
+//! in it is a doctest that runs.
+//!
+//! - [`thread_locals`]: the one rule that fibers add to `thread_local!`,
+//!   and the tools that make it easy to keep.
+//!
+//! The crate's front page has the [guarantees](crate#guarantees) and the
+//! details of the [`hook` feature](crate#the-hook-feature).
+
+pub mod thread_locals;
