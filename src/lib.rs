@@ -32,6 +32,16 @@
 //! - [thread-locals](guide::thread_locals): the one rule, `OnceLock` and
 //!   `fiber_local!`.
 //!
+//! ## Guides
+//!
+//! Coming from somewhere? Each [guide] maps what you know onto fibra, with
+//! examples that run:
+//!
+//! - [blocking the runtime](guide::blocking): what stalls a thread's
+//!   fibers, the stall warning, the blocking pool;
+//! - [thread-locals](guide::thread_locals): the one rule, `OnceLock` and
+//!   `fiber_local!`.
+//!
 //! ## The pieces
 //!
 //! - Running: [`run`], [`Runtime`] ([`block_on`](Runtime::block_on),
@@ -137,62 +147,18 @@
 //!
 //! A fiber runs until it parks, and while it runs nothing else runs on its
 //! thread. fibra's calls park the fiber; a call that blocks the *thread*
-//! instead stalls every fiber of that thread (timers, sockets, all) until
-//! it returns. The usual suspects, and what to use instead:
-//!
-//! | Blocks the thread | Instead |
-//! |---|---|
-//! | `std::fs` (a slow disk, a network mount, a FIFO waiting for its writer) | [`fibra::fs`](fs), same shapes |
-//! | `std::thread::sleep` | [`sleep`] |
-//! | a `std::sync::Mutex` held across a park (`fibra::sleep`, a socket read): the next fiber of the thread to lock it blocks the thread, and the holder can never run to unlock — a deadlock | [`sync::Mutex`] (and `RwLock`, `Condvar`) |
-//! | `std::sync::mpsc` `recv` whose sender is a fiber of the same thread: that fiber never runs — a hang | [`sync::mpsc`] |
-//! | a long CPU loop (parsing, hashing, compressing) | [`yield_now`] every few hundred microseconds, or the whole job in [`spawn_blocking`] |
-//! | a crate that makes its own std sockets or blocking calls (a sync database driver, an HTTP client) | [`spawn_blocking`] around the call, or, for std sockets and `std::thread::sleep`, the `hook` cargo feature, which makes them park the fiber |
-//! | any other blocking syscall or library call | [`spawn_blocking`] |
-//!
-//! [`spawn_blocking`] runs work on a pool of threads (512 at most, see
-//! [`set_max_blocking_threads`]) while the fiber parks. Outside a fiber
-//! all of the above is fine: fibra's own calls then block the thread too.
-//!
-//! fibra does not stall silently. A watchdog notices a fiber that runs
-//! without parking for longer than `runtime::Builder::stall_warning`
-//! (100 ms unless set; `Duration::MAX` turns it off) and emits a `tracing`
-//! WARN, target `fibra::stall`, naming the fiber (id, name, where it was
-//! spawned) and how long it has run — while it still runs, and again with
-//! the total when it parks. A dump ([`Runtime::dump`], or SIGQUIT after
-//! [`runtime::dump_on_sigquit`]) lists such a fiber as running, with how
-//! long.
-//!
-//! ```
-//! use std::time::Duration;
-//!
-//! let path = std::env::temp_dir().join(format!("fibra-blocking-{}", std::process::id()));
-//! fibra::run(|| {
-//!     let ticker = fibra::spawn(|| {
-//!         for _ in 0..5 {
-//!             fibra::sleep(Duration::from_millis(1)); // keeps ticking below
-//!         }
-//!     });
-//!     // Not std::thread::sleep: that would hold up the ticker too.
-//!     fibra::sleep(Duration::from_millis(2));
-//!     // Not std::fs: the file calls go to the pool; this fiber parks.
-//!     fibra::fs::write(&path, "settings").unwrap();
-//!     let text = fibra::fs::read_to_string(&path).unwrap();
-//!     // A blocking library call: on the pool.
-//!     let len = fibra::spawn_blocking(move || text.len());
-//!     // A long loop of our own: let the other fibers in now and then.
-//!     let mut sum = 0u64;
-//!     for i in 0..1_000_000u64 {
-//!         sum = sum.wrapping_add(i);
-//!         if i % 50_000 == 0 {
-//!             fibra::yield_now();
-//!         }
-//!     }
-//!     ticker.join().unwrap();
-//!     assert_eq!((len, sum), (8, 499_999_500_000));
-//! });
-//! # std::fs::remove_file(&path).unwrap();
-//! ```
+//! instead (`std::fs`, `std::thread::sleep`, a `std::sync::Mutex` held
+//! across a park, a long CPU loop, a crate's own blocking I/O) stalls every
+//! fiber of that thread until it returns. Use [`fs`], [`sleep`], [`sync`],
+//! [`yield_now`] or [`spawn_blocking`] (a pool of up to 512 threads, see
+//! [`set_max_blocking_threads`]) instead, or the `hook` feature for std's
+//! sockets. fibra does not stall silently: a fiber that runs without
+//! parking for longer than [`stall_warning`](runtime::Builder::stall_warning)
+//! (100 ms unless set) is named in a `tracing` WARN, target `fibra::stall`,
+//! while it still runs, and listed as running in a [`Runtime::dump`] (or
+//! a SIGQUIT dump after [`runtime::dump_on_sigquit`]). The
+//! [blocking guide](guide::blocking) has the whole table, the watchdog and
+//! the pool.
 //!
 //! ## The hook feature
 //!

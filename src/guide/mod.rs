@@ -3,10 +3,13 @@
 //! These modules hold no code. Each is a chapter to read, and every example
 //! in it is a doctest that runs.
 //!
+//! - [`blocking`]: what stalls a runtime's thread, how fibra tells you, and
+//!   what to use instead.
 //! - [`thread_locals`]: the one rule that fibers add to `thread_local!`,
 //!   and the tools that make it easy to keep.
 //!
 //! The crate's front page has the [guarantees](crate#guarantees) and the
 //! details of the [`hook` feature](crate#the-hook-feature).
 
+pub mod blocking;
 pub mod thread_locals;
