@@ -3,6 +3,9 @@
 //! These modules hold no code. Each is a chapter to read, and every example
 //! in it is a doctest that runs.
 //!
+//! - [`from_std_threads`]: you write `std::thread` code, and want ten
+//!   thousand of your threads on one. Nearly every name stays; what changes
+//!   is a runtime around them.
 //! - [`blocking`]: what stalls a runtime's thread, how fibra tells you, and
 //!   what to use instead.
 //! - [`thread_locals`]: the one rule that fibers add to `thread_local!`,
@@ -12,4 +15,5 @@
 //! details of the [`hook` feature](crate#the-hook-feature).
 
 pub mod blocking;
+pub mod from_std_threads;
 pub mod thread_locals;
