@@ -6,6 +6,8 @@
 //! - [`from_std_threads`]: you write `std::thread` code, and want ten
 //!   thousand of your threads on one. Nearly every name stays; what changes
 //!   is a runtime around them.
+//! - [`from_tokio`]: you write async Rust on tokio. The `.await`s go, and
+//!   each tokio piece has a fibra twin (or a reason it has none).
 //! - [`blocking`]: what stalls a runtime's thread, how fibra tells you, and
 //!   what to use instead.
 //! - [`thread_locals`]: the one rule that fibers add to `thread_local!`,
@@ -16,4 +18,5 @@
 
 pub mod blocking;
 pub mod from_std_threads;
+pub mod from_tokio;
 pub mod thread_locals;
