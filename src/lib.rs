@@ -68,6 +68,22 @@
 //! - [thread-locals](guide::thread_locals): the one rule, `OnceLock` and
 //!   `fiber_local!`.
 //!
+//! ## Guides
+//!
+//! Coming from somewhere? Each [guide] maps what you know onto fibra, with
+//! examples that run:
+//!
+//! - [from std threads](guide::from_std_threads): `thread::spawn`, `scope`,
+//!   `Mutex`, `mpsc`, `std::net`, one thread per core;
+//! - [from tokio](guide::from_tokio): `#[tokio::main]`, `spawn`, `.await`,
+//!   `select!`, `timeout`, `abort`, `spawn_blocking`, async crates;
+//! - [from Go](guide::from_go): goroutines, channels and `select`,
+//!   `context` deadlines, `WaitGroup`, `GOMAXPROCS`, the goroutine dump;
+//! - [blocking the runtime](guide::blocking): what stalls a thread's
+//!   fibers, the stall warning, the blocking pool;
+//! - [thread-locals](guide::thread_locals): the one rule, `OnceLock` and
+//!   `fiber_local!`.
+//!
 //! ## The pieces
 //!
 //! - Running: [`run`], [`Runtime`] ([`block_on`](Runtime::block_on),

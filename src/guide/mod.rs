@@ -8,6 +8,9 @@
 //!   is a runtime around them.
 //! - [`from_tokio`]: you write async Rust on tokio. The `.await`s go, and
 //!   each tokio piece has a fibra twin (or a reason it has none).
+//! - [`from_go`]: you write goroutines, channels and `select`. fibra's
+//!   fibers and [`channel`](crate::channel) are the closest Rust gets,
+//!   with a few differences worth knowing.
 //! - [`blocking`]: what stalls a runtime's thread, how fibra tells you, and
 //!   what to use instead.
 //! - [`thread_locals`]: the one rule that fibers add to `thread_local!`,
@@ -17,6 +20,7 @@
 //! details of the [`hook` feature](crate#the-hook-feature).
 
 pub mod blocking;
+pub mod from_go;
 pub mod from_std_threads;
 pub mod from_tokio;
 pub mod thread_locals;
