@@ -29,50 +29,6 @@
 //! Coming from somewhere? Each [guide] maps what you know onto fibra, with
 //! examples that run:
 //!
-//! - [thread-locals](guide::thread_locals): the one rule, `OnceLock` and
-//!   `fiber_local!`.
-//!
-//! ## Guides
-//!
-//! Coming from somewhere? Each [guide] maps what you know onto fibra, with
-//! examples that run:
-//!
-//! - [blocking the runtime](guide::blocking): what stalls a thread's
-//!   fibers, the stall warning, the blocking pool;
-//! - [thread-locals](guide::thread_locals): the one rule, `OnceLock` and
-//!   `fiber_local!`.
-//!
-//! ## Guides
-//!
-//! Coming from somewhere? Each [guide] maps what you know onto fibra, with
-//! examples that run:
-//!
-//! - [from std threads](guide::from_std_threads): `thread::spawn`, `scope`,
-//!   `Mutex`, `mpsc`, `std::net`, one thread per core;
-//! - [blocking the runtime](guide::blocking): what stalls a thread's
-//!   fibers, the stall warning, the blocking pool;
-//! - [thread-locals](guide::thread_locals): the one rule, `OnceLock` and
-//!   `fiber_local!`.
-//!
-//! ## Guides
-//!
-//! Coming from somewhere? Each [guide] maps what you know onto fibra, with
-//! examples that run:
-//!
-//! - [from std threads](guide::from_std_threads): `thread::spawn`, `scope`,
-//!   `Mutex`, `mpsc`, `std::net`, one thread per core;
-//! - [from tokio](guide::from_tokio): `#[tokio::main]`, `spawn`, `.await`,
-//!   `select!`, `timeout`, `abort`, `spawn_blocking`, async crates;
-//! - [blocking the runtime](guide::blocking): what stalls a thread's
-//!   fibers, the stall warning, the blocking pool;
-//! - [thread-locals](guide::thread_locals): the one rule, `OnceLock` and
-//!   `fiber_local!`.
-//!
-//! ## Guides
-//!
-//! Coming from somewhere? Each [guide] maps what you know onto fibra, with
-//! examples that run:
-//!
 //! - [from std threads](guide::from_std_threads): `thread::spawn`, `scope`,
 //!   `Mutex`, `mpsc`, `std::net`, one thread per core;
 //! - [from tokio](guide::from_tokio): `#[tokio::main]`, `spawn`, `.await`,
