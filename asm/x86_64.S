@@ -324,3 +324,77 @@ fibra_0_1_generator_trampoline:
     jmp fibra_0_1_resume_tail
     .cfi_endproc
     .size fibra_0_1_generator_trampoline, .-fibra_0_1_generator_trampoline
+
+# ## Walking a parked context's stack (dumps)
+#
+# A parked context is its switch frame (above) and the frames of its stack
+# beyond it, each described by the unwind info its compiler wrote; nothing
+# but the resume point, rbx and rbp needs reading from the switch frame
+# (r12-r15 are saved by the function that parked, as the ABI makes it, in
+# its own frame). So a dump walks a parked context with the unwinder of
+# the thread that asks, without running it: this routine calls `f(data)`
+# from a frame whose unwind info says, falsely but usefully, that its
+# caller is the parked context. An unwinder started in `f` (libgcc's
+# `_Unwind_Backtrace`) walks `f`, this routine, then the parked context
+# from its resume point to its root (the trampoline's `.cfi_undefined rip`),
+# reading the parked stack and writing nothing to it.
+#
+# void fibra_0_1_walk_parked(void *frame /* rdi */, void (*f)(void *) /* rsi */, void *data /* rdx */)
+#
+# A C function (rbx, the only callee-saved register it uses, is restored).
+# `frame` is a saved switch frame of a context that stays suspended, on a
+# stack that stays mapped, until this returns.
+#
+# The frame as described while `f` runs, with the CFA at the parked stack
+# pointer as it was before its switch (frame + 32), as `fibra_0_1_switch_tail`
+# describes it:
+#
+#     rbx + 24 | resume point          rip of the caller (the parked code)
+#     rbx +  8 | rbp                   its rbp
+#     rbx +  0 | rbx                   its rbx      <- frame, kept in rbx
+#
+# An unwinder looks the rule for a return address up at minus one: for this
+# frame, inside the `call` below, where the parked description holds; the
+# rows after the call (this routine's own frame again) are for a profiler
+# that samples the two instructions left.
+    .globl fibra_0_1_walk_parked
+    .hidden fibra_0_1_walk_parked
+    .type fibra_0_1_walk_parked,@function
+    .p2align 4
+fibra_0_1_walk_parked:
+    .cfi_startproc
+    # Keep the caller's rbx, which holds `frame` from here on (callee-saved:
+    # `f` and the unwinder give it back). rsp is 16-byte aligned after the
+    # push, as the call below wants.
+    pushq %rbx
+    .cfi_adjust_cfa_offset 8
+    .cfi_rel_offset %rbx, 0
+    movq %rdi, %rbx
+    .cfi_remember_state
+    # From here to the end of the call, the caller is the parked context.
+    .cfi_def_cfa %rbx, 32
+    .cfi_offset %rbx, -32
+    .cfi_offset %rbp, -24
+    .cfi_offset %rip, -8
+    # Not in the switch frame: the switch declares them clobbered, so the
+    # parked code keeps nothing in them (its callers' values are in its
+    # frame, where its own unwind info finds them).
+    .cfi_undefined %r12
+    .cfi_undefined %r13
+    .cfi_undefined %r14
+    .cfi_undefined %r15
+    movq %rdx, %rdi
+    callq *%rsi
+    # The return address of that call: the frame an unwinder started in
+    # `f` finds just before the parked context's (so `f` knows where the
+    # parked frames begin).
+    .globl fibra_0_1_walk_parked_return
+    .hidden fibra_0_1_walk_parked_return
+fibra_0_1_walk_parked_return:
+    .cfi_restore_state
+    popq %rbx
+    .cfi_adjust_cfa_offset -8
+    .cfi_restore %rbx
+    ret
+    .cfi_endproc
+    .size fibra_0_1_walk_parked, .-fibra_0_1_walk_parked

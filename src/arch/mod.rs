@@ -15,6 +15,9 @@
 //! - [`prefetch_frame`]: start loading a suspended context's switch frame
 //!   ahead of the switch that resumes it ([`prefetch`], [`prefetch_line`]:
 //!   any range, one line);
+//! - [`walk_parked`]: let a stack walk started here continue into a
+//!   suspended context's frames, for dumps ([`walk_parked_return`]: where
+//!   they begin);
 //! - [`syscall`]: the kernel called without libc (for the socket calls
 //!   of every round trip, and the syscall hooks).
 //!
@@ -28,7 +31,8 @@ mod x86_64;
 #[cfg(target_arch = "x86_64")]
 pub(crate) use x86_64::{
     EntryFn, FinalSwitch, RESUME_PUSHES, SWITCH_PUSHES, check_supported, init_generator_stack,
-    init_stack, prefetch, prefetch_frame, prefetch_line, probe_pushes,
+    init_stack, prefetch, prefetch_frame, prefetch_line, probe_pushes, walk_parked,
+    walk_parked_return,
 };
 #[cfg(all(target_arch = "x86_64", not(fibra_asan)))]
 pub(crate) use x86_64::{resume, suspend, switch};

@@ -31,6 +31,13 @@ unsafe extern "C" {
     /// Not a function: the second half of `fibra_0_1_resume`, jumped to.
     fn fibra_0_1_resume_tail();
     fn fibra_0_1_generator_trampoline();
+    /// A C function: calls `f(data)` from a frame whose unwind info makes
+    /// the context parked at `frame` its caller (see "Walking a parked
+    /// context's stack" there).
+    fn fibra_0_1_walk_parked(frame: *const u8, f: unsafe extern "C" fn(*mut u8), data: *mut u8);
+    /// Not a function: the return address of the call in
+    /// `fibra_0_1_walk_parked`.
+    fn fibra_0_1_walk_parked_return();
 }
 
 /// A fiber's first function: `arg` is what the switch that started it passed,
@@ -365,6 +372,44 @@ pub(crate) unsafe fn suspend(save_sp: *mut *mut u8, load_sp: *mut u8, arg: usize
             options(att_syntax)
         );
     }
+}
+
+/// Runs `f` on the calling thread's stack, in a frame whose caller, as an
+/// unwinder sees it, is the context parked at `sp`: a stack walk started
+/// in `f` walks `f`'s own frames, then one whose instruction pointer is
+/// [`walk_parked_return`], then the parked context's, from its resume
+/// point out, without running or changing it.
+///
+/// `f` must not unwind: a panic in it aborts the process (it is called
+/// through an `extern "C"` function, which Rust does not let a panic
+/// leave), since an unwind past that frame would resume the parked
+/// context's frames on this thread.
+///
+/// # Safety
+///
+/// `sp` must be a stack pointer saved by [`switch`] (or built by
+/// [`init_stack`]) whose context is not resumed, on a stack that stays
+/// mapped, until this returns.
+pub(crate) unsafe fn walk_parked(sp: *const u8, f: &mut dyn FnMut()) {
+    unsafe extern "C" fn call(data: *mut u8) {
+        // SAFETY: `data` is the `&mut &mut dyn FnMut()` made below, alive
+        // for the whole call of `fibra_0_1_walk_parked`.
+        let f = unsafe { &mut *data.cast::<&mut dyn FnMut()>() };
+        f();
+    }
+    let mut f = f;
+    // The routine keeps rbx (saved and restored) and calls `call` as a C
+    // function; it reads nothing through `sp` itself (only an unwinder
+    // started in `f` does, as the caller allows).
+    // SAFETY: as argued above, with the caller's guarantee on `sp`.
+    unsafe { fibra_0_1_walk_parked(sp, call, (&raw mut f).cast()) }
+}
+
+/// The instruction pointer of [`walk_parked`]'s own frame, as a stack walk
+/// started in its `f` reports it (a return address): the frames after it
+/// are the parked context's.
+pub(crate) fn walk_parked_return() -> usize {
+    fibra_0_1_walk_parked_return as *const () as usize
 }
 
 /// Whether this thread may switch stacks with the switches above: not

@@ -325,9 +325,7 @@ impl Runtime {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn dump(&self) -> Dump {
-        Dump {
-            sections: vec![self.core().dump_section()],
-        }
+        Dump::resolve(vec![self.core().dump_section(true)])
     }
 
     /// This runtime's id in the registry (for tests).

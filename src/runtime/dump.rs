@@ -8,6 +8,11 @@
 //! what it publishes for the stall watchdog (`scheduler::watch`): that fiber,
 //! running, and for how long. One that does not answer within
 //! [`ANSWER_WITHIN`] otherwise (a runtime nobody drives) is listed as such.
+//!
+//! Each runtime answers with its fibers' stacks as return addresses, walked
+//! on its own thread while it stands still (`scheduler::stack_trace`); the
+//! thread that asked names them, so a runtime is held up for the walks
+//! only, not for the DWARF lookups.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -35,6 +40,7 @@ pub(crate) fn collect(
             thread: thread.clone(),
             fibers: None,
             stalled: None,
+            stacks: Vec::new(),
         })
         .collect();
     let mut answered = vec![true; targets.len()];
@@ -86,7 +92,7 @@ pub(crate) fn collect(
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
     }
-    Dump { sections }
+    Dump::resolve(sections)
 }
 
 /// The context that has held `shared`'s thread since the dump asked (its
@@ -111,6 +117,7 @@ fn stalled(shared: &Shared, word: usize, waited: Duration) -> Option<FiberInfo> 
         running_for: Some(running.running_for.unwrap_or(waited).max(waited)),
         spawned_at: running.location,
         stack_used: None,
+        stack: None,
     })
 }
 

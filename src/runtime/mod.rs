@@ -67,6 +67,7 @@ mod workers;
 
 pub use crate::scheduler::fiber_info::{Dump, FiberInfo, FiberState};
 pub use crate::scheduler::metrics::WorkerMetrics;
+pub use crate::scheduler::stack_trace::{StackFrame, StackTrace};
 pub use builder::Builder;
 pub use current_thread::CurrentThread;
 pub use dump::dump_on_sigquit;

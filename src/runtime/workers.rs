@@ -340,7 +340,7 @@ impl Runtime<Workers> {
     pub fn dump(&self) -> Dump {
         dump::collect(self.pool().runtimes(), |shared| match context::current() {
             // Asked from a fiber of one of the workers: it answers itself.
-            Some(core) if Arc::ptr_eq(&core.shared, shared) => Some(core.dump_section()),
+            Some(core) if Arc::ptr_eq(&core.shared, shared) => Some(core.dump_section(true)),
             _ => None,
         })
     }

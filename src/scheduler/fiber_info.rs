@@ -7,6 +7,8 @@ use std::panic::Location;
 use std::time::Duration;
 
 use crate::scheduler::fiber_id::FiberId;
+use crate::scheduler::stack_trace::walk::RawStack;
+use crate::scheduler::stack_trace::{Resolver, StackTrace};
 
 /// How long a dump waits for runtimes on other threads to answer.
 pub(crate) const ANSWER_WITHIN: Duration = Duration::from_secs(1);
@@ -50,6 +52,11 @@ pub struct FiberInfo {
     /// For a parked or ready fiber, the bytes of its stack in use (from
     /// its saved stack pointer; the deepest it went may be more).
     pub stack_used: Option<usize>,
+    /// Where it is: its frames from where it parked (or, for the fiber
+    /// that asked for the dump, from its call of `dump`) out to the closure
+    /// it runs, with fibra's own frames left out. `None` for a fiber that
+    /// has not started, and for one running on another thread.
+    pub stack: Option<StackTrace>,
 }
 
 /// The fibers of one runtime thread.
@@ -61,6 +68,10 @@ pub(crate) struct Section {
     pub(crate) fibers: Option<Vec<FiberInfo>>,
     /// When it did not answer because a context kept its thread: that one.
     pub(crate) stalled: Option<FiberInfo>,
+    /// The return addresses of the listed fibers' stacks, by their index
+    /// in `fibers`, as the runtime took them; [`Dump::resolve`] names them
+    /// into each one's [`FiberInfo::stack`].
+    pub(crate) stacks: Vec<(usize, RawStack)>,
 }
 
 /// Every fiber of a runtime, from [`Runtime::dump`](crate::Runtime::dump).
@@ -83,6 +94,50 @@ pub struct Dump {
 }
 
 impl Dump {
+    /// The dump of `sections`, with their stacks named (the slow part of a
+    /// dump: DWARF lookups, each address once).
+    ///
+    /// On a fiber, that is done on a thread of its own, which the fiber
+    /// waits for (as the whole dump blocks its runtime): the symbolizer is
+    /// not made for a fiber's stack, which may be 16 KiB.
+    pub(crate) fn resolve(mut sections: Vec<Section>) -> Dump {
+        let resolve_all = |sections: &mut Vec<Section>| {
+            let mut resolver = Resolver::default();
+            for section in sections {
+                let stacks = std::mem::take(&mut section.stacks);
+                let Some(fibers) = &mut section.fibers else {
+                    continue;
+                };
+                for (i, raw) in stacks {
+                    if let Some(fiber) = fibers.get_mut(i) {
+                        fiber.stack = Some(resolver.resolve(&raw));
+                    }
+                }
+            }
+        };
+        if sections.iter().all(|s| s.stacks.is_empty()) {
+            // Nothing to name.
+        } else if crate::scheduler::context::current()
+            .is_some_and(|core| core.current_key() != crate::scheduler::core::ROOT)
+        {
+            let named = std::thread::scope(|s| {
+                std::thread::Builder::new()
+                    .name("fibra-dump".into())
+                    .spawn_scoped(s, || resolve_all(&mut sections))
+                    .map(|named| named.join())
+            });
+            match named {
+                Ok(Ok(())) => {}
+                Ok(Err(panic)) => std::panic::resume_unwind(panic),
+                // No thread to be had: the stacks are left out.
+                Err(_) => sections.iter_mut().for_each(|s| s.stacks.clear()),
+            }
+        } else {
+            resolve_all(&mut sections);
+        }
+        Dump { sections }
+    }
+
     /// Every fiber listed, from all threads that answered.
     pub fn fibers(&self) -> impl Iterator<Item = &FiberInfo> {
         self.sections
@@ -140,6 +195,9 @@ impl fmt::Display for Dump {
                     writeln!(f, "thread {:?}: {} fibers", section.thread, fibers.len())?;
                     for fiber in fibers {
                         writeln!(f, "  {fiber}")?;
+                        if let Some(stack) = &fiber.stack {
+                            stack.write_indented(f, "      ")?;
+                        }
                     }
                 }
                 None => match &section.stalled {

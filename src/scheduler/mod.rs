@@ -17,7 +17,8 @@
 //! place where contexts are switched. The rest serves it: the run queue
 //! ([`run_queue`]), the inboxes of several workers ([`pool`]), what other
 //! threads may touch ([`shared`]), the stall watchdog ([`watch`],
-//! [`watchdog`]), fiber ids, dumps and metrics.
+//! [`watchdog`]), fiber ids, dumps (and the stacks in them:
+//! [`stack_trace`]) and metrics.
 
 pub(crate) mod blocks;
 pub(crate) mod context;
@@ -32,6 +33,7 @@ pub(crate) mod readiness;
 pub(crate) mod registry;
 pub(crate) mod run_queue;
 pub(crate) mod shared;
+pub(crate) mod stack_trace;
 pub(crate) mod thread_exit;
 pub(crate) mod wait_on;
 pub(crate) mod watch;

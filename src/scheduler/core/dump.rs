@@ -2,6 +2,7 @@
 //! (see [`Core::take_remote`]) answered with a [`Section`] of its fibers.
 
 use super::*;
+use crate::scheduler::stack_trace::{self, walk::RawStack};
 
 impl Core {
     /// Answers the dump requests [`Core::take_remote`] kept, if any.
@@ -12,23 +13,39 @@ impl Core {
         // answers (user code).
         let dumps = std::mem::take(&mut unsafe { self.local() }.dumps);
         for answer in dumps {
-            answer(self.dump_section());
+            answer(self.dump_section(false));
         }
     }
 
-    /// This runtime's fibers, for a dump.
-    pub(crate) fn dump_section(&self) -> Section {
-        // SAFETY: on the runtime's thread; short borrow.
+    /// This runtime's fibers, for a dump, with their stacks' return
+    /// addresses (named later, off this thread: see `Dump::resolve`).
+    /// `asker`: called by the context that asked for the dump (rather than
+    /// by the root loop, answering a request from another thread), which
+    /// is listed with its own stack, the root too when it runs
+    /// `block_on`'s closure.
+    pub(crate) fn dump_section(&self, asker: bool) -> Section {
+        // SAFETY: on the runtime's thread; the borrow ends with this
+        // function, and nothing in it calls user code: the stack walks run
+        // libgcc's unwinder, which reads the stacks and the unwind info
+        // (see `stack_trace`).
         let l = unsafe { self.local() };
         let now = clock::now_ns();
+        let current = l.current;
+        // The root runs user code now: it is `block_on`'s closure, asking.
+        let root_asks = asker && current == ROOT && l.entered && l.in_callback.is_none();
+        let mut stacks = Vec::new();
         let fibers = l
             .fibers
             .iter()
-            .filter(|(key, rec)| *key != ROOT || rec.state != State::Running)
+            .filter(|(key, rec)| *key != ROOT || rec.state != State::Running || root_asks)
             .filter(|(_, rec)| rec.state != State::Done)
-            .map(|(key, rec)| {
+            .enumerate()
+            .map(|(i, (key, rec))| {
                 let parked = rec.state == State::Parked;
                 let waiting = rec.waiting_on.get().filter(|_| parked);
+                if let Some(raw) = Self::walk(key, rec, current) {
+                    stacks.push((i, raw));
+                }
                 FiberInfo {
                     id: rec.id,
                     name: rec.name.as_deref().map(str::to_owned),
@@ -56,13 +73,39 @@ impl Core {
                         }
                         _ => None,
                     },
+                    stack: None,
                 }
             })
-            .collect();
+            .collect::<Vec<_>>();
         Section {
             thread: self.shared.thread_name.clone(),
             fibers: Some(fibers),
             stalled: None,
+            stacks,
         }
+    }
+
+    /// The return addresses of `rec`'s stack: the running context's from
+    /// here (the dump's own frames and, for the root loop answering, the
+    /// loop's, are folded away later), a suspended one's from its saved
+    /// switch frame. `None` for a fiber that has not started.
+    fn walk(key: Key, rec: &Record, current: Key) -> Option<RawStack> {
+        if key == current {
+            return Some(stack_trace::walk::current());
+        }
+        if !matches!(rec.state, State::Parked | State::Ready)
+            || rec.sp.is_null()
+            || first_frame::deferred(rec.sp).is_some()
+        {
+            return None;
+        }
+        // A context that is not the running one has saved its stack
+        // pointer with its last switch out (or has the first frame
+        // `init_stack` built), and stays suspended while this runs: no
+        // switch happens in a dump. Its stack is mapped: the record owns
+        // it (or, for the root, it is the thread's; inside a generator,
+        // the generator it drives is alive on it).
+        // SAFETY: as argued above.
+        unsafe { stack_trace::walk::parked(rec.sp) }
     }
 }

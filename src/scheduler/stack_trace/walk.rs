@@ -1,0 +1,111 @@
+//! Taking a stack's return addresses: a parked context's, from its saved
+//! switch frame, or the running one's. Only addresses: turning them into
+//! names and lines is `resolve.rs`, done later and elsewhere.
+
+use crate::arch;
+
+/// The most frames a walk keeps: deeper stacks end with a note that they
+/// were cut (Go keeps 100).
+pub(crate) const MAX_FRAMES: usize = 128;
+
+/// A stack's return addresses, innermost first (the first is the
+/// instruction pointer of the innermost frame: a parked context's resume
+/// point, or a frame of the walk itself), as a walk took them.
+#[derive(Clone, Debug)]
+pub(crate) struct RawStack {
+    pub(super) ips: Box<[usize]>,
+    /// The walk stopped at [`MAX_FRAMES`] rather than at the stack's root.
+    pub(super) cut: bool,
+}
+
+/// The stack of the running context, from its caller out (the frames of
+/// whoever asked for it are folded away when resolved).
+#[inline(never)]
+pub(crate) fn current() -> RawStack {
+    // This function's own frame, told by the start of the function its
+    // address is in (the walk's frames inside it, the unwinder's and the
+    // `backtrace` crate's, come first and go with it).
+    let me = current as fn() -> RawStack as usize;
+    let mut ips = Vec::with_capacity(32);
+    let mut mine = true;
+    let mut cut = false;
+    // `trace_unsynchronized` is `unsafe` only because some platforms'
+    // unwinders (Windows' dbghelp) need the lock `trace` takes; on Linux
+    // it is libgcc's `_Unwind_Backtrace`, which has its own locking, and
+    // the closure calls nothing that could re-enter it.
+    // SAFETY: as argued above.
+    unsafe {
+        backtrace::trace_unsynchronized(|frame| {
+            let ip = frame.ip() as usize;
+            if ip == 0 {
+                return false; // past the root (see `parked`)
+            }
+            if mine {
+                mine = frame.symbol_address() as usize != me;
+                // (Were this frame never found, the walk's would stay:
+                // folded as fibra's and glue.)
+                ips.push(ip);
+                if !mine {
+                    ips.clear();
+                }
+                return true;
+            }
+            ips.push(ip);
+            cut = ips.len() == MAX_FRAMES;
+            !cut
+        });
+    }
+    RawStack {
+        ips: ips.into(),
+        cut,
+    }
+}
+
+/// The stack of the context parked at `sp` (its saved switch frame), from
+/// its resume point out, walked from here without running it (see
+/// [`arch::walk_parked`]); `None` if it has never run (its only frame is
+/// the trampoline's) or the walk found nothing.
+///
+/// # Safety
+///
+/// As for [`arch::walk_parked`]: `sp` was saved by a switch (or built by
+/// `init_stack`), its context stays suspended and its stack mapped until
+/// this returns.
+pub(crate) unsafe fn parked(sp: *const u8) -> Option<RawStack> {
+    let start = arch::walk_parked_return();
+    let mut ips = Vec::with_capacity(32);
+    let mut theirs = false;
+    let mut cut = false;
+    let mut walk = || {
+        // SAFETY: as in `current`.
+        unsafe {
+            backtrace::trace_unsynchronized(|frame| {
+                let ip = frame.ip() as usize;
+                if ip == 0 {
+                    // Past the root: libgcc reports the frame a root's
+                    // `.cfi_undefined rip` stops at, with no address.
+                    return false;
+                }
+                if theirs {
+                    ips.push(ip);
+                    cut = ips.len() == MAX_FRAMES;
+                } else {
+                    // The frames up to `walk_parked`'s are this walk's own.
+                    theirs = ip == start;
+                }
+                !cut
+            });
+        }
+    };
+    // SAFETY: forwarded from the caller; `walk` does not unwind (it pushes
+    // at most `MAX_FRAMES` addresses to a vector, whose growth can only
+    // fail by aborting).
+    unsafe { arch::walk_parked(sp, &mut walk) };
+    // A context that has never run has one frame, its resume point (the
+    // trampoline, where the walk stops); one that has run has at least the
+    // function that parked, its entry and the trampoline.
+    (ips.len() > 1).then(|| RawStack {
+        ips: ips.into(),
+        cut,
+    })
+}
