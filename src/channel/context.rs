@@ -180,8 +180,11 @@ pub(crate) enum Kind {
     /// slot holding its message.
     Packet(*mut ()),
     /// A `select`'s send, whose message is made only once it is selected:
-    /// selecting it reserves room for that message.
-    Lazy,
+    /// selecting it reserves room for that message in a buffered channel;
+    /// on a channel of capacity 0 it pairs the send with the receiver that
+    /// selects it, which writes their promise into the slot (a
+    /// `*mut PromiseSlot<T>`; null on a buffered channel).
+    Lazy(*mut ()),
     /// A `ready` wait: selecting it only says the operation may go ahead.
     Watch,
 }
@@ -219,9 +222,17 @@ impl Entry {
 }
 
 /// A channel's line of waiting receivers or senders, in arrival order.
+///
+/// Watchers (`Kind::Watch`, a `Select::ready`) stay in the line until the
+/// channel wakes them with [`Waiters::wake_watchers`] when their side
+/// becomes ready — a message put in the queue, room made, a partner
+/// waiting — never because an operation merely looked at the line.
 #[derive(Default)]
 pub(crate) struct Waiters {
     entries: VecDeque<Entry>,
+    /// How many of `entries` are watchers: a line without any is not
+    /// walked to wake them.
+    watchers: usize,
 }
 
 // SAFETY: the raw context pointers are only dereferenced under the lock of
@@ -233,6 +244,9 @@ impl Waiters {
     /// Registers operation `oper` of the wait `cx` (which must stay alive
     /// and unregister before it goes: see [`Waiting`]).
     pub(crate) fn register(&mut self, cx: &Context, oper: usize, kind: Kind) {
+        if kind == Kind::Watch {
+            self.watchers += 1;
+        }
         self.entries.push_back(Entry {
             cx,
             oper,
@@ -247,44 +261,42 @@ impl Waiters {
             .entries
             .iter()
             .position(|e| std::ptr::eq(e.cx, cx) && e.oper == oper)?;
-        self.entries.remove(i)
+        self.remove(i)
+    }
+
+    fn remove(&mut self, i: usize) -> Option<Entry> {
+        let entry = self.entries.remove(i)?;
+        if entry.kind == Kind::Watch {
+            self.watchers -= 1;
+        }
+        Some(entry)
     }
 
     /// The first entry of another wait than `me` that `accept` takes,
     /// removed; entries whose wait has ended on its own are dropped on the
-    /// way, watchers are woken into `wake` and dropped. `accept` sees each
-    /// candidate with its context still waiting and must select it (`claim`
-    /// or `try_select`) to take it; returning `false` leaves it in place.
+    /// way; watchers are passed over. `accept` sees each candidate with its
+    /// context still waiting and must select it (`claim` or `try_select`)
+    /// to take it; returning `false` leaves it in place.
     pub(crate) fn take_first(
         &mut self,
         me: *const Context,
-        wake: &mut Wakeups,
         mut accept: impl FnMut(&Entry) -> bool,
     ) -> Option<Entry> {
         let mut i = 0;
         while i < self.entries.len() {
             let entry = &self.entries[i];
-            if std::ptr::eq(entry.cx, me) {
+            if std::ptr::eq(entry.cx, me) || entry.kind == Kind::Watch {
                 i += 1;
                 continue;
             }
             if !entry.cx().is_waiting() {
                 // Its wait ended elsewhere; its waiter unregisters (and
                 // finds nothing) or already did.
-                self.entries.remove(i);
-                continue;
-            }
-            if entry.kind == Kind::Watch {
-                if entry.cx().try_select(Selected::Operation(entry.oper)) {
-                    let entry = self.entries.remove(i).expect("in range");
-                    wake.push(entry.unparker);
-                } else {
-                    self.entries.remove(i);
-                }
+                self.remove(i);
                 continue;
             }
             if accept(entry) {
-                return self.entries.remove(i);
+                return self.remove(i);
             }
             i += 1;
         }
@@ -301,6 +313,10 @@ impl Waiters {
 
     /// Wakes every watcher (the operations they watch may go ahead now).
     pub(crate) fn wake_watchers(&mut self, wake: &mut Wakeups) {
+        if self.watchers == 0 {
+            return;
+        }
+        self.watchers = 0;
         self.entries.retain(|e| {
             if e.kind != Kind::Watch {
                 return true;
@@ -314,6 +330,7 @@ impl Waiters {
 
     /// Selects every wait as disconnected, and empties the line.
     pub(crate) fn disconnect(&mut self, wake: &mut Wakeups) {
+        self.watchers = 0;
         for e in self.entries.drain(..) {
             if e.cx().try_select(Selected::Disconnected) {
                 wake.push(e.unparker);

@@ -7,7 +7,7 @@ use std::cell::UnsafeCell;
 use std::io;
 use std::os::fd::RawFd;
 
-use crate::channel::chan::Slot;
+use crate::channel::chan::{Got, PromiseSlot, RecvSlot, SendGo};
 use crate::channel::context::Context;
 use crate::channel::receiver::{Flavor, Receiver};
 use crate::channel::sender::Sender;
@@ -66,12 +66,16 @@ impl Drop for Erased {
 /// What a select holds for the operation it chose, until the user
 /// completes it.
 pub(crate) enum Token {
-    /// A receive: the slot (`Box<Slot<T>>`) with the message.
+    /// A receive: the slot (`Box<RecvSlot<T>>`) with the message or its
+    /// promise.
     Message(Erased),
     /// The channel is disconnected: the operation fails.
     Closed,
     /// A send: room is reserved for its message.
     Reserved,
+    /// A send on a channel of capacity 0, paired with a receiver: the slot
+    /// (`Box<PromiseSlot<T>>`) with their promise.
+    Promised(Erased),
     /// A joined fiber has finished: its result waits in its handle.
     Finished,
     /// An fd is ready (or polling it failed).
@@ -122,14 +126,25 @@ impl<T> SelectHandle for Sender<T> {
 
     fn try_op(&self, me: *const Context) -> Option<Token> {
         match self.chan.select_send(me)? {
-            Ok(()) => Some(Token::Reserved),
+            Ok(SendGo::Reserved) => Some(Token::Reserved),
+            Ok(SendGo::Promised(promise)) => {
+                let slot: PromiseSlot<T> = UnsafeCell::new(Some(promise));
+                Some(Token::Promised(Erased::new(Box::new(slot))))
+            }
             Err(()) => Some(Token::Closed),
         }
     }
 
     fn register(&self, oper: usize, cx: &Context) -> Result<Option<Erased>, ()> {
-        if self.chan.register_send(oper, cx) {
-            Ok(None)
+        // A rendezvous send gets a slot for the promise a receiver pairs it
+        // by; a buffered one has room reserved for it, no slot.
+        let slot = (self.chan.capacity() == Some(0)).then(|| {
+            let slot: Box<PromiseSlot<T>> = Box::new(UnsafeCell::new(None));
+            Erased::new(slot)
+        });
+        let ptr = slot.as_ref().map_or(std::ptr::null_mut(), Erased::ptr);
+        if self.chan.register_send(oper, cx, ptr) {
+            Ok(slot)
         } else {
             Err(())
         }
@@ -139,13 +154,24 @@ impl<T> SelectHandle for Sender<T> {
         self.chan.unregister(false, oper, cx);
     }
 
-    fn accept(&self, _slot: Option<Erased>) -> Token {
-        Token::Reserved
+    fn accept(&self, slot: Option<Erased>) -> Token {
+        match slot {
+            Some(slot) => Token::Promised(slot),
+            None => Token::Reserved,
+        }
     }
 
     fn abandon(&self, token: Token) {
-        if let Token::Reserved = token {
-            self.chan.release_reserved();
+        match token {
+            Token::Reserved => self.chan.release_reserved(),
+            Token::Promised(slot) => {
+                // SAFETY: a promise slot of this sender's `T` (made above).
+                let slot = unsafe { slot.into_box::<PromiseSlot<T>>() };
+                if let Some(promise) = slot.into_inner() {
+                    promise.break_off();
+                }
+            }
+            _ => {}
         }
     }
 
@@ -166,9 +192,9 @@ impl<T> SelectHandle for Sender<T> {
     }
 }
 
-/// A slot holding `message`, as a token.
-fn message_token<T>(message: T) -> Token {
-    let slot: Slot<T> = UnsafeCell::new(Some(message));
+/// A slot holding what a receive got, as a token.
+fn message_token<T>(got: Got<T>) -> Token {
+    let slot: RecvSlot<T> = UnsafeCell::new(Some(got));
     Token::Message(Erased::new(Box::new(slot)))
 }
 
@@ -188,14 +214,14 @@ impl<T> SelectHandle for Receiver<T> {
                 Ok(m) => Some(message_token(m)),
                 Err(()) => Some(Token::Closed),
             },
-            _ => self.try_recv().ok().map(message_token),
+            _ => self.try_recv().ok().map(|m| message_token(Got::Message(m))),
         }
     }
 
     fn register(&self, oper: usize, cx: &Context) -> Result<Option<Erased>, ()> {
         match &self.flavor {
             Flavor::Chan(chan) => {
-                let slot: Box<Slot<T>> = Box::new(UnsafeCell::new(None));
+                let slot: Box<RecvSlot<T>> = Box::new(UnsafeCell::new(None));
                 let slot = Erased::new(slot);
                 if chan.register_recv(oper, cx, slot.ptr()) {
                     Ok(Some(slot))
@@ -222,12 +248,12 @@ impl<T> SelectHandle for Receiver<T> {
     fn abandon(&self, token: Token) {
         if let Token::Message(slot) = token {
             // SAFETY: a receive's slot of this receiver's `T`.
-            let slot = unsafe { slot.into_box::<Slot<T>>() };
-            if let Some(message) = slot.into_inner() {
+            let slot = unsafe { slot.into_box::<RecvSlot<T>>() };
+            if let Some(got) = slot.into_inner() {
                 match &self.flavor {
-                    Flavor::Chan(chan) => chan.give_back(message),
+                    Flavor::Chan(chan) => got.give_back(chan),
                     Flavor::At(at, _) => {
-                        drop(message);
+                        drop(got);
                         at.undeliver();
                     }
                     _ => {}

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use crate::channel::chan::Chan;
+use crate::channel::chan::{Chan, Got};
 use crate::channel::err::{RecvError, RecvTimeoutError, TryRecvError};
 use crate::channel::timers::{At, Tick, sleep_until};
 use crate::timer::clock;
@@ -60,6 +60,20 @@ pub(crate) enum Flavor<T> {
 }
 
 impl<T> Receiver<T> {
+    /// Completes a receive a `select` chose: its message, waited for if a
+    /// send was paired with it and is making it (a promise broken: receives
+    /// again).
+    pub(crate) fn settle(&self, got: Got<T>) -> Result<T, RecvError> {
+        match (got, &self.flavor) {
+            (Got::Message(m), _) => Ok(m),
+            (got, Flavor::Chan(chan)) => match got.settle(chan) {
+                Some(m) => Ok(m),
+                None => self.recv(),
+            },
+            (Got::Promised(_), _) => unreachable!("only channels pair"),
+        }
+    }
+
     /// Receives without waiting.
     ///
     /// # Errors

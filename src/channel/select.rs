@@ -328,6 +328,15 @@ impl<'a> Select<'a> {
                 }
             }
             if deadline.is_some_and(|d| d <= clock::now_ns()) {
+                // Once more before giving up, as crossbeam's registration
+                // pass does: an operation found not ready early in the
+                // first pass may have become ready while a later one was
+                // emptied, though one of them was ready at every moment.
+                for &i in &order {
+                    if let Some(token) = self.ops[i].handle.get().try_op(std::ptr::null()) {
+                        return Some(self.selected(i, token));
+                    }
+                }
                 return None;
             }
             let cx = parking.context();
@@ -382,13 +391,16 @@ impl<'a> Select<'a> {
     fn ready_until(&mut self, deadline: Option<u64>) -> Option<usize> {
         let parking = self.parking();
         loop {
-            for i in self.order() {
+            let order = self.order();
+            for &i in &order {
                 if self.ops[i].handle.get().is_ready() {
                     return Some(self.ops[i].index);
                 }
             }
             if deadline.is_some_and(|d| d <= clock::now_ns()) {
-                return None;
+                // Once more before giving up: see `run`.
+                let ready = order.iter().find(|&&i| self.ops[i].handle.get().is_ready());
+                return ready.map(|&i| self.ops[i].index);
             }
             let cx = parking.context();
             let mut watched = 0;

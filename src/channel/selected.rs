@@ -5,7 +5,7 @@ use std::fmt;
 use std::io;
 use std::marker::PhantomData;
 
-use crate::channel::chan::Slot;
+use crate::channel::chan::{PromiseSlot, RecvSlot};
 use crate::channel::err::{RecvError, SendError};
 use crate::channel::handles::{SelectHandle, Token};
 use crate::channel::receiver::Receiver;
@@ -69,6 +69,14 @@ impl<'a> SelectedOperation<'a> {
         );
         match self.token.take().expect("not completed yet") {
             Token::Reserved => s.chan.send_reserved(msg).map_err(SendError),
+            Token::Promised(slot) => {
+                // SAFETY: the slot was made for a send on `s`'s channel (the
+                // identity check above: the same `Arc`, so the same `T`), a
+                // `PromiseSlot<T>`.
+                let slot = unsafe { slot.into_box::<PromiseSlot<T>>() };
+                let promise = slot.into_inner().expect("a paired send's promise");
+                promise.keep(&s.chan, msg).map_err(SendError)
+            }
             Token::Closed => Err(SendError(msg)),
             other => {
                 // A receive on the same channel was chosen: keep it for the
@@ -97,9 +105,10 @@ impl<'a> SelectedOperation<'a> {
             Token::Message(slot) => {
                 // SAFETY: the slot was made for a receive on `r`'s channel
                 // (the identity check above: the same `Arc`, so the same
-                // `T`), a `Slot<T>`.
-                let slot = unsafe { slot.into_box::<Slot<T>>() };
-                slot.into_inner().ok_or(RecvError)
+                // `T`), a `RecvSlot<T>`.
+                let slot = unsafe { slot.into_box::<RecvSlot<T>>() };
+                let got = slot.into_inner().expect("a chosen receive's message");
+                r.settle(got)
             }
             Token::Closed => Err(RecvError),
             other => {

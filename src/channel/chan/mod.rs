@@ -12,6 +12,10 @@
 //!   room lets the first waiting sender in: its message moves to the back
 //!   of the queue, or, for a `select`'s send whose message is not made yet,
 //!   room is reserved for it (`reserved`), which its `send` then uses.
+//! - On a channel of capacity 0 a `select`'s send and a receiver are paired
+//!   when either chooses the other, before the message is made: the
+//!   receiver waits for that message (see `promise.rs`); nothing is ever
+//!   reserved there.
 //! - A message is never lost: a receiver that is cancelled after a message
 //!   was handed to it gives it to the next waiting receiver or puts it back
 //!   at the front of the queue, even on a channel of capacity 0 (the
@@ -21,14 +25,18 @@
 use std::cell::UnsafeCell;
 use std::collections::VecDeque;
 use std::sync::atomic::AtomicUsize;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use crate::channel::context::{Context, Kind, OnUnwind, Selected, Waiters, wait};
 use crate::channel::err::{RecvTimeoutError, SendTimeoutError, TryRecvError, TrySendError};
 use crate::sync::waiters::Wakeups;
 use crate::timer::clock;
 
+mod promise;
 mod select_ops;
+
+pub(crate) use promise::{Got, Promise};
+pub(crate) use select_ops::SendGo;
 
 pub(crate) struct Chan<T> {
     inner: Mutex<Inner<T>>,
@@ -49,29 +57,36 @@ struct Inner<T> {
     disconnected: bool,
 }
 
-/// A packet's slot: the message a waiter is handed or holds out.
+/// A waiting sender's slot: the message it holds out.
 pub(crate) type Slot<T> = UnsafeCell<Option<T>>;
+/// A waiting receiver's slot: what it is handed.
+pub(crate) type RecvSlot<T> = UnsafeCell<Option<Got<T>>>;
+/// A `select`'s waiting send's slot (capacity 0): the promise it is paired
+/// by.
+pub(crate) type PromiseSlot<T> = UnsafeCell<Option<Arc<Promise<T>>>>;
 
-/// Writes `message` into the slot behind a `Kind::Packet` pointer.
+/// Writes `value` into the slot of type `S` behind an entry's pointer.
 ///
 /// # Safety
 ///
-/// `packet` is the slot of an entry of a `Chan<T>` that the caller claimed
-/// (`Context::claim`) under that channel's lock and has not finished.
-unsafe fn put<T>(packet: *mut (), message: T) {
+/// `slot` is the `*mut S` of an entry of a `Chan<T>` that the caller
+/// claimed (`Context::claim`) under that channel's lock and has not
+/// finished: a receiver's `RecvSlot<T>`, a sender's `Slot<T>`, or a lazy
+/// send's `PromiseSlot<T>`.
+unsafe fn put<S>(slot: *mut (), value: S) {
     // SAFETY: the caller's contract: the waiter does not look at its slot
     // until `finish`, and keeps it alive until then (context.rs).
-    unsafe { *(*packet.cast::<Slot<T>>()).get() = Some(message) };
+    unsafe { *slot.cast::<Option<S>>() = Some(value) };
 }
 
-/// Takes the message out of the slot behind a `Kind::Packet` pointer.
+/// Takes the value out of the slot of type `S` behind an entry's pointer.
 ///
 /// # Safety
 ///
 /// As for [`put`].
-unsafe fn take<T>(packet: *mut ()) -> Option<T> {
+unsafe fn take<S>(slot: *mut ()) -> Option<S> {
     // SAFETY: as for `put`.
-    unsafe { (*(*packet.cast::<Slot<T>>()).get()).take() }
+    unsafe { (*slot.cast::<Option<S>>()).take() }
 }
 
 impl<T> Chan<T> {
@@ -127,7 +142,7 @@ impl<T> Chan<T> {
         if inner.disconnected {
             return Err(TrySendError::Disconnected(message));
         }
-        let taker = inner.receivers.take_first(me, wake, |e| {
+        let taker = inner.receivers.take_first(me, |e| {
             matches!(e.kind(), Kind::Packet(_)) && e.cx().claim()
         });
         if let Some(entry) = taker {
@@ -136,53 +151,67 @@ impl<T> Chan<T> {
             };
             // SAFETY: claimed just now under our lock, a receiver's slot of
             // this channel's `T`.
-            unsafe { put(packet, message) };
+            unsafe { put(packet, Got::Message(message)) };
             entry.cx().finish(Selected::Operation(entry.oper()));
             wake.push(entry.into_unparker());
             return Ok(());
         }
         if reserved || inner.queue.len() + inner.reserved < self.cap {
             inner.queue.push_back(message);
+            inner.receivers.wake_watchers(wake);
             return Ok(());
         }
         Err(TrySendError::Full(message))
     }
 
     /// Receives without waiting: from the queue (letting a waiting sender
-    /// in behind), or from a waiting sender's hand.
+    /// in behind), from a waiting sender's hand, or, on a channel of
+    /// capacity 0, the promise of a waiting `select`'s send, paired with
+    /// us now (see `promise.rs`).
     fn recv_locked(
         &self,
         inner: &mut Inner<T>,
         me: *const Context,
         wake: &mut Wakeups,
-    ) -> Result<T, TryRecvError> {
+    ) -> Result<Got<T>, TryRecvError> {
         if let Some(message) = inner.queue.pop_front() {
             self.admit_sender(inner, me, wake);
-            return Ok(message);
+            if inner.queue.len() + inner.reserved < self.cap {
+                inner.senders.wake_watchers(wake);
+            }
+            return Ok(Got::Message(message));
         }
-        let giver = inner.senders.take_first(me, wake, |e| match e.kind() {
+        // With the queue empty, a buffered channel's waiting senders wait
+        // for room that reservations hold: only a rendezvous pairs here.
+        let rendezvous = self.cap == 0;
+        let giver = inner.senders.take_first(me, |e| match e.kind() {
             Kind::Packet(_) => e.cx().claim(),
-            Kind::Lazy => e.cx().try_select(Selected::Operation(e.oper())),
+            Kind::Lazy(_) => rendezvous && e.cx().claim(),
             Kind::Watch => false,
         });
         match giver {
-            Some(entry) => match entry.kind() {
-                Kind::Packet(packet) => {
-                    // SAFETY: claimed just now under our lock, a sender's
-                    // slot of this channel's `T`, which holds its message.
-                    let message = unsafe { take::<T>(packet) }.expect("a waiting sender's message");
-                    entry.cx().finish(Selected::Operation(entry.oper()));
-                    wake.push(entry.into_unparker());
-                    Ok(message)
-                }
-                _ => {
-                    // A `select`'s send, let in: its message comes next,
-                    // to us if we wait, or into the queue.
-                    inner.reserved += 1;
-                    wake.push(entry.into_unparker());
-                    Err(TryRecvError::Empty)
-                }
-            },
+            Some(entry) => {
+                let got = match entry.kind() {
+                    Kind::Packet(packet) => {
+                        // SAFETY: claimed just now under our lock, a
+                        // sender's slot of this channel's `T`, which holds
+                        // its message.
+                        let message = unsafe { take::<T>(packet) };
+                        Got::Message(message.expect("a waiting sender's message"))
+                    }
+                    Kind::Lazy(slot) => {
+                        let promise = Promise::new();
+                        // SAFETY: claimed just now under our lock, a lazy
+                        // send's `PromiseSlot<T>` (capacity 0).
+                        unsafe { put(slot, promise.clone()) };
+                        Got::Promised(promise)
+                    }
+                    Kind::Watch => unreachable!("watchers are not taken"),
+                };
+                entry.cx().finish(Selected::Operation(entry.oper()));
+                wake.push(entry.into_unparker());
+                Ok(got)
+            }
             None if inner.disconnected => Err(TryRecvError::Disconnected),
             None => Err(TryRecvError::Empty),
         }
@@ -193,9 +222,9 @@ impl<T> Chan<T> {
         if inner.queue.len() + inner.reserved >= self.cap {
             return;
         }
-        let admitted = inner.senders.take_first(me, wake, |e| match e.kind() {
+        let admitted = inner.senders.take_first(me, |e| match e.kind() {
             Kind::Packet(_) => e.cx().claim(),
-            Kind::Lazy => e.cx().try_select(Selected::Operation(e.oper())),
+            Kind::Lazy(_) => e.cx().try_select(Selected::Operation(e.oper())),
             Kind::Watch => false,
         });
         if let Some(entry) = admitted {
@@ -215,7 +244,7 @@ impl<T> Chan<T> {
     /// A message handed to a receiver that cannot keep it (it unwound):
     /// to the next waiting receiver, or back to the front of the queue.
     fn give_back_locked(&self, inner: &mut Inner<T>, message: T, wake: &mut Wakeups) {
-        let taker = inner.receivers.take_first(std::ptr::null(), wake, |e| {
+        let taker = inner.receivers.take_first(std::ptr::null(), |e| {
             matches!(e.kind(), Kind::Packet(_)) && e.cx().claim()
         });
         match taker {
@@ -224,11 +253,14 @@ impl<T> Chan<T> {
                     unreachable!("only packets are taken")
                 };
                 // SAFETY: as in `send_locked`.
-                unsafe { put(packet, message) };
+                unsafe { put(packet, Got::Message(message)) };
                 entry.cx().finish(Selected::Operation(entry.oper()));
                 wake.push(entry.into_unparker());
             }
-            None => inner.queue.push_front(message),
+            None => {
+                inner.queue.push_front(message);
+                inner.receivers.wake_watchers(wake);
+            }
         }
     }
 
@@ -248,10 +280,15 @@ impl<T> Chan<T> {
     }
 
     pub(crate) fn try_recv(&self) -> Result<T, TryRecvError> {
-        let mut wake = Wakeups::default();
-        let result = self.recv_locked(&mut self.lock(), std::ptr::null(), &mut wake);
-        wake.wake();
-        result
+        loop {
+            let mut wake = Wakeups::default();
+            let result = self.recv_locked(&mut self.lock(), std::ptr::null(), &mut wake);
+            wake.wake();
+            // A promise broken: look again.
+            if let Some(message) = result?.settle(self) {
+                return Ok(message);
+            }
+        }
     }
 
     /// Sends, waiting for room (or a receiver) until `deadline`.
@@ -350,10 +387,13 @@ impl<T> Chan<T> {
             let mut wake = Wakeups::default();
             let mut inner = self.lock();
             match self.recv_locked(&mut inner, std::ptr::null(), &mut wake) {
-                Ok(m) => {
+                Ok(got) => {
                     drop(inner);
                     wake.wake();
-                    return Ok(m);
+                    match got.settle(self) {
+                        Some(m) => return Ok(m),
+                        None => continue, // a promise broken: again
+                    }
                 }
                 Err(TryRecvError::Disconnected) => {
                     drop(inner);
@@ -368,7 +408,7 @@ impl<T> Chan<T> {
                 return Err(RecvTimeoutError::Timeout);
             }
             let cx = Context::single();
-            let slot: Slot<T> = UnsafeCell::new(None);
+            let slot: RecvSlot<T> = UnsafeCell::new(None);
             inner
                 .receivers
                 .register(&cx, 0, Kind::Packet(slot.get().cast()));
@@ -377,24 +417,24 @@ impl<T> Chan<T> {
             drop(inner);
             wake.wake();
             let on_unwind = OnUnwind::new(&cx, |selected| {
-                let mut wake = Wakeups::default();
-                let mut inner = self.lock();
-                inner.receivers.unregister(&cx, 0);
+                self.lock().receivers.unregister(&cx, 0);
                 if let Selected::Operation(_) = selected
                     // SAFETY: the wait is over (aborted or finished), so no
                     // notifier touches the slot any more.
-                    && let Some(m) = unsafe { (*slot.get()).take() }
+                    && let Some(got) = unsafe { (*slot.get()).take() }
                 {
-                    self.give_back_locked(&mut inner, m, &mut wake);
+                    got.give_back(self);
                 }
-                drop(inner);
-                wake.wake();
             });
             let selected = wait(&cx, deadline, &"channel receive", false);
             on_unwind.defuse();
             match selected {
                 Selected::Operation(_) => {
-                    return Ok(slot.into_inner().expect("a message was handed over"));
+                    let got = slot.into_inner().expect("a message was handed over");
+                    match got.settle(self) {
+                        Some(m) => return Ok(m),
+                        None => continue, // a promise broken: again
+                    }
                 }
                 // Look again: the queue may still hold messages.
                 Selected::Disconnected => {}
@@ -421,8 +461,20 @@ impl<T> Chan<T> {
         };
         drop(inner);
         wake.wake();
-        drop(dropped);
+        drop_one_by_one(dropped);
     }
+}
+
+/// Drops the messages in order; one whose `drop` panics ends it there, and
+/// the rest leak (dropping them while unwinding would abort the process on
+/// a second panic), as crossbeam does.
+fn drop_one_by_one<T>(queue: VecDeque<T>) {
+    let mut queue = std::mem::ManuallyDrop::new(queue);
+    while let Some(message) = queue.pop_front() {
+        drop(message);
+    }
+    // Empty now: only its buffer is freed.
+    drop(std::mem::ManuallyDrop::into_inner(queue));
 }
 
 /// A thread's short wait before it parks: spins that double, then yields

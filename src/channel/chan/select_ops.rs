@@ -2,15 +2,26 @@
 //! registering its waits and watchers, and taking back what it was given
 //! and could not use.
 
-use super::{Chan, Inner};
-use crate::channel::context::{Context, Kind};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use super::{Chan, Got, Inner, Promise, put};
+use crate::channel::context::{Context, Kind, Selected};
 use crate::channel::err::{TryRecvError, TrySendError};
 use crate::sync::waiters::Wakeups;
 
+/// A `select`'s send that may go ahead.
+pub(crate) enum SendGo<T> {
+    /// Room is reserved for its message (a buffered channel).
+    Reserved,
+    /// It is paired with a waiting receiver (capacity 0).
+    Promised(Arc<Promise<T>>),
+}
+
 impl<T> Chan<T> {
-    /// A `select`'s receive, tried: a message, `Err(())` when disconnected
-    /// and empty, or `None` (would wait).
-    pub(crate) fn select_recv(&self, me: *const Context) -> Option<Result<T, ()>> {
+    /// A `select`'s receive, tried: a message (or its promise), `Err(())`
+    /// when disconnected and empty, or `None` (would wait).
+    pub(crate) fn select_recv(&self, me: *const Context) -> Option<Result<Got<T>, ()>> {
         let mut wake = Wakeups::default();
         let result = self.recv_locked(&mut self.lock(), me, &mut wake);
         wake.wake();
@@ -21,18 +32,38 @@ impl<T> Chan<T> {
         }
     }
 
-    /// A `select`'s send, tried: `Ok` with room reserved for the message,
-    /// `Err(())` when disconnected, or `None` (would wait).
-    pub(crate) fn select_send(&self, me: *const Context) -> Option<Result<(), ()>> {
+    /// A `select`'s send, tried: `Ok` with room reserved for the message
+    /// or paired with a waiting receiver, `Err(())` when disconnected, or
+    /// `None` (would wait).
+    pub(crate) fn select_send(&self, me: *const Context) -> Option<Result<SendGo<T>, ()>> {
+        let mut wake = Wakeups::default();
         let mut inner = self.lock();
         if inner.disconnected {
             return Some(Err(()));
         }
-        if self.send_ready(&inner, me) {
-            inner.reserved += 1;
-            return Some(Ok(()));
+        if self.cap != 0 {
+            if inner.queue.len() + inner.reserved < self.cap {
+                inner.reserved += 1;
+                return Some(Ok(SendGo::Reserved));
+            }
+            return None;
         }
-        None
+        let taker = inner.receivers.take_first(me, |e| {
+            matches!(e.kind(), Kind::Packet(_)) && e.cx().claim()
+        });
+        let entry = taker?;
+        let Kind::Packet(packet) = entry.kind() else {
+            unreachable!("only packets are taken")
+        };
+        let promise = Promise::new();
+        // SAFETY: claimed just now under our lock, a receiver's slot of
+        // this channel's `T`.
+        unsafe { put(packet, Got::Promised(promise.clone())) };
+        entry.cx().finish(Selected::Operation(entry.oper()));
+        wake.push(entry.into_unparker());
+        drop(inner);
+        wake.wake();
+        Some(Ok(SendGo::Promised(promise)))
     }
 
     fn send_ready(&self, inner: &Inner<T>, me: *const Context) -> bool {
@@ -42,11 +73,14 @@ impl<T> Chan<T> {
     }
 
     fn recv_ready(&self, inner: &Inner<T>, me: *const Context) -> bool {
+        let rendezvous = self.cap == 0;
         inner.disconnected
             || !inner.queue.is_empty()
-            || inner
-                .senders
-                .any(me, |k| matches!(k, Kind::Packet(_) | Kind::Lazy))
+            || inner.senders.any(me, |k| match k {
+                Kind::Packet(_) => true,
+                Kind::Lazy(_) => rendezvous,
+                Kind::Watch => false,
+            })
     }
 
     /// Sends with room reserved by [`Chan::select_send`] (or given by a
@@ -64,16 +98,26 @@ impl<T> Chan<T> {
         let mut inner = self.lock();
         inner.reserved -= 1;
         self.admit_sender(&mut inner, std::ptr::null(), &mut wake);
-        inner.receivers.wake_watchers(&mut wake);
+        if inner.queue.len() + inner.reserved < self.cap {
+            inner.senders.wake_watchers(&mut wake);
+        }
         drop(inner);
         wake.wake();
     }
 
-    /// Gives back a message a `select` received but cannot keep.
-    pub(crate) fn give_back(&self, message: T) {
+    /// Gives back a message a receive got but cannot keep: to the next
+    /// waiting receiver, or the queue's front. `Err` with the message when
+    /// every receiver is gone (a send's promise whose receiver left).
+    pub(crate) fn give_back(&self, message: T) -> Result<(), T> {
         let mut wake = Wakeups::default();
-        self.give_back_locked(&mut self.lock(), message, &mut wake);
+        let mut inner = self.lock();
+        if self.receivers.load(Ordering::Acquire) == 0 {
+            return Err(message);
+        }
+        self.give_back_locked(&mut inner, message, &mut wake);
+        drop(inner);
         wake.wake();
+        Ok(())
     }
 
     /// Registers a `select`'s receive into `packet` (a `*mut Slot<T>`),
@@ -91,15 +135,16 @@ impl<T> Chan<T> {
         true
     }
 
-    /// Registers a `select`'s send (its message not made yet), unless it
-    /// can go ahead now (`false`).
-    pub(crate) fn register_send(&self, oper: usize, cx: &Context) -> bool {
+    /// Registers a `select`'s send (its message not made yet), with the
+    /// slot its promise is written to on a channel of capacity 0 (a
+    /// `*mut PromiseSlot<T>`), unless it can go ahead now (`false`).
+    pub(crate) fn register_send(&self, oper: usize, cx: &Context, slot: *mut ()) -> bool {
         let mut wake = Wakeups::default();
         let mut inner = self.lock();
         if self.send_ready(&inner, cx) {
             return false;
         }
-        inner.senders.register(cx, oper, Kind::Lazy);
+        inner.senders.register(cx, oper, Kind::Lazy(slot));
         inner.receivers.wake_watchers(&mut wake);
         drop(inner);
         wake.wake();
