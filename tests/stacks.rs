@@ -289,6 +289,9 @@ fn a_dump_of_ten_thousand_parked_fibers() {
 /// The SIGQUIT dump (`dump_on_sigquit`, in a child process) shows the
 /// stacks too: of a spawned fiber, and of `block_on`'s closure parked
 /// under its runtime's loop, which answers the dump on the same stack.
+/// The child waits for good; it is killed once its dump is read (naming
+/// the frames takes its time: the debug info is loaded then, seconds
+/// under a sanitizer).
 #[test]
 fn the_sigquit_dump_shows_stacks() {
     const NAME: &str = "the_sigquit_dump_shows_stacks";
@@ -304,34 +307,64 @@ fn the_sigquit_dump_shows_stacks() {
                 std::thread::sleep(Duration::from_millis(100));
                 // SAFETY: raising a signal fibra handles now.
                 unsafe { libc::raise(libc::SIGQUIT) };
-                std::thread::sleep(Duration::from_millis(1000));
-                let _ = tx.send(());
+                std::thread::sleep(Duration::from_secs(3600));
+                drop(tx);
             });
             the_root_waits(rx);
         });
-        println!("CHILD OK");
         return;
     }
-    let out = util::run_child(NAME);
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([NAME, "--exact", "--nocapture", "--test-threads=1"])
+        .env("FIBRA_CHILD", NAME)
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stderr = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        // Until the dump's last fiber (the sleeper) and its frame's line.
+        let mut text = String::new();
+        let mut buf = [0; 4096];
+        while let Ok(n @ 1..) = std::io::Read::read(&mut stderr, &mut buf) {
+            text.push_str(&String::from_utf8_lossy(&buf[..n]));
+            if let Some(at) = text.find("sleeps_in_a_named_function")
+                && text[at..].contains("tests/stacks.rs:")
+                && text[at..].contains('\n')
+            {
+                break;
+            }
+        }
+        text
+    });
+    let start = Instant::now();
+    while !reader.is_finished() && start.elapsed() < Duration::from_secs(120) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let stderr = reader.join().unwrap();
     println!("{stderr}");
-    assert!(
-        out.status.success() && stdout.contains("CHILD OK"),
-        "{stdout}\n{stderr}"
-    );
     assert!(stderr.contains("fibra: SIGQUIT: fiber dump"), "{stderr}");
     let root = stderr
         .find("(block_on) [parked")
         .expect("the root is listed");
-    let after_root = &stderr[root..];
-    assert!(after_root.contains("stacks::the_root_waits"), "{stderr}");
+    let sleeper = stderr
+        .find("\"sleeper\" [parked")
+        .expect("the sleeper is listed");
+    let (root_part, sleeper_part) = if root < sleeper {
+        (&stderr[root..sleeper], &stderr[sleeper..])
+    } else {
+        (&stderr[root..], &stderr[sleeper..root])
+    };
+    assert!(root_part.contains("the_root_waits"), "{stderr}");
     assert!(
-        stderr.contains("stacks::sleeps_in_a_named_function"),
+        sleeper_part.contains("sleeps_in_a_named_function"),
         "{stderr}"
     );
     // The loop that answered, under the root's park, is folded away.
     assert!(!stderr.contains("fibra::scheduler"), "{stderr}");
+    assert!(!stderr.contains("run_root"), "{stderr}");
 }
 
 #[inline(never)]

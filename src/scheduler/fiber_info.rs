@@ -54,8 +54,13 @@ pub struct FiberInfo {
     pub stack_used: Option<usize>,
     /// Where it is: its frames from where it parked (or, for the fiber
     /// that asked for the dump, from its call of `dump`) out to the closure
-    /// it runs, with fibra's own frames left out. `None` for a fiber that
-    /// has not started, and for one running on another thread.
+    /// it runs, with fibra's own frames left out but for the call the
+    /// user made into fibra (`Mutex::lock`, `TcpStream::read`). A fiber
+    /// parked inside a [`Generator`](crate::Generator)'s body shows the
+    /// generator's frames, whose stack it is on. `None` for a fiber that
+    /// has not started, and for one running on another thread. Walked
+    /// without running the fiber, and only when a dump is taken: parks and
+    /// switches pay nothing for it.
     pub stack: Option<StackTrace>,
 }
 
@@ -75,7 +80,22 @@ pub(crate) struct Section {
 }
 
 /// Every fiber of a runtime, from [`Runtime::dump`](crate::Runtime::dump).
-/// Its `Display` prints one line per fiber, grouped by thread.
+/// Its `Display` prints one line per fiber, grouped by thread, each with
+/// its stack under it (see [`FiberInfo::stack`]):
+///
+/// ```text
+/// thread "main": 2 fibers
+///   fiber 1 (block_on) [parked: join of fiber 2]
+///       fibra::fiber::join::JoinHandle<T>::join
+///           at ./src/fiber/join.rs:88:14
+///       app::main::{{closure}}
+///           at ./src/main.rs:12:9
+///   fiber 2 "worker" [parked: Mutex::lock] stack 2368 B spawned at src/main.rs:8:5
+///       fibra::sync::mutex::Mutex<T>::lock
+///           at ./src/sync/mutex.rs:127:14
+///       app::update
+///           at ./src/main.rs:30:17
+/// ```
 ///
 /// ```
 /// use std::time::Duration;

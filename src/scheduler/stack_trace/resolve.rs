@@ -149,11 +149,26 @@ fn owner_of(name: &str) -> Owner {
     };
     // `<Type as Trait>::method`: the type's owner, unless the type is a
     // bare generic parameter (`<F as core::ops::FnOnce<()>>::call_once`):
-    // then the trait's.
+    // then the trait's. A reference or pointer type is its pointee's
+    // (`<&mut <fibra::X>::f::{closure#2} as FnOnce<..>>::call_once`).
     match qualified.split_once(" as ") {
         Some((ty, tr)) if !ty.contains("::") && !ty.contains('<') => of_path(tr),
-        Some((ty, _)) => of_path(ty),
-        None => of_path(qualified),
+        Some((ty, _)) => of_path(pointee(ty)),
+        None => of_path(pointee(qualified)),
+    }
+}
+
+/// The type a reference, pointer or trait-object type names, as
+/// `rustc-demangle` spells them (`&mut T`, `*const T`, `dyn T`, `<T>`).
+fn pointee(mut ty: &str) -> &str {
+    loop {
+        let rest = ["&", "mut ", "*const ", "*mut ", "dyn ", "<", "("]
+            .iter()
+            .find_map(|p| ty.strip_prefix(p));
+        match rest {
+            Some(rest) => ty = rest.trim_start(),
+            None => return ty,
+        }
     }
 }
 
@@ -263,6 +278,21 @@ mod tests {
         assert_eq!(owner_of("app::main::{{closure}}"), Owner::User);
         assert_eq!(owner_of("std::panicking::try"), Owner::Glue);
         assert_eq!(owner_of("<app::Foo>::bar"), Owner::User);
+        // v0 mangling, as nightly demangles it.
+        assert_eq!(
+            owner_of("<fibra::scheduler::core::Core>::dump_section::{closure#2}"),
+            Owner::Fibra
+        );
+        assert_eq!(
+            owner_of(
+                "<&mut <fibra::scheduler::core::Core>::dump_section::{closure#2} as core::ops::function::FnOnce<((usize, u32),)>>::call_once"
+            ),
+            Owner::Fibra
+        );
+        assert_eq!(
+            owner_of("<&dyn app::Handler as core::ops::Fn<()>>::call"),
+            Owner::User
+        );
     }
 
     #[test]
