@@ -6,8 +6,11 @@
 //! dump) is a message: the runtime answers at its next poll. One that does
 //! not answer because a fiber runs without blocking is answered for from
 //! what it publishes for the stall watchdog (`scheduler::watch`): that fiber,
-//! running, and for how long. One that does not answer within
-//! [`ANSWER_WITHIN`] otherwise (a runtime nobody drives) is listed as such.
+//! running, and for how long. One whose fibers keep it busy taking turns
+//! without a poll is answered for with what the watchdog sampled of that
+//! time (`scheduler::watchdog::starve`): for how long, and which fibers
+//! took most of it. One that does not answer within [`ANSWER_WITHIN`]
+//! otherwise (a runtime nobody drives) is listed as such.
 //!
 //! Each runtime answers with its fibers' stacks as return addresses, walked
 //! on its own thread while it stands still (`scheduler::stack_trace`); the
@@ -18,7 +21,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 pub(crate) use crate::scheduler::fiber_info::Dump;
-use crate::scheduler::fiber_info::{ANSWER_WITHIN, FiberInfo, FiberState, Section};
+use crate::scheduler::fiber_info::{ANSWER_WITHIN, Busy, FiberInfo, FiberState, Section};
 use crate::scheduler::registry;
 use crate::scheduler::shared::{Remote, Shared};
 use crate::sync::mpsc;
@@ -40,6 +43,7 @@ pub(crate) fn collect(
             thread: thread.clone(),
             fibers: None,
             stalled: None,
+            busy: None,
             stacks: Vec::new(),
         })
         .collect();
@@ -81,7 +85,7 @@ pub(crate) fn collect(
                     if answered[i] {
                         continue;
                     }
-                    if let Some(info) = stalled(shared, words[i], sent.elapsed()) {
+                    if let Some(info) = stalled(shared, words[i]) {
                         answered[i] = true;
                         sections[i].stalled = Some(info);
                         waiting -= 1;
@@ -92,13 +96,35 @@ pub(crate) fn collect(
             Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
     }
+    // Runtimes still running fibers at the end: what kept them busy.
+    for (i, (_, shared)) in targets.iter().enumerate() {
+        if !answered[i] {
+            sections[i].busy = busy(shared);
+        }
+    }
     Dump::resolve(sections)
+}
+
+/// What keeps `shared`'s runtime from answering, if it runs fibers: the
+/// watchdog's record of its time without a poll, and who runs now.
+fn busy(shared: &Shared) -> Option<Busy> {
+    let now = crate::timer::clock::now_ns();
+    let running = shared.watch.running_now(now);
+    let starved = shared.watch.starved_now(now);
+    if running.is_none() && starved.is_none() {
+        return None; // waiting for events, or nobody drives it
+    }
+    Some(Busy {
+        starved,
+        running: running
+            .map(|r| crate::scheduler::watch::describe(r.id, r.name.as_deref(), r.root)),
+    })
 }
 
 /// The context that has held `shared`'s thread since the dump asked (its
 /// word names the same `Meta` as then; the watchdog's mark aside), if one
 /// has.
-fn stalled(shared: &Shared, word: usize, waited: Duration) -> Option<FiberInfo> {
+fn stalled(shared: &Shared, word: usize) -> Option<FiberInfo> {
     if word == 0 {
         return None; // waiting in epoll then: it will answer
     }
@@ -107,6 +133,10 @@ fn stalled(shared: &Shared, word: usize, waited: Duration) -> Option<FiberInfo> 
     if unmarked(shared.watch.word.load(std::sync::atomic::Ordering::Acquire)) != unmarked(word) {
         return None;
     }
+    // Held all along as the watchdog saw it (its mark has stayed for
+    // `STALLED_AFTER`): the same word alone may be fibers that take turns
+    // and leave it behind now and then (see `busy`).
+    let held = running.running_for.filter(|r| *r >= STALLED_AFTER)?;
     Some(FiberInfo {
         id: running.id,
         name: running.name,
@@ -114,7 +144,7 @@ fn stalled(shared: &Shared, word: usize, waited: Duration) -> Option<FiberInfo> 
         state: FiberState::Running,
         waiting_on: None,
         deadline_in: None,
-        running_for: Some(running.running_for.unwrap_or(waited).max(waited)),
+        running_for: Some(held),
         spawned_at: running.location,
         stack_used: None,
         stack: None,

@@ -9,6 +9,7 @@ use std::time::Duration;
 use crate::scheduler::fiber_id::FiberId;
 use crate::scheduler::stack_trace::walk::RawStack;
 use crate::scheduler::stack_trace::{Resolver, StackTrace};
+use crate::scheduler::watchdog::starve::Starved;
 
 /// How long a dump waits for runtimes on other threads to answer.
 pub(crate) const ANSWER_WITHIN: Duration = Duration::from_secs(1);
@@ -73,10 +74,24 @@ pub(crate) struct Section {
     pub(crate) fibers: Option<Vec<FiberInfo>>,
     /// When it did not answer because a context kept its thread: that one.
     pub(crate) stalled: Option<FiberInfo>,
+    /// When it did not answer because its fibers kept it busy, taking
+    /// turns without a poll: for how long, and which took most of it.
+    pub(crate) busy: Option<Busy>,
     /// The return addresses of the listed fibers' stacks, by their index
     /// in `fibers`, as the runtime took them; [`Dump::resolve`] names them
     /// into each one's [`FiberInfo::stack`].
     pub(crate) stacks: Vec<(usize, RawStack)>,
+}
+
+/// Why a runtime that runs fibers did not answer a dump: it has not
+/// polled (for I/O, timers and messages such as the dump's) for `for_` at
+/// least, as the stall watchdog sampled it.
+#[derive(Clone, Debug)]
+pub(crate) struct Busy {
+    /// The watchdog's record, if it keeps one for this runtime.
+    pub(crate) starved: Option<Starved>,
+    /// The context running when the dump gave up waiting.
+    pub(crate) running: Option<String>,
 }
 
 /// Every fiber of a runtime, from [`Runtime::dump`](crate::Runtime::dump).
@@ -220,13 +235,34 @@ impl fmt::Display for Dump {
                         }
                     }
                 }
-                None => match &section.stalled {
-                    Some(fiber) => writeln!(
+                None => match (&section.stalled, &section.busy) {
+                    (Some(fiber), _) => writeln!(
                         f,
                         "thread {:?}: did not answer, held by one fiber:\n  {fiber}",
                         section.thread
                     )?,
-                    None => writeln!(
+                    (None, Some(busy)) => {
+                        write!(
+                            f,
+                            "thread {:?}: did not answer within {ANSWER_WITHIN:?}: busy \
+                             running fibers that take turns without polling for I/O and \
+                             timers",
+                            section.thread
+                        )?;
+                        if let Some(starved) = &busy.starved {
+                            write!(
+                                f,
+                                " (for {:.1?}); most of that time (sampled): {}",
+                                starved.for_,
+                                starved.list()
+                            )?;
+                        }
+                        if let Some(running) = &busy.running {
+                            write!(f, "; running now: {running}")?;
+                        }
+                        writeln!(f)?;
+                    }
+                    (None, None) => writeln!(
                         f,
                         "thread {:?}: did not answer within {ANSWER_WITHIN:?} (a \
                          runtime nobody drives?)",

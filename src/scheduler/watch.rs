@@ -54,6 +54,7 @@ use std::sync::{Mutex, Once};
 use std::time::Duration;
 
 use crate::scheduler::fiber_id::FiberId;
+use crate::scheduler::watchdog::starve::Starve;
 use crate::scheduler::watchdog_sleep;
 use crate::stack::StackHeader;
 
@@ -217,6 +218,11 @@ pub(crate) struct Watch {
     /// it sees the word change.
     pub(crate) pending: AtomicBool,
     pub(crate) report: Mutex<Option<Report>>,
+    /// Polls for I/O and timers the runtime has made (stored by its
+    /// thread at each poll, a plain store: see `watchdog/starve.rs`).
+    pub(crate) polls: AtomicU64,
+    /// The watchdog's record of a time without a poll.
+    starve: Mutex<Starve>,
     read_lock: Mutex<()>,
     /// The root context's `Meta`, and its id.
     pub(crate) root: Meta,
@@ -239,6 +245,8 @@ impl Watch {
             threshold_ns: AtomicU64::new(u64::MAX),
             pending: AtomicBool::new(false),
             report: Mutex::new(None),
+            polls: AtomicU64::new(0),
+            starve: Mutex::new(Starve::default()),
             read_lock: Mutex::new(()),
             root: Meta::new(None),
             root_id,
@@ -249,6 +257,20 @@ impl Watch {
     /// holder poisoned it: it holds plain data).
     pub(crate) fn lock_report(&self) -> std::sync::MutexGuard<'_, Option<Report>> {
         self.report.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The watchdog's record of a time without a poll (plain data: taken
+    /// even if poisoned).
+    pub(crate) fn lock_starve(&self) -> std::sync::MutexGuard<'_, Starve> {
+        self.starve.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Counts a poll for I/O and timers: one plain store (only this
+    /// runtime's thread writes it), at most once per `BUDGET` switches.
+    #[inline(always)]
+    pub(crate) fn count_poll(&self) {
+        let n = self.polls.load(Ordering::Relaxed);
+        self.polls.store(n.wrapping_add(1), Ordering::Relaxed);
     }
 
     /// The stall reported here has ended, at `at` (ns) or before: takes what

@@ -17,6 +17,11 @@
 //! wakes it (see `watchdog_sleep`: a relaxed load on that path). It holds
 //! no lock while it emits an event (a subscriber may make a runtime, which
 //! registers here).
+//!
+//! It also tells a runtime starved by fibers that take turns without any
+//! of them stalling: see [`starve`].
+
+pub(crate) mod starve;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -76,6 +81,9 @@ fn watch_loop() {
         let runtimes = registry::all();
         let now = clock::now_ns();
         let mut shortest = u64::MAX;
+        // The shortest threshold of a runtime that has not polled since
+        // the last look (see `starve`).
+        let mut starving = u64::MAX;
         let (mut busy, mut stalled) = (false, false);
         for (thread, shared) in &runtimes {
             let watch = &shared.watch;
@@ -85,7 +93,11 @@ fn watch_loop() {
             }
             shortest = shortest.min(threshold);
             busy |= sample(watch, thread, threshold, now);
-            stalled |= watch.pending.load(Ordering::Relaxed);
+            let pending = watch.pending.load(Ordering::Relaxed);
+            stalled |= pending;
+            if let starve::Found::Starving = starve::look(watch, thread, threshold, now, pending) {
+                starving = starving.min(threshold);
+            }
         }
         let state = lock();
         let generation = state.generation;
@@ -104,6 +116,8 @@ fn watch_loop() {
         drop(runtimes);
         let period = if stalled {
             WHILE_STALLED
+        } else if starving != u64::MAX {
+            Duration::from_nanos((starving / starve::SAMPLES).max(1_000_000))
         } else {
             Duration::from_nanos((shortest / 2).max(1_000_000))
         };

@@ -232,6 +232,8 @@ impl Core {
     fn poll_events(&self, timeout: Option<std::time::Duration>, skip_epoll: bool) -> bool {
         let mut news = false;
         let zero = timeout == Some(std::time::Duration::ZERO);
+        // For the watchdog: the runtime is not starved (`watchdog/starve.rs`).
+        self.shared.watch.count_poll();
         // Held the CPU a while: let the threads waiting for it run (see
         // `share_cpu`), before a poll that does not wait, after one that
         // may have (a wait that finds events at once does not give the CPU
