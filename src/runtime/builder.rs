@@ -89,6 +89,18 @@ impl<Flavor> Builder<Flavor> {
     /// `std::fs`, a std `Mutex` or channel waited on — keeps every other
     /// fiber of its thread waiting.
     ///
+    /// The same threshold tells two more things. A runtime whose fibers
+    /// take turns without any of them stalling, but without the runtime
+    /// polling for I/O and timers for `after` (many fibers computing
+    /// between parks), gets a `fibra::stall` WARN naming the fibers that
+    /// took most of that time, and another when it polls again. A
+    /// current-thread runtime all of whose fibers, `block_on`'s closure
+    /// included, have waited `after` × 10 on fibra's own locks, channels,
+    /// semaphores and joins, with no timer armed and no fd registered, gets
+    /// a WARN with target `fibra::deadlock` and its dump, stacks included
+    /// (Go's "all goroutines are asleep", as a warning: a plain thread may
+    /// still wake one).
+    ///
     /// The cost to the runtime is one store per context switch; the
     /// watchdog looks every `after / 2` while a runtime runs fibers, and
     /// sleeps while every runtime waits for I/O or timers. Its thread costs

@@ -94,6 +94,7 @@ const IDLE_RELEASE_NS: u64 = 5_000_000;
 
 pub(crate) mod callback;
 mod current;
+mod deadlock;
 mod dump;
 pub(crate) mod first_frame;
 mod first_run;
@@ -200,6 +201,9 @@ pub(crate) struct Local {
     spare: Spare,
     /// Free blocks for join packets.
     blocks: Blocks,
+    /// `park_seq` when a deadlock was last told (see `core/deadlock.rs`):
+    /// told once until a context parks again.
+    deadlock_told: u64,
 }
 
 /// One runtime's scheduler.
@@ -265,6 +269,7 @@ impl Core {
                 dumps: Vec::new(),
                 spare: Spare::new(default_stack),
                 blocks: Blocks::new(),
+                deadlock_told: 0,
                 in_callback: None,
                 cpu_share: share_cpu::CpuShare::default(),
             }),

@@ -50,7 +50,7 @@ impl Core {
             if l.run_queue.is_empty() {
                 match &self.worker {
                     Some(worker) => self.wait_for_work(worker, l.closing),
-                    None => self.poll(None),
+                    None => self.wait_for_events(),
                 }
                 // A budget counts the fibers run since the last poll: the
                 // next poll comes after a whole budget more, or when the

@@ -1,0 +1,121 @@
+//! Deadlocks told, as Go's "all goroutines are asleep - deadlock!": a
+//! runtime about to wait for events without end, all of whose contexts
+//! (the root too, when it runs `block_on`'s closure) are parked on fibra's
+//! own primitives — locks, condvars, channels, semaphores, joins, a
+//! scope's end — with no timer armed and no fd registered, has nothing
+//! left that can wake one of its fibers but another thread. When it has
+//! waited so for ten times its `stall_warning`, it emits a WARN (target
+//! `fibra::deadlock`) with its dump and the stacks in it. A warning, not a
+//! panic: a plain thread (or a fiber of another runtime) may still unlock,
+//! send or unpark.
+//!
+//! Only on the way into a wait without a timeout, where the runtime would
+//! otherwise sleep until an event: the look is a few tests (timers, fds,
+//! queues) and, when they all pass, one pass over the records; nothing on
+//! the switch, park or spawn paths. A current-thread runtime only: a
+//! worker of a runtime of several may wait on fibers of its siblings,
+//! which this worker cannot see run.
+
+use super::*;
+use crate::scheduler::fiber_info::Dump;
+use crate::scheduler::wait_on::WaitOn;
+
+/// How many `stall_warning`s a runtime waits, deadlocked, before it says so.
+const AFTER_STALLS: u64 = 10;
+
+impl Core {
+    /// The root's wait when no fiber is ready: [`Core::poll`] without a
+    /// timeout, unless the runtime looks deadlocked (see the module docs):
+    /// then it waits [`AFTER_STALLS`] stall thresholds first, and warns if
+    /// nothing happened meanwhile.
+    pub(super) fn wait_for_events(&self) {
+        let Some(after) = self.deadlock_suspect() else {
+            self.poll(None);
+            return;
+        };
+        let start = clock::now_ns();
+        loop {
+            let waited = clock::now_ns().saturating_sub(start);
+            if waited >= after {
+                break;
+            }
+            self.poll(Some(std::time::Duration::from_nanos(after - waited)));
+            if self.has_ready() || self.deadlock_suspect().is_none() {
+                return; // something happened
+            }
+        }
+        // SAFETY: on the runtime's thread; short borrow.
+        let seq = unsafe { self.local() }.park_seq;
+        // SAFETY: on the runtime's thread; short borrow.
+        if std::mem::replace(&mut unsafe { self.local() }.deadlock_told, seq) != seq {
+            self.warn_deadlock(std::time::Duration::from_nanos(after));
+        }
+        self.poll(None);
+    }
+
+    /// How long to wait before a deadlock is told, if every context of the
+    /// runtime is parked on fibra's primitives with no timer armed and no
+    /// fd registered; `None` otherwise, or when the runtime has no stall
+    /// warning.
+    fn deadlock_suspect(&self) -> Option<u64> {
+        if self.worker.is_some() {
+            return None;
+        }
+        let threshold = self
+            .shared
+            .watch
+            .threshold_ns
+            .load(std::sync::atomic::Ordering::Relaxed);
+        if threshold == u64::MAX {
+            return None;
+        }
+        // SAFETY: on the runtime's thread; short borrow, no user code.
+        let l = unsafe { self.local() };
+        if l.closing
+            || !l.timers.is_empty()
+            || l.reactor.has_waiters()
+            || !l.run_queue.is_empty()
+            || !l.idle_queue.is_empty()
+        {
+            return None;
+        }
+        let mut parked = 0;
+        for (key, rec) in l.fibers.iter() {
+            match rec.state {
+                State::Parked => {}
+                // The root in its loop, running no user code (`run`).
+                State::Running if key == ROOT => continue,
+                _ => return None,
+            }
+            match rec.waiting_on.get() {
+                Some(WaitOn::Sync(_) | WaitOn::Join(_) | WaitOn::Scope) => parked += 1,
+                // A sleep, an fd, a signal, a future's waker, the blocking
+                // pool: something outside may end it.
+                _ => return None,
+            }
+        }
+        (parked > 0).then(|| threshold.saturating_mul(AFTER_STALLS))
+    }
+
+    /// Emits the deadlock WARN, with the runtime's dump and stacks.
+    #[cold]
+    #[inline(never)]
+    fn warn_deadlock(&self, waited: std::time::Duration) {
+        let section = self.dump_section(false);
+        let fibers = section.fibers.as_ref().map_or(0, Vec::len);
+        let dump = Dump::resolve(vec![section]);
+        let thread = self.shared.thread_name.as_str();
+        self.callback("event", || {
+            tracing::warn!(
+                target: "fibra::deadlock",
+                thread,
+                fibers,
+                waited = ?waited,
+                "all {fibers} fibers of thread {thread:?} have waited {waited:.0?} on fibra's \
+                 locks, channels and joins, with no timer armed and no fd registered: none of \
+                 them can wake another, so unless a thread outside the runtime wakes one, this \
+                 is a deadlock\n{dump}"
+            );
+        });
+    }
+}
