@@ -201,9 +201,6 @@ pub(crate) struct Local {
     spare: Spare,
     /// Free blocks for join packets.
     blocks: Blocks,
-    /// `park_seq` when a deadlock was last told (see `core/deadlock.rs`):
-    /// told once until a context parks again.
-    deadlock_told: u64,
 }
 
 /// One runtime's scheduler.
@@ -269,7 +266,6 @@ impl Core {
                 dumps: Vec::new(),
                 spare: Spare::new(default_stack),
                 blocks: Blocks::new(),
-                deadlock_told: 0,
                 in_callback: None,
                 cpu_share: share_cpu::CpuShare::default(),
             }),

@@ -223,6 +223,10 @@ pub(crate) struct Watch {
     pub(crate) polls: AtomicU64,
     /// The watchdog's record of a time without a poll.
     starve: Mutex<Starve>,
+    /// The runtime's park count when it last told a deadlock (see
+    /// `core/deadlock.rs`; here, off the runtime's hot state: only its
+    /// thread touches it).
+    pub(crate) deadlock_told: AtomicU64,
     read_lock: Mutex<()>,
     /// The root context's `Meta`, and its id.
     pub(crate) root: Meta,
@@ -247,6 +251,7 @@ impl Watch {
             report: Mutex::new(None),
             polls: AtomicU64::new(0),
             starve: Mutex::new(Starve::default()),
+            deadlock_told: AtomicU64::new(0),
             read_lock: Mutex::new(()),
             root: Meta::new(None),
             root_id,

@@ -27,7 +27,9 @@ impl Core {
     /// The root's wait when no fiber is ready: [`Core::poll`] without a
     /// timeout, unless the runtime looks deadlocked (see the module docs):
     /// then it waits [`AFTER_STALLS`] stall thresholds first, and warns if
-    /// nothing happened meanwhile.
+    /// nothing happened meanwhile. Out of line, as the `poll` it stands
+    /// for was: the root loop's code stays as it was.
+    #[inline(never)]
     pub(super) fn wait_for_events(&self) {
         let Some(after) = self.deadlock_suspect() else {
             self.poll(None);
@@ -46,8 +48,8 @@ impl Core {
         }
         // SAFETY: on the runtime's thread; short borrow.
         let seq = unsafe { self.local() }.park_seq;
-        // SAFETY: on the runtime's thread; short borrow.
-        if std::mem::replace(&mut unsafe { self.local() }.deadlock_told, seq) != seq {
+        let told = &self.shared.watch.deadlock_told;
+        if told.swap(seq, std::sync::atomic::Ordering::Relaxed) != seq {
             self.warn_deadlock(std::time::Duration::from_nanos(after));
         }
         self.poll(None);
