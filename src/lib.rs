@@ -50,7 +50,8 @@
 //!   [`fiber_local!`].
 //! - Seeing inside: a fiber that keeps its thread is named by a `tracing`
 //!   WARN while it runs ([`stall_warning`](runtime::Builder::stall_warning));
-//!   [`Runtime::dump`] lists every fiber.
+//!   [`Runtime::dump`] lists every fiber; in gdb, `info fibers` and `fiber
+//!   N bt` ([In gdb](runtime#in-gdb)).
 //! - Time: [`sleep`], [`sleep_until`], [`timeout`].
 //! - Channels: [`channel`] (crossbeam-channel's API: MPMC, `bounded(0)`
 //!   rendezvous, timers) and [`select!`] over channels, sockets and
@@ -264,6 +265,9 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(clippy::undocumented_unsafe_blocks)]
 #![warn(missing_docs)]
+// gdb's `info fibers` and `fiber N bt`, loaded by gdb from every program
+// that links fibra (see `runtime`'s docs, "In gdb").
+#![debugger_visualizer(gdb_script_file = "runtime/gdb_fibers.py")]
 
 mod arch;
 mod blocking;

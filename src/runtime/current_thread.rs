@@ -20,9 +20,10 @@ pub struct CurrentThread {
 
 impl CurrentThread {
     pub(crate) fn new(core: Core) -> CurrentThread {
-        CurrentThread {
-            core: Box::new(core),
-        }
+        let core = Box::new(core);
+        // Listed for debuggers at its final address (`close` unlists it).
+        crate::scheduler::debugger::register(&core);
+        CurrentThread { core }
     }
 }
 

@@ -57,6 +57,69 @@
 //! rt.block_on(|| handles.into_iter().for_each(|h| h.join().unwrap()));
 //! # Ok::<(), std::io::Error>(())
 //! ```
+//!
+//! ## In gdb
+//!
+//! Every program that links fibra carries a gdb extension (in its
+//! `.debug_gdb_scripts` section; the source is `src/runtime/gdb_fibers.py`)
+//! that lists its fibers and walks a parked one's stack, as Go's
+//! `runtime-gdb.py` does for goroutines. gdb (or `rust-gdb`) runs it when it
+//! loads the program, once auto-loading is allowed for the program: `-iex
+//! 'add-auto-load-safe-path target/debug'` on the command line, or `set
+//! auto-load safe-path /` in `~/.config/gdb/gdbinit`. On a running program
+//! (stopped at a breakpoint or by Ctrl-C) or on a core file,
+//! `examples/gdb_fibers.rs` shows:
+//!
+//! ```text
+//! (gdb) info fibers
+//! Runtime 0 on thread "fibra-worker-0" (gdb thread 2): 2 fibers
+//!   1025                parked: join of fiber 2      in gdb_fibers::wait_on_worker at examples/gdb_fibers.rs:56
+//!   2 "worker-sleeper"  parked: sleep, 3599.9s left  in gdb_fibers::nap at examples/gdb_fibers.rs:31
+//! Runtime 1 on thread "main" (gdb thread 1): 6 fibers
+//! * 1026 (block_on)  running                      in gdb_fibers::stop_here at examples/gdb_fibers.rs:26
+//!   1027 "sleeper"   parked: sleep, 3600.0s left  in gdb_fibers::nap at examples/gdb_fibers.rs:31
+//!   1028 "locker"    parked: Mutex::lock          in gdb_fibers::wait_for_lock at examples/gdb_fibers.rs:36
+//!   1029 "listener"  parked: channel receive      in gdb_fibers::wait_for_message at examples/gdb_fibers.rs:42
+//!   1030 "reader"    parked: fd 12 READABLE       in gdb_fibers::wait_for_bytes at examples/gdb_fibers.rs:47
+//!   1031             ready, not started
+//! (gdb) fiber locker bt
+//! #1  0x00005555556aac4b in fibra::arch::x86_64::switch (...) at src/arch/x86_64.rs:139
+//! #2  fibra::scheduler::core::Core::switch_to (...) at src/scheduler/core/switch.rs:54
+//! ...
+//! #9  0x000055555561e265 in fibra::sync::mutex::Mutex<u32>::lock<u32> (self=0x555555d763c0) at src/sync/mutex.rs:127
+//! #10 0x000055555561c159 in gdb_fibers::wait_for_lock (lock=0x555555d763c0) at examples/gdb_fibers.rs:36
+//! #11 0x00005555556209a7 in gdb_fibers::park_fibers_and_stop::{closure#1}::{closure#1} () at examples/gdb_fibers.rs:89
+//! ...
+//! #21 0x0000555555709f9e in fibra_0_1_trampoline ()
+//! ```
+//!
+//! - `info fibers`: every fiber of every runtime, by runtime and thread:
+//!   its id, name, state (and what it waits on), and the first function of
+//!   the user's it is in; `*` marks the context its thread runs now.
+//! - `fiber ID [COMMAND]`, `fiber NAME [COMMAND]`: runs a gdb command
+//!   (`bt` when none is given) on a fiber's stack, its innermost frame
+//!   selected: `fiber 1028 bt full`, `fiber locker info locals`, `fiber
+//!   locker frame 10`. `fiber all bt` does it for every fiber, and
+//!   `$fiber_id("name")` is a fiber's id in any expression.
+//!
+//! A parked fiber's frames are walked from the switch frame it saved, by
+//! gdb's own unwinder, without running the fiber or writing anything to the
+//! program (so a core file works as well as a live process); its frames
+//! keep gdb's numbers, from `#1` (the thread's own innermost frame, `#0`,
+//! is hidden). A fiber its thread runs now has that thread's stack:
+//! `fiber` runs the command on the thread. The extension reads fibra's
+//! structures through the debug info, so fibra must be built with it
+//! (`debug = true`: the default of `cargo build`, not of `--release`,
+//! where `[profile.release.package.fibra] debug = true` gives it); without
+//! it the commands say so. It finds the runtimes through one global list,
+//! written when a runtime is made and when it is dropped: the hot paths pay
+//! nothing for it.
+//!
+//! On Linux 6.13 and later, fibra puts each stack's guard page inside the
+//! stack's mapping (`MADV_GUARD_INSTALL`), and gdb's `gcore` (gdb 13, on
+//! Linux 6.18) failed to read those mappings: its cores lost the fibers'
+//! stacks. The kernel's own cores (`ulimit -c`, `systemd-coredump`) keep
+//! them.
 
 mod builder;
 mod current_thread;

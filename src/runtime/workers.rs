@@ -108,6 +108,8 @@ fn worker_main(
         }
     };
     crate::scheduler::watchdog::install_panic_hook();
+    // Listed for debuggers; it stays in this frame until `close` unlists it.
+    crate::scheduler::debugger::register(&core);
     own.started(core.shared.clone());
     let _ = report.send(Ok(()));
     drop(report);

@@ -151,6 +151,7 @@ pub(crate) fn close(core: &Core) {
         drop(enter);
     }
     registry::unregister(core.id);
+    crate::scheduler::debugger::unregister(core);
     core.shared.close();
 }
 

@@ -18,11 +18,13 @@
 //! ([`run_queue`]), the inboxes of several workers ([`pool`]), what other
 //! threads may touch ([`shared`]), the stall watchdog ([`watch`],
 //! [`watchdog`]), fiber ids, dumps (and the stacks in them:
-//! [`stack_trace`]) and metrics.
+//! [`stack_trace`]), metrics, and the list of runtimes a debugger reads
+//! ([`debugger`]).
 
 pub(crate) mod blocks;
 pub(crate) mod context;
 pub(crate) mod core;
+pub(crate) mod debugger;
 pub(crate) mod fiber_id;
 pub(crate) mod fiber_info;
 pub(crate) mod locals;
