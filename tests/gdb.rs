@@ -56,6 +56,9 @@ fn info_fibers_and_fiber_bt_in_a_live_process() {
         ],
         None,
     );
+    if built_without_types("info_fibers_and_fiber_bt_in_a_live_process", &out) {
+        return;
+    }
     let info = section(&out, "info fibers");
     check_fibers(&out, info, true);
 
@@ -133,8 +136,26 @@ fn info_fibers_and_fiber_bt_in_a_core_file() {
         ],
     );
     let _ = std::fs::remove_dir_all(&dir);
+    if built_without_types(test, &out) {
+        return;
+    }
     check_fibers(&out, section(&out, "info fibers"), false);
     check_locker_bt(&out, section(&out, "fiber locker bt"));
+}
+
+/// Whether the extension found no type information for fibra, as in
+/// `cargo test --release` (fibra's release profile keeps line tables
+/// only): then the test says SKIPPED. In a debug build that is a failure
+/// (the extension no longer finds what it reads), left to the checks.
+fn built_without_types(test: &str, out: &str) -> bool {
+    if cfg!(debug_assertions) || !out.contains("fibra: no debug info") {
+        return false;
+    }
+    say(&format!(
+        "SKIPPED {test}: this build has no debug info for fibra's types (a release \
+         build: `debug = \"line-tables-only\"`), which the gdb extension reads"
+    ));
+    true
 }
 
 /// `info fibers` lists every fiber of both runtimes with its name, state,
