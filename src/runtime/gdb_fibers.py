@@ -7,7 +7,6 @@
 #                        `fiber 7 bt full`, `fiber 7 info locals`
 #   fiber NAME [CMD]     the same, for the fiber of that name
 #   fiber all [CMD]      CMD on every fiber
-#   $fiber_id("name")    the id of the fiber of that name
 #
 # Embedded in every binary that links fibra (`#![debugger_visualizer]` in
 # src/lib.rs), so gdb runs it when it loads the program, once auto-loading
@@ -21,10 +20,11 @@
 #
 # `fibra::scheduler::debugger::FIBRA_0_1_RUNTIMES` (src/scheduler/debugger.rs)
 # holds the address and length of an array of two words per live runtime:
-# the address of its `Core` and its thread's LWP;
-# a core's `local.fibers` is the slab of its fiber records
-# (src/scheduler/core/record.rs): saved stack pointer, state, id, name, and
-# what its last park waited on.
+# the address of its `Core` and its thread's LWP. A core's `local.fibers` is
+# the slab of its fiber records (src/scheduler/core/record.rs): saved stack
+# pointer, state, id, name, and what its last park waited on (`StoredWait`,
+# whose tags `waiting_on` below decodes as src/scheduler/wait_on.rs does).
+# tests/gdb.rs fails when these stop matching.
 #
 # ## How a parked fiber's stack is shown, without running it or writing it
 #
@@ -533,8 +533,8 @@ stack."""
 
 def parse_fiber(arg):
     """Splits `fiber`'s argument into what names the fiber(s) and the
-    command: `7 bt`, `worker-3 bt full`, `"my worker" bt`, `all bt`,
-    `$fiber_id("x") info locals`. Returns (kind, key, command)."""
+    command: `7 bt`, `$n bt`, `worker-3 bt full`, `"my worker" bt`,
+    `all bt`. Returns (kind, key, command)."""
     arg = arg.strip()
     if not arg:
         raise gdb.GdbError("usage: fiber ID|NAME|all [COMMAND]")
@@ -622,20 +622,15 @@ the thread."""
         print("Fiber %s [%s] has no saved frame to show." % (fiber.id, fiber.state_text()))
 
 
-class FiberIdFunc(gdb.Function):
-    """$fiber_id("name"): the id of the fiber of that name."""
-
-    def __init__(self):
-        super().__init__("fiber_id")
-
-    def invoke(self, name):
-        name = gdb_string(name)
-        found = [f.id for rt in runtimes() for f in rt.fibers if f.name == name]
-        if len(found) != 1:
-            raise gdb.GdbError('fibra: %d fibers are named "%s"' % (len(found), name))
-        return gdb.Value(found[0])
-
-
 InfoFibers()
 FiberCmd()
-FiberIdFunc()
+
+# The stall watchdog samples a fiber that keeps its thread by sending that
+# thread a real-time signal, SIGRTMAX - 3 (SIG61 with glibc: see
+# `signal()` in src/scheduler/stack_trace/sample.rs). A program stopped in
+# the debugger looks stalled to it, and gdb would stop at every sample: let
+# the signal through silently, as Go users do with SIGURG.
+try:
+    gdb.execute("handle SIG61 nostop noprint pass", to_string=True)
+except gdb.error:
+    pass

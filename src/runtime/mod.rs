@@ -99,8 +99,7 @@
 //! - `fiber ID [COMMAND]`, `fiber NAME [COMMAND]`: runs a gdb command
 //!   (`bt` when none is given) on a fiber's stack, its innermost frame
 //!   selected: `fiber 1028 bt full`, `fiber locker info locals`, `fiber
-//!   locker frame 10`. `fiber all bt` does it for every fiber, and
-//!   `$fiber_id("name")` is a fiber's id in any expression.
+//!   locker frame 10`; `fiber all bt` does it for every fiber.
 //!
 //! A parked fiber's frames are walked from the switch frame it saved, by
 //! gdb's own unwinder, without running the fiber or writing anything to the
@@ -113,7 +112,9 @@
 //! where `[profile.release.package.fibra] debug = true` gives it); without
 //! it the commands say so. It finds the runtimes through one global list,
 //! written when a runtime is made and when it is dropped: the hot paths pay
-//! nothing for it.
+//! nothing for it. It also tells gdb to pass `SIG61` (`SIGRTMAX - 3`, the
+//! signal the stall watchdog samples a busy thread with) without stopping:
+//! a program held at a breakpoint looks stalled to the watchdog.
 //!
 //! On Linux 6.13 and later, fibra puts each stack's guard page inside the
 //! stack's mapping (`MADV_GUARD_INSTALL`), and gdb's `gcore` (gdb 13, on
