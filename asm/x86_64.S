@@ -398,3 +398,72 @@ fibra_0_1_walk_parked_return:
     ret
     .cfi_endproc
     .size fibra_0_1_walk_parked, .-fibra_0_1_walk_parked
+
+# ---------------------------------------------------------------------------
+# Walking a context interrupted by a signal (the stall watchdog's sample)
+# ---------------------------------------------------------------------------
+#
+# As `fibra_0_1_walk_parked`, but the caller is a context stopped at any
+# instruction, whose registers a signal handler copied out of its ucontext
+# into a block of 17 words in DWARF order (rax, rdx, rcx, rbx, rsi, rdi,
+# rbp, rsp, r8-r15, rip). The context is held still (its thread spins in
+# the handler) until this returns; the unwinder reads its stack only.
+#
+# void fibra_0_1_walk_interrupted(const u64 *regs /* rdi */, void (*f)(void *) /* rsi */, void *data /* rdx */)
+#
+# The frame as described while `f` runs: the CFA is the interrupted rsp
+# (regs[7]), every other register is saved in the block (regs + 8n for
+# DWARF register n), rip included. `.cfi_signal_frame` tells the unwinder
+# that the caller's rip is the instruction it was stopped at, not a return
+# address (looked up as is, not one byte back), as glibc's `__restore_rt`
+# does for a signal handler's frame. The expressions are raw bytes:
+#
+#   0x0f len DW_OP_breg3(0x73) sleb(56) DW_OP_deref(0x06)   CFA = *(rbx + 56)
+#   0x10 n len DW_OP_breg3(0x73) sleb(8n)                     reg n at rbx + 8n
+#
+# (sleb128: 0..63 is one byte; 64..127 is two, 0x40|v&0x7f then 0x00.)
+    .globl fibra_0_1_walk_interrupted
+    .hidden fibra_0_1_walk_interrupted
+    .type fibra_0_1_walk_interrupted,@function
+    .p2align 4
+fibra_0_1_walk_interrupted:
+    .cfi_startproc
+    .cfi_signal_frame
+    # Keep the caller's rbx, which holds `regs` from here on.
+    pushq %rbx
+    .cfi_adjust_cfa_offset 8
+    .cfi_rel_offset %rbx, 0
+    movq %rdi, %rbx
+    .cfi_remember_state
+    # From here to the end of the call, the caller is the interrupted context.
+    .cfi_escape 0x0f, 0x03, 0x73, 0x38, 0x06
+    .cfi_escape 0x10, 0x00, 0x02, 0x73, 0x00
+    .cfi_escape 0x10, 0x01, 0x02, 0x73, 0x08
+    .cfi_escape 0x10, 0x02, 0x02, 0x73, 0x10
+    .cfi_escape 0x10, 0x03, 0x02, 0x73, 0x18
+    .cfi_escape 0x10, 0x04, 0x02, 0x73, 0x20
+    .cfi_escape 0x10, 0x05, 0x02, 0x73, 0x28
+    .cfi_escape 0x10, 0x06, 0x02, 0x73, 0x30
+    .cfi_escape 0x10, 0x08, 0x03, 0x73, 0xc0, 0x00
+    .cfi_escape 0x10, 0x09, 0x03, 0x73, 0xc8, 0x00
+    .cfi_escape 0x10, 0x0a, 0x03, 0x73, 0xd0, 0x00
+    .cfi_escape 0x10, 0x0b, 0x03, 0x73, 0xd8, 0x00
+    .cfi_escape 0x10, 0x0c, 0x03, 0x73, 0xe0, 0x00
+    .cfi_escape 0x10, 0x0d, 0x03, 0x73, 0xe8, 0x00
+    .cfi_escape 0x10, 0x0e, 0x03, 0x73, 0xf0, 0x00
+    .cfi_escape 0x10, 0x0f, 0x03, 0x73, 0xf8, 0x00
+    .cfi_escape 0x10, 0x10, 0x03, 0x73, 0x80, 0x01
+    movq %rdx, %rdi
+    callq *%rsi
+    # The return address of that call: the frame an unwinder started in
+    # `f` finds just before the interrupted context's.
+    .globl fibra_0_1_walk_interrupted_return
+    .hidden fibra_0_1_walk_interrupted_return
+fibra_0_1_walk_interrupted_return:
+    .cfi_restore_state
+    popq %rbx
+    .cfi_adjust_cfa_offset -8
+    .cfi_restore %rbx
+    ret
+    .cfi_endproc
+    .size fibra_0_1_walk_interrupted, .-fibra_0_1_walk_interrupted

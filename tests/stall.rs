@@ -96,20 +96,25 @@ fn seen_at_least(name: &str, n: usize) -> Vec<Seen> {
 /// Blocks the thread for `d`, as a crate's blocking call would: by the
 /// system call itself, which the `hook` feature (with which this suite
 /// also runs, and which makes `std::thread::sleep` park the fiber) does
-/// not intercept.
+/// not intercept. Resumed with the time left when a signal ends it early
+/// (`EINTR`), as std's sleep does: the watchdog's stack sample is one.
 fn block_thread(d: Duration) {
-    let ts = libc::timespec {
+    let mut ts = libc::timespec {
         tv_sec: d.as_secs() as libc::time_t,
         tv_nsec: d.subsec_nanos() as libc::c_long,
     };
-    // SAFETY: a valid timespec, and no remainder wanted.
-    unsafe {
-        libc::syscall(
-            libc::SYS_nanosleep,
-            &ts,
-            std::ptr::null_mut::<libc::timespec>(),
-        )
-    };
+    loop {
+        let mut left = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: valid timespecs to read and to write.
+        let rc = unsafe { libc::syscall(libc::SYS_nanosleep, &ts, &mut left) };
+        if rc == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            return;
+        }
+        ts = left;
+    }
 }
 
 fn spin(d: Duration) {

@@ -89,6 +89,17 @@ impl<Flavor> Builder<Flavor> {
     /// `std::fs`, a std `Mutex` or channel waited on — keeps every other
     /// fiber of its thread waiting.
     ///
+    /// The warning's field `stack` says where the fiber is at that moment
+    /// (`std::thread::sleep` called by `app::load_config` at
+    /// `src/config.rs:41`, say): the watchdog stops the thread with a
+    /// real-time signal of fibra's (`SIGRTMAX - 3`; a handler installed
+    /// before fibra's still gets every such signal not sent by fibra),
+    /// walks its stack while the handler holds it, and lets it go; where
+    /// that cannot be done safely and in time the field says why instead.
+    /// Like any profiler's signal, it ends some system calls early with
+    /// `EINTR` (`nanosleep`, `poll`, socket calls with a timeout), once per
+    /// stall; std's `sleep` and `read_exact` carry on by themselves.
+    ///
     /// The same threshold tells two more things. A runtime whose fibers
     /// take turns without any of them stalling, but without the runtime
     /// polling for I/O and timers for `after` (many fibers computing

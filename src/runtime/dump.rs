@@ -24,6 +24,7 @@ pub(crate) use crate::scheduler::fiber_info::Dump;
 use crate::scheduler::fiber_info::{ANSWER_WITHIN, Busy, FiberInfo, FiberState, Section};
 use crate::scheduler::registry;
 use crate::scheduler::shared::{Remote, Shared};
+use crate::scheduler::stack_trace::sample::{self, Sampled};
 use crate::sync::mpsc;
 
 /// How long a runtime must have run one context without a switch, while a
@@ -43,6 +44,7 @@ pub(crate) fn collect(
             thread: thread.clone(),
             fibers: None,
             stalled: None,
+            stalled_stack: None,
             busy: None,
             stacks: Vec::new(),
         })
@@ -85,9 +87,10 @@ pub(crate) fn collect(
                     if answered[i] {
                         continue;
                     }
-                    if let Some(info) = stalled(shared, words[i]) {
+                    if let Some((info, stack)) = stalled(shared, words[i]) {
                         answered[i] = true;
                         sections[i].stalled = Some(info);
+                        sections[i].stalled_stack = Some(stack);
                         waiting -= 1;
                     }
                 }
@@ -124,7 +127,7 @@ fn busy(shared: &Shared) -> Option<Busy> {
 /// The context that has held `shared`'s thread since the dump asked (its
 /// word names the same `Meta` as then; the watchdog's mark aside), if one
 /// has.
-fn stalled(shared: &Shared, word: usize) -> Option<FiberInfo> {
+fn stalled(shared: &Shared, word: usize) -> Option<(FiberInfo, Sampled)> {
     if word == 0 {
         return None; // waiting in epoll then: it will answer
     }
@@ -137,7 +140,11 @@ fn stalled(shared: &Shared, word: usize) -> Option<FiberInfo> {
     // `STALLED_AFTER`): the same word alone may be fibers that take turns
     // and leave it behind now and then (see `busy`).
     let held = running.running_for.filter(|r| *r >= STALLED_AFTER)?;
-    Some(FiberInfo {
+    // Where it is now: sampled while the word still has the watchdog's
+    // mark (no switch since).
+    let marked = shared.watch.word.load(std::sync::atomic::Ordering::Acquire);
+    let stack = sample::sample(shared.watch.tid, &shared.watch.word, marked);
+    let info = FiberInfo {
         id: running.id,
         name: running.name,
         root: running.root,
@@ -148,7 +155,8 @@ fn stalled(shared: &Shared, word: usize) -> Option<FiberInfo> {
         spawned_at: running.location,
         stack_used: None,
         stack: None,
-    })
+    };
+    Some((info, stack))
 }
 
 /// A dump of every runtime of the process, for SIGQUIT.

@@ -7,6 +7,7 @@ use std::panic::Location;
 use std::time::Duration;
 
 use crate::scheduler::fiber_id::FiberId;
+use crate::scheduler::stack_trace::sample::Sampled;
 use crate::scheduler::stack_trace::walk::RawStack;
 use crate::scheduler::stack_trace::{Resolver, StackTrace};
 use crate::scheduler::watchdog::starve::Starved;
@@ -58,8 +59,12 @@ pub struct FiberInfo {
     /// it runs, with fibra's own frames left out but for the call the
     /// user made into fibra (`Mutex::lock`, `TcpStream::read`). A fiber
     /// parked inside a [`Generator`](crate::Generator)'s body shows the
-    /// generator's frames, whose stack it is on. `None` for a fiber that
-    /// has not started, and for one running on another thread. Walked
+    /// generator's frames, whose stack it is on. For a fiber that holds
+    /// another thread's runtime (the dump could not be answered), its
+    /// frames where it runs now, sampled by stopping that thread for the
+    /// walk (see `runtime::Builder::stall_warning`). `None` for a fiber
+    /// that has not started, for one running on another thread otherwise,
+    /// and where a sample could not be taken (the dump says why). Walked
     /// without running the fiber, and only when a dump is taken: parks and
     /// switches pay nothing for it.
     pub stack: Option<StackTrace>,
@@ -72,8 +77,11 @@ pub(crate) struct Section {
     pub(crate) thread: String,
     /// `None`: the runtime did not answer in time.
     pub(crate) fibers: Option<Vec<FiberInfo>>,
-    /// When it did not answer because a context kept its thread: that one.
+    /// When it did not answer because a context kept its thread: that one,
+    /// and its stack as sampled while it ran (named into its
+    /// [`FiberInfo::stack`] by [`Dump::resolve`]), or why there is none.
     pub(crate) stalled: Option<FiberInfo>,
+    pub(crate) stalled_stack: Option<Sampled>,
     /// When it did not answer because its fibers kept it busy, taking
     /// turns without a poll: for how long, and which took most of it.
     pub(crate) busy: Option<Busy>,
@@ -150,6 +158,15 @@ impl Dump {
                 }
             }
         };
+        // (A stalled fiber's sampled stack is named here, off any fiber.)
+        let mut resolver = Resolver::default();
+        for section in &mut sections {
+            if let (Some(fiber), Some(Sampled::Stack(raw))) =
+                (&mut section.stalled, &section.stalled_stack)
+            {
+                fiber.stack = Some(resolver.resolve(raw));
+            }
+        }
         if sections.iter().all(|s| s.stacks.is_empty()) {
             // Nothing to name.
         } else if crate::scheduler::context::current()
@@ -236,11 +253,20 @@ impl fmt::Display for Dump {
                     }
                 }
                 None => match (&section.stalled, &section.busy) {
-                    (Some(fiber), _) => writeln!(
-                        f,
-                        "thread {:?}: did not answer, held by one fiber:\n  {fiber}",
-                        section.thread
-                    )?,
+                    (Some(fiber), _) => {
+                        writeln!(
+                            f,
+                            "thread {:?}: did not answer, held by one fiber:\n  {fiber}",
+                            section.thread
+                        )?;
+                        match (&fiber.stack, &section.stalled_stack) {
+                            (Some(stack), _) => stack.write_indented(f, "      ")?,
+                            (None, Some(Sampled::Missing(why))) => {
+                                writeln!(f, "      (stack not sampled: {why})")?
+                            }
+                            _ => {}
+                        }
+                    }
                     (None, Some(busy)) => {
                         write!(
                             f,

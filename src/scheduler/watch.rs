@@ -228,6 +228,9 @@ pub(crate) struct Watch {
     /// thread touches it).
     pub(crate) deadlock_told: AtomicU64,
     read_lock: Mutex<()>,
+    /// The kernel's id of the runtime's thread (a `Watch` is made on it),
+    /// for a sample of its stack (`stack_trace::sample`).
+    pub(crate) tid: libc::pid_t,
     /// The root context's `Meta`, and its id.
     pub(crate) root: Meta,
     root_id: FiberId,
@@ -254,6 +257,8 @@ impl Watch {
             deadlock_told: AtomicU64::new(0),
             read_lock: Mutex::new(()),
             root: Meta::new(None),
+            // SAFETY: gettid takes nothing and cannot fail.
+            tid: unsafe { libc::syscall(libc::SYS_gettid) } as libc::pid_t,
             root_id,
         }
     }

@@ -18,6 +18,11 @@
 //! no lock while it emits an event (a subscriber may make a runtime, which
 //! registers here).
 //!
+//! Its first warning carries the stalled context's stack as it is then,
+//! sampled by stopping the runtime's thread (`stack_trace::sample`), then
+//! named (on a thread of its own, waited for a bounded time:
+//! `stack_trace::naming`) before the warning goes out.
+//!
 //! It also tells a runtime starved by fibers that take turns without any
 //! of them stalling: see [`starve`].
 
@@ -27,6 +32,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use crate::scheduler::registry;
+use crate::scheduler::stack_trace::naming;
+use crate::scheduler::stack_trace::sample::{self, Sampled};
 use crate::scheduler::watch::{self, Report, Running, SEEN, Watch, describe, warn_ended};
 use crate::scheduler::watchdog_sleep::{ASLEEP, WAKE, lock};
 use crate::timer::clock;
@@ -203,7 +210,10 @@ fn sample(watch: &Watch, thread: &str, threshold: u64, now: u64) -> bool {
         ended_at: None,
     });
     watch.pending.store(true, Ordering::Relaxed);
-    warn_running(thread, &running);
+    // Where it is now (after the report is in: an end meanwhile is kept
+    // for after the warning).
+    let stack = stack_now(watch, word);
+    warn_running(thread, &running, &stack);
     // Told after the warning, if the end came while it was emitted.
     let ended_at = {
         let mut report = watch.lock_report();
@@ -221,7 +231,21 @@ fn sample(watch: &Watch, thread: &str, threshold: u64, now: u64) -> bool {
     true
 }
 
-fn warn_running(thread: &str, r: &Running) {
+/// The stack of the context the marked `word` names, sampled while it
+/// runs (see `stack_trace::sample`), as the warning's `stack` field
+/// prints it; or why it is left out.
+fn stack_now(watch: &Watch, word: usize) -> String {
+    match sample::sample(watch.tid, &watch.word, word) {
+        Sampled::Stack(raw) => naming::name_within(raw, NAMING),
+        Sampled::Missing(why) => format!("(not sampled: {why})"),
+    }
+}
+
+/// How long the watchdog waits for a sampled stack's names before it
+/// warns with the addresses (see `stack_trace::naming`).
+const NAMING: Duration = Duration::from_millis(250);
+
+fn warn_running(thread: &str, r: &Running, stack: &str) {
     let location = r.location.map(ToString::to_string);
     let running_for = r.running_for.unwrap_or_default();
     tracing::warn!(
@@ -231,6 +255,7 @@ fn warn_running(thread: &str, r: &Running) {
         spawned_at = location.as_deref(),
         running_for = ?running_for,
         thread,
+        stack = %stack,
         "{} has run for {running_for:.0?} without blocking in fibra: every other fiber of \
          thread {thread:?} waits ({})",
         describe(r.id, r.name.as_deref(), r.root),

@@ -81,6 +81,7 @@ impl Core {
             thread: self.shared.thread_name.clone(),
             fibers: Some(fibers),
             stalled: None,
+            stalled_stack: None,
             busy: None,
             stacks,
         }

@@ -39,10 +39,16 @@
 //! - *A DWARF unwinder of our own, or framehop, over the saved registers*:
 //!   it is what the walk above does, with the unwinder the platform
 //!   already has; framehop would add its own unwind-info parsing and the
-//!   bookkeeping of loaded modules and their sections for no gain here. It
-//!   is the right tool where libgcc's is not: inside a signal handler,
-//!   for sampling a *running* fiber (the stall warning's stack), where
-//!   libgcc's locks and allocations are not allowed.
+//!   bookkeeping of loaded modules and their sections for no gain here.
+//!   Nor for a *running* fiber (the stall warning's stack, [`sample`]):
+//!   there the signal handler only copies the registers and holds its
+//!   thread, and libgcc walks from another thread, where its lookups take
+//!   no lock (see `sample.rs` for what was checked, and what a walk from
+//!   inside the handler would have needed).
+//!
+//! A *running* context's stack is sampled the same way from the
+//! registers a signal handler took ([`sample`], `interrupted.rs`): for
+//! the stall warning, and for a dump of a runtime a fiber holds.
 //!
 //! ## Folding
 //!
@@ -51,7 +57,10 @@
 //! user's last call into fibra (that call itself is kept: `Mutex::lock`),
 //! and the fiber's start outside the user's closure. See `resolve::fold`.
 
+mod interrupted;
+pub(crate) mod naming;
 mod resolve;
+pub(crate) mod sample;
 pub(crate) mod walk;
 
 use std::fmt;

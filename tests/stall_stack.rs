@@ -1,0 +1,282 @@
+//! A stalled fiber's stack while it stalls (issue 48): the `fibra::stall`
+//! WARN carries a field `stack`, sampled from the watchdog while the fiber
+//! still holds its thread (a signal stops the thread in a handler while
+//! the watchdog walks its live stack); a dump lists it under the fiber
+//! that holds a worker. Stress: a storm of other signals, and a fiber
+//! stalled inside `malloc`, never hang or crash a sample.
+
+mod warnings;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicU32, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+static SLEEP_LINE: AtomicU32 = AtomicU32::new(0);
+
+#[inline(never)]
+fn sleeps_in_a_named_function(d: Duration) -> Instant {
+    SLEEP_LINE.store(line!() + 1, Ordering::Relaxed);
+    std::thread::sleep(d);
+    std::hint::black_box(Instant::now())
+}
+
+/// Loads the debug info the names come from, as a first dump does: the
+/// watchdog waits a bounded time for names (the first lookup of a process
+/// may take seconds under a sanitizer), then warns with addresses.
+fn load_debug_info() {
+    let rt = fibra::Runtime::new().unwrap();
+    rt.spawn(|| fibra::sleep(Duration::from_secs(60)));
+    rt.turn(Some(Duration::ZERO));
+    let _ = rt.dump().to_string();
+}
+
+#[test]
+fn the_stall_warning_names_where_a_sleeping_fiber_is_while_it_sleeps() {
+    warnings::capture();
+    load_debug_info();
+    // Until a warning comes with names: the first may come with addresses
+    // while libc's debug info loads (the watchdog waits a bounded time).
+    for round in 0..5 {
+        let name = format!("named-sleeper-{round}");
+        let n = name.clone();
+        let end = fibra::run(move || {
+            fibra::Builder::new()
+                .name(n)
+                .spawn(|| sleeps_in_a_named_function(Duration::from_millis(1500)))
+                .unwrap()
+                .join()
+                .unwrap()
+        });
+        let seen = warnings::wait_for(
+            "fibra::stall",
+            &[&format!("name={name} "), "without blocking"],
+            Duration::from_secs(30),
+        );
+        assert!(!seen.is_empty(), "{:#?}", warnings::all());
+        let fields = &seen[0].fields;
+        println!("{fields}");
+        assert!(seen[0].at < end, "warned only after it ended: {seen:?}");
+        let stack = fields.split("stack=").nth(1).expect("a stack field");
+        if stack.starts_with("(not named within") {
+            continue;
+        }
+        assert!(stack.contains("sleeps_in_a_named_function"), "{fields}");
+        assert!(stack.contains("std::thread"), "{fields}");
+        let line = SLEEP_LINE.load(Ordering::Relaxed);
+        assert!(
+            stack.contains(&format!("tests/stall_stack.rs:{line}:")),
+            "line {line}: {fields}"
+        );
+        return;
+    }
+    panic!("never named: {:#?}", warnings::all());
+}
+
+/// A dump of a worker held by a sleeping fiber lists that fiber with the
+/// stack it has now.
+#[test]
+fn a_dump_shows_the_stack_of_the_fiber_that_holds_a_worker() {
+    let rt = fibra::Runtime::builder().workers(1).build().unwrap();
+    let started = Arc::new(AtomicBool::new(false));
+    let s = started.clone();
+    let h = rt.spawn(move || {
+        fibra::Builder::new()
+            .name("held".into())
+            .spawn(move || {
+                s.store(true, Ordering::SeqCst);
+                sleeps_in_a_named_function(Duration::from_millis(2500));
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+    });
+    while !started.load(Ordering::SeqCst) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let dump = rt.dump();
+    let text = dump.to_string();
+    println!("{text}");
+    let held = dump
+        .fibers()
+        .find(|f| f.name.as_deref() == Some("held"))
+        .unwrap_or_else(|| panic!("not listed:\n{text}"));
+    let stack = held
+        .stack
+        .as_ref()
+        .unwrap_or_else(|| panic!("no stack:\n{text}"));
+    assert!(
+        stack.frames().iter().any(|f| f
+            .function()
+            .is_some_and(|n| n.ends_with("sleeps_in_a_named_function"))),
+        "{text}"
+    );
+    assert!(text.contains("sleeps_in_a_named_function"), "{text}");
+    h.join().unwrap();
+}
+
+fn gettid() -> i32 {
+    // SAFETY: gettid cannot fail.
+    unsafe { libc::syscall(libc::SYS_gettid) as i32 }
+}
+
+static HANDLED: AtomicUsize = AtomicUsize::new(0);
+
+extern "C" fn count(_: libc::c_int) {
+    HANDLED.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Installs `count` for `sig` (a storm of it must not kill the process).
+fn count_signal(sig: libc::c_int) {
+    // SAFETY: a zeroed sigaction with a plain, async-signal-safe handler.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = count as *const () as usize;
+        action.sa_flags = libc::SA_RESTART;
+        assert_eq!(libc::sigaction(sig, &action, std::ptr::null_mut()), 0);
+    }
+}
+
+/// Sends `sigs` to thread `tid` as fast as it can until `stop`.
+fn storm(
+    tid: Arc<AtomicI32>,
+    stop: Arc<AtomicBool>,
+    sigs: Vec<libc::c_int>,
+) -> std::thread::JoinHandle<u64> {
+    std::thread::spawn(move || {
+        let mut sent = 0u64;
+        // SAFETY: getpid cannot fail.
+        let pid = unsafe { libc::getpid() };
+        while !stop.load(Ordering::Relaxed) {
+            let t = tid.load(Ordering::Relaxed);
+            if t == 0 {
+                std::thread::yield_now();
+                continue;
+            }
+            for &sig in &sigs {
+                // SAFETY: tgkill to a thread of this process, whose
+                // handlers for these signals are installed.
+                unsafe { libc::syscall(libc::SYS_tgkill, pid, t, sig) };
+                sent += 1;
+            }
+            // A storm, not a siege: the runtime's thread must still run
+            // (on a machine of two cores, shared).
+            if sent.is_multiple_of(32) {
+                std::thread::sleep(Duration::from_micros(100));
+            }
+        }
+        sent
+    })
+}
+
+#[inline(never)]
+fn spins_under_a_storm(d: Duration) {
+    warnings::spin(d);
+    std::hint::black_box("spins_under_a_storm");
+}
+
+#[inline(never)]
+fn allocates_in_a_loop(d: Duration) -> usize {
+    let start = Instant::now();
+    let mut kept = 0usize;
+    while start.elapsed() < d {
+        let v: Vec<Box<[u8; 64]>> = (0..64).map(|i| Box::new([i as u8; 64])).collect();
+        let s = format!("{}", v.len());
+        kept = kept.wrapping_add(std::hint::black_box(v).len() + s.len());
+    }
+    kept
+}
+
+/// Stress: fibers stalled in a CPU loop and in a loop of allocations, each
+/// sampled by the watchdog's warnings and by dumps from another thread,
+/// while the runtime's thread takes a storm of other signals (and, once
+/// fibra's handler is in, of fibra's own signal number, not marked as
+/// fibra's). Nothing hangs or crashes, and samples name the loops.
+#[test]
+fn samples_under_a_signal_storm_and_inside_malloc_never_hang() {
+    warnings::capture();
+    load_debug_info();
+    count_signal(libc::SIGUSR1);
+    count_signal(libc::SIGUSR2);
+    let rt = fibra::Runtime::builder()
+        .workers(1)
+        .stall_warning(Duration::from_millis(50))
+        .build()
+        .unwrap();
+    let tid = Arc::new(AtomicI32::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let storms = vec![
+        storm(tid.clone(), stop.clone(), vec![libc::SIGUSR1]),
+        storm(tid.clone(), stop.clone(), vec![libc::SIGUSR2]),
+    ];
+    let t = tid.clone();
+    let h = rt.spawn(move || {
+        t.store(gettid(), Ordering::Relaxed);
+        for round in 0..6 {
+            let name = format!("storm-{round}");
+            let h = if round % 2 == 0 {
+                fibra::Builder::new()
+                    .name(name)
+                    .spawn(|| spins_under_a_storm(Duration::from_millis(300)))
+                    .unwrap()
+            } else {
+                fibra::Builder::new()
+                    .name(name)
+                    .spawn(|| {
+                        allocates_in_a_loop(Duration::from_millis(300));
+                    })
+                    .unwrap()
+            };
+            h.join().unwrap();
+            fibra::sleep(Duration::from_millis(5));
+        }
+    });
+    // Dumps from here meanwhile: each samples the held worker too.
+    let start = Instant::now();
+    let mut rt_signal_storm = None;
+    while !h.is_finished() {
+        let _ = rt.dump();
+        if rt_signal_storm.is_none()
+            && !warnings::seen("fibra::stall", &["storm-", "stack="]).is_empty()
+        {
+            // fibra's handler is installed by now: its signal number, not
+            // marked as fibra's, goes to the handler before it (none: dropped).
+            rt_signal_storm = Some(storm(tid.clone(), stop.clone(), vec![libc::SIGRTMAX() - 3]));
+        }
+        assert!(start.elapsed() < Duration::from_secs(120), "hung");
+    }
+    stop.store(true, Ordering::Relaxed);
+    h.join().unwrap();
+    let sent: u64 = storms
+        .into_iter()
+        .chain(rt_signal_storm)
+        .map(|s| s.join().unwrap())
+        .sum();
+    let warned = warnings::seen("fibra::stall", &["storm-", "without blocking"]);
+    println!(
+        "{sent} signals sent, {} handled; {} warnings",
+        HANDLED.load(Ordering::Relaxed),
+        warned.len()
+    );
+    for w in &warned {
+        let stack = w.fields.split("stack=").nth(1).unwrap_or("");
+        println!("--- {stack}");
+        // A stack (named, or its addresses while libc's debug info still
+        // loads), or why not.
+        assert!(
+            stack.contains(" at ")
+                || stack.contains("(not named within")
+                || stack.contains("(not sampled: "),
+            "{w:#?}"
+        );
+    }
+    assert!(sent > 1000, "no storm: {sent}");
+    assert!(warned.len() >= 3, "{warned:#?}");
+    // Walked, at least once: named where the names were ready in time.
+    let walked = |w: &warnings::Seen| {
+        w.fields.contains("spins_under_a_storm")
+            || w.fields.contains("allocates_in_a_loop")
+            || w.fields.contains("(not named within")
+    };
+    assert!(warned.iter().any(walked), "{warned:#?}");
+}
