@@ -21,6 +21,18 @@
 //! or duplicated, also when a waiting fiber is cancelled at the moment it
 //! is handed one: it passes the message to the next receiver.
 //!
+//! As in crossbeam, a `select!` arm `send(s, expr)` evaluates `expr` only
+//! once that send is chosen. On `bounded(0)` the chosen send is paired with
+//! one receiver, which waits for that very message (and a `try_recv` that
+//! pairs with it waits the moment the arm takes); nothing is ever buffered.
+//! If the arm never completes the send (it panics), the receiver goes back
+//! to waiting for another sender.
+//!
+//! A fiber that polls (`try_recv`, `try_select` in a loop) without ever
+//! waiting keeps its thread: the fiber it waits for, if on the same thread,
+//! never runs. Wait instead (`recv`, `select!`, `recv_timeout`), or
+//! [`yield_now`](crate::yield_now) between tries.
+//!
 //! # Go's idioms
 //!
 //! A fan-in with a timeout and a quit channel, in one fiber:

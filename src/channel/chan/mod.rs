@@ -57,6 +57,9 @@ struct Inner<T> {
     disconnected: bool,
 }
 
+/// Capacity (in messages) an empty queue keeps; more is freed.
+const SHRINK_ABOVE: usize = 1024;
+
 /// A waiting sender's slot: the message it holds out.
 pub(crate) type Slot<T> = UnsafeCell<Option<T>>;
 /// A waiting receiver's slot: what it is handed.
@@ -175,6 +178,11 @@ impl<T> Chan<T> {
         wake: &mut Wakeups,
     ) -> Result<Got<T>, TryRecvError> {
         if let Some(message) = inner.queue.pop_front() {
+            if inner.queue.is_empty() && inner.queue.capacity() > SHRINK_ABOVE {
+                // A burst is over: give its memory back, as crossbeam's
+                // list frees its blocks (a queue never shrinks by itself).
+                inner.queue.shrink_to(SHRINK_ABOVE / 4);
+            }
             self.admit_sender(inner, me, wake);
             if inner.queue.len() + inner.reserved < self.cap {
                 inner.senders.wake_watchers(wake);
@@ -292,11 +300,24 @@ impl<T> Chan<T> {
     }
 
     /// Sends, waiting for room (or a receiver) until `deadline`.
+    ///
+    /// The first try is made here and the wait in a frame of its own: a
+    /// send that goes straight through holds few copies of the message on
+    /// the stack (a fiber's is small, a message may be large).
     pub(crate) fn send(
         &self,
         message: T,
         deadline: Option<u64>,
     ) -> Result<(), SendTimeoutError<T>> {
+        match self.try_send(message) {
+            Ok(()) => Ok(()),
+            Err(TrySendError::Disconnected(m)) => Err(SendTimeoutError::Disconnected(m)),
+            Err(TrySendError::Full(m)) => self.send_waiting(m, deadline),
+        }
+    }
+
+    #[inline(never)]
+    fn send_waiting(&self, message: T, deadline: Option<u64>) -> Result<(), SendTimeoutError<T>> {
         let mut message = message;
         if crate::scheduler::context::current().is_none() {
             // A thread spins a moment first: a wait that ends within
@@ -367,8 +388,18 @@ impl<T> Chan<T> {
         }
     }
 
-    /// Receives, waiting for a message until `deadline`.
+    /// Receives, waiting for a message until `deadline` (the wait in a
+    /// frame of its own, as in `send`).
     pub(crate) fn recv(&self, deadline: Option<u64>) -> Result<T, RecvTimeoutError> {
+        match self.try_recv() {
+            Ok(m) => Ok(m),
+            Err(TryRecvError::Disconnected) => Err(RecvTimeoutError::Disconnected),
+            Err(TryRecvError::Empty) => self.recv_waiting(deadline),
+        }
+    }
+
+    #[inline(never)]
+    fn recv_waiting(&self, deadline: Option<u64>) -> Result<T, RecvTimeoutError> {
         if crate::scheduler::context::current().is_none() {
             // As in `send`: a thread spins a moment first.
             let mut spin = Backoff::default();

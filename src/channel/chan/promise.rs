@@ -76,6 +76,7 @@ impl<T> Promise<T> {
     /// The sender's side: delivers `message` to the paired receiver, or,
     /// if it left, to the channel (the next receiver, or the queue's
     /// front). `Err` with the message only when every receiver is gone.
+    #[inline(never)]
     pub(crate) fn keep(&self, chan: &Chan<T>, message: T) -> Result<(), T> {
         let mut state = self.lock();
         match state.phase {
@@ -112,6 +113,7 @@ impl<T> Promise<T> {
 
     /// The receiver's side: gives the promise up; a message already kept
     /// goes back to `chan` (its next receiver, or its queue's front).
+    #[inline(never)]
     pub(crate) fn abandon(&self, chan: &Chan<T>) {
         let mut state = self.lock();
         let phase = std::mem::replace(&mut state.phase, Phase::Abandoned);
@@ -125,6 +127,7 @@ impl<T> Promise<T> {
     /// The receiver's side: parks until the sender keeps the promise (the
     /// message) or breaks it (`None`: receive again). Unwinding at the park
     /// (cancel, `fibra::timeout`) abandons it.
+    #[inline(never)] // rare: out of the frames of every receive
     pub(crate) fn wait(&self, chan: &Chan<T>) -> Option<T> {
         let on_unwind = AbandonOnUnwind {
             promise: self,
