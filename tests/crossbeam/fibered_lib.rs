@@ -12,8 +12,12 @@ use fibra::runtime::Workers;
 fn workers() -> Option<&'static fibra::Runtime<Workers>> {
     static RT: OnceLock<Option<fibra::Runtime<Workers>>> = OnceLock::new();
     RT.get_or_init(|| {
-        (std::env::var("SUITE_MODE").as_deref() == Ok("workers"))
-            .then(|| fibra::Runtime::builder().workers(2).build().expect("a runtime"))
+        (std::env::var("SUITE_MODE").as_deref() == Ok("workers")).then(|| {
+            fibra::Runtime::builder()
+                .workers(2)
+                .build()
+                .expect("a runtime")
+        })
     })
     .as_ref()
 }
@@ -54,7 +58,9 @@ pub fn scope<'e, F, R>(f: F) -> std::thread::Result<R>
 where
     F: for<'s> FnOnce(&Scope<'s, 'e>) -> R,
 {
-    std::panic::catch_unwind(AssertUnwindSafe(|| fibra::scope(|s| f(&Scope { inner: s }))))
+    std::panic::catch_unwind(AssertUnwindSafe(|| {
+        fibra::scope(|s| f(&Scope { inner: s }))
+    }))
 }
 
 impl<'s, 'e> Scope<'s, 'e> {
