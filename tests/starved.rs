@@ -10,8 +10,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-/// Fibers that each compute 100 ms between yields: the runtime polls
-/// every 128 switches, so every 12.8 s, while the warning comes at 200 ms.
+/// Fibers that each compute 50 ms between yields: the runtime polls every
+/// 128 switches, so every 6.4 s, while the warning comes at 200 ms. (50 ms
+/// of wall-clock spin, not 100: on a loaded two-core machine a spinning
+/// thread descheduled mid-spin ran 259 ms without a switch, a true stall.)
 #[test]
 fn a_runtime_starved_by_fibers_taking_turns_is_told_while_it_starves() {
     warnings::capture();
@@ -30,7 +32,7 @@ fn a_runtime_starved_by_fibers_taking_turns_is_told_while_it_starves() {
                     .name(format!("starver-{i}"))
                     .spawn(move || {
                         while !s.load(Ordering::Relaxed) {
-                            warnings::spin(Duration::from_millis(100));
+                            warnings::spin(Duration::from_millis(50));
                             fibra::yield_now();
                         }
                     })
@@ -49,7 +51,7 @@ fn a_runtime_starved_by_fibers_taking_turns_is_told_while_it_starves() {
     assert!(!warned.is_empty(), "no warning: {:#?}", warnings::all());
     println!("{}", warned[0].fields);
     assert!(warned[0].fields.contains("not_polled_for="), "{warned:?}");
-    // Still starving (12.8 s a window): a dump is answered for.
+    // Still starving (6.4 s a window): a dump is answered for.
     let dump = rt.dump();
     let text = dump.to_string();
     println!("{text}");
