@@ -100,9 +100,29 @@ impl Core {
     }
 
     /// Emits the deadlock WARN, with the runtime's dump and stacks.
+    ///
+    /// Published idle meanwhile, as a wait is: the watch word names the
+    /// root's context while the root loop runs, and the watchdog cannot
+    /// tell the loop from `block_on`'s closure; the loop's own work between
+    /// two waits takes microseconds, but naming the dump's stacks loads the
+    /// debug info the first time in a process (tens of ms in a release
+    /// build, hundreds in a debug one, seconds under a sanitizer), which
+    /// the watchdog took for a stall of the closure, parked in a join all
+    /// along. It is the runtime's own work while no context can run, done
+    /// where it would otherwise wait. (Naming on the `fibra-symbols` thread
+    /// instead, as the stall warning does, would leave this thread waiting
+    /// for the names to emit the event with them: the same idle time, a
+    /// thread hop more.)
     #[cold]
     #[inline(never)]
     fn warn_deadlock(&self, waited: std::time::Duration) {
+        self.shared.watch.publish_idle();
+        self.emit_deadlock(waited);
+        self.publish_root_running();
+    }
+
+    /// [`Core::warn_deadlock`]'s body: the dump, named, in the event.
+    fn emit_deadlock(&self, waited: std::time::Duration) {
         let section = self.dump_section(false);
         let fibers = section.fibers.as_ref().map_or(0, Vec::len);
         let dump = Dump::resolve(vec![section]);
