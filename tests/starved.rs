@@ -73,7 +73,10 @@ fn a_runtime_starved_by_fibers_taking_turns_is_told_while_it_starves() {
     // the reverse (one fiber holding its thread is a stall, never
     // starvation) is the next test.
     for seen in warnings::seen("fibra::stall", &["starver-", "without blocking"]) {
-        eprintln!("a starver was told as a stall (a loaded machine?): {}", seen.fields);
+        eprintln!(
+            "a starver was told as a stall (a loaded machine?): {}",
+            seen.fields
+        );
     }
 }
 
