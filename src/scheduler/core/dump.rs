@@ -24,10 +24,10 @@ impl Core {
     /// is listed with its own stack, the root too when it runs
     /// `block_on`'s closure.
     pub(crate) fn dump_section(&self, asker: bool) -> Section {
+        // The stack walks below run libgcc's unwinder, which only reads the
+        // stacks and the unwind info (see `stack_trace`).
         // SAFETY: on the runtime's thread; the borrow ends with this
-        // function, and nothing in it calls user code: the stack walks run
-        // libgcc's unwinder, which reads the stacks and the unwind info
-        // (see `stack_trace`).
+        // function, and nothing in it calls user code.
         let l = unsafe { self.local() };
         let now = clock::now_ns();
         let current = l.current;
