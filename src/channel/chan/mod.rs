@@ -309,17 +309,41 @@ impl<T> Chan<T> {
         message: T,
         deadline: Option<u64>,
     ) -> Result<(), SendTimeoutError<T>> {
-        match self.try_send(message) {
-            Ok(()) => Ok(()),
-            Err(TrySendError::Disconnected(m)) => Err(SendTimeoutError::Disconnected(m)),
-            Err(TrySendError::Full(m)) => self.send_waiting(m, deadline),
+        let mut wake = Wakeups::default();
+        let mut inner = self.lock();
+        match self.send_locked(&mut inner, message, false, std::ptr::null(), &mut wake) {
+            Ok(()) => {
+                drop(inner);
+                wake.wake();
+                Ok(())
+            }
+            Err(TrySendError::Disconnected(m)) => {
+                drop(inner);
+                wake.wake();
+                Err(SendTimeoutError::Disconnected(m))
+            }
+            // Still under the lock: a fiber registers without taking it
+            // again.
+            Err(TrySendError::Full(m)) => self.send_waiting(m, Some((inner, wake)), deadline),
         }
     }
 
+    /// The rest of `send`, `held` the lock (and its wake-ups) of a try that
+    /// found no room.
     #[inline(never)]
-    fn send_waiting(&self, message: T, deadline: Option<u64>) -> Result<(), SendTimeoutError<T>> {
+    fn send_waiting(
+        &self,
+        message: T,
+        held: Option<(MutexGuard<'_, Inner<T>>, Wakeups)>,
+        deadline: Option<u64>,
+    ) -> Result<(), SendTimeoutError<T>> {
         let mut message = message;
+        let mut held = held;
         if crate::scheduler::context::current().is_none() {
+            if let Some((inner, wake)) = held.take() {
+                drop(inner);
+                wake.wake();
+            }
             // A thread spins a moment first: a wait that ends within
             // microseconds is cheaper than a sleep in the kernel and the
             // wake-up after it. (A fiber parks at once: others run.)
@@ -338,21 +362,29 @@ impl<T> Chan<T> {
             }
         }
         loop {
-            let mut wake = Wakeups::default();
-            let mut inner = self.lock();
-            match self.send_locked(&mut inner, message, false, std::ptr::null(), &mut wake) {
-                Ok(()) => {
-                    drop(inner);
-                    wake.wake();
-                    return Ok(());
+            let (mut inner, mut wake) = match held.take() {
+                // Tried just now under this lock: no room.
+                Some(held) => held,
+                None => {
+                    let mut wake = Wakeups::default();
+                    let mut inner = self.lock();
+                    match self.send_locked(&mut inner, message, false, std::ptr::null(), &mut wake)
+                    {
+                        Ok(()) => {
+                            drop(inner);
+                            wake.wake();
+                            return Ok(());
+                        }
+                        Err(TrySendError::Disconnected(m)) => {
+                            drop(inner);
+                            wake.wake();
+                            return Err(SendTimeoutError::Disconnected(m));
+                        }
+                        Err(TrySendError::Full(m)) => message = m,
+                    }
+                    (inner, wake)
                 }
-                Err(TrySendError::Disconnected(m)) => {
-                    drop(inner);
-                    wake.wake();
-                    return Err(SendTimeoutError::Disconnected(m));
-                }
-                Err(TrySendError::Full(m)) => message = m,
-            }
+            };
             if deadline.is_some_and(|d| d <= clock::now_ns()) {
                 drop(inner);
                 wake.wake();
@@ -391,16 +423,42 @@ impl<T> Chan<T> {
     /// Receives, waiting for a message until `deadline` (the wait in a
     /// frame of its own, as in `send`).
     pub(crate) fn recv(&self, deadline: Option<u64>) -> Result<T, RecvTimeoutError> {
-        match self.try_recv() {
-            Ok(m) => Ok(m),
-            Err(TryRecvError::Disconnected) => Err(RecvTimeoutError::Disconnected),
-            Err(TryRecvError::Empty) => self.recv_waiting(deadline),
+        let mut wake = Wakeups::default();
+        let mut inner = self.lock();
+        match self.recv_locked(&mut inner, std::ptr::null(), &mut wake) {
+            Ok(got) => {
+                drop(inner);
+                wake.wake();
+                match got.settle(self) {
+                    Some(m) => Ok(m),
+                    None => self.recv_waiting(None, deadline), // a promise broken
+                }
+            }
+            Err(TryRecvError::Disconnected) => {
+                drop(inner);
+                wake.wake();
+                Err(RecvTimeoutError::Disconnected)
+            }
+            // Still under the lock: a fiber registers without taking it
+            // again.
+            Err(TryRecvError::Empty) => self.recv_waiting(Some((inner, wake)), deadline),
         }
     }
 
+    /// The rest of `recv`, `held` the lock (and its wake-ups) of a try that
+    /// found nothing.
     #[inline(never)]
-    fn recv_waiting(&self, deadline: Option<u64>) -> Result<T, RecvTimeoutError> {
+    fn recv_waiting(
+        &self,
+        held: Option<(MutexGuard<'_, Inner<T>>, Wakeups)>,
+        deadline: Option<u64>,
+    ) -> Result<T, RecvTimeoutError> {
+        let mut held = held;
         if crate::scheduler::context::current().is_none() {
+            if let Some((inner, wake)) = held.take() {
+                drop(inner);
+                wake.wake();
+            }
             // As in `send`: a thread spins a moment first.
             let mut spin = Backoff::default();
             while spin.snooze() {
@@ -415,24 +473,31 @@ impl<T> Chan<T> {
             }
         }
         loop {
-            let mut wake = Wakeups::default();
-            let mut inner = self.lock();
-            match self.recv_locked(&mut inner, std::ptr::null(), &mut wake) {
-                Ok(got) => {
-                    drop(inner);
-                    wake.wake();
-                    match got.settle(self) {
-                        Some(m) => return Ok(m),
-                        None => continue, // a promise broken: again
+            let (mut inner, mut wake) = match held.take() {
+                // Tried just now under this lock: nothing.
+                Some(held) => held,
+                None => {
+                    let mut wake = Wakeups::default();
+                    let mut inner = self.lock();
+                    match self.recv_locked(&mut inner, std::ptr::null(), &mut wake) {
+                        Ok(got) => {
+                            drop(inner);
+                            wake.wake();
+                            match got.settle(self) {
+                                Some(m) => return Ok(m),
+                                None => continue, // a promise broken: again
+                            }
+                        }
+                        Err(TryRecvError::Disconnected) => {
+                            drop(inner);
+                            wake.wake();
+                            return Err(RecvTimeoutError::Disconnected);
+                        }
+                        Err(TryRecvError::Empty) => {}
                     }
+                    (inner, wake)
                 }
-                Err(TryRecvError::Disconnected) => {
-                    drop(inner);
-                    wake.wake();
-                    return Err(RecvTimeoutError::Disconnected);
-                }
-                Err(TryRecvError::Empty) => {}
-            }
+            };
             if deadline.is_some_and(|d| d <= clock::now_ns()) {
                 drop(inner);
                 wake.wake();
