@@ -104,13 +104,15 @@ impl<Flavor> Builder<Flavor> {
     /// take turns without any of them stalling, but without the runtime
     /// polling for I/O and timers for `after` (many fibers computing
     /// between parks), gets a `fibra::stall` WARN naming the fibers that
-    /// took most of that time, and another when it polls again. A
-    /// current-thread runtime all of whose fibers, `block_on`'s closure
-    /// included, have waited `after` × 10 on fibra's own locks, channels,
-    /// semaphores and joins, with no timer armed and no fd registered, gets
-    /// a WARN with target `fibra::deadlock` and its dump, stacks included
-    /// (Go's "all goroutines are asleep", as a warning: a plain thread may
-    /// still wake one).
+    /// took most of that time, and another when it polls again. A runtime
+    /// all of whose fibers, `block_on`'s closure included, have waited
+    /// `after` × 10 on fibra's own locks, channels, semaphores and joins,
+    /// with no timer armed and no fd registered, gets a WARN with target
+    /// `fibra::deadlock` and its dump, stacks included (Go's "all goroutines
+    /// are asleep", as a warning: a plain thread may still wake one). With
+    /// [`workers`](Builder::workers), every worker's fibers together: one
+    /// worker's fibers waiting on a lock that a fiber of another worker
+    /// holds is no deadlock while that one runs, sleeps or waits on an fd.
     ///
     /// The cost to the runtime is one store per context switch; the
     /// watchdog looks every `after / 2` while a runtime runs fibers, and

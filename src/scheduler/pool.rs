@@ -57,6 +57,10 @@ use std::time::Duration;
 use crate::scheduler::shared::Shared;
 use crate::timer::clock;
 
+mod quiet;
+pub(crate) use quiet::Look;
+use quiet::Quiet;
+
 /// How many jobs a worker takes from an inbox at a time.
 const JOB_BATCH: usize = 64;
 
@@ -82,6 +86,8 @@ pub(crate) struct Pool<J> {
     next: AtomicUsize,
     /// The runtime is being dropped.
     stop: AtomicBool,
+    /// The fingerprint of the deadlock told last (see `pool/quiet.rs`).
+    deadlock_told: AtomicU64,
 }
 
 /// One worker's part of the pool. Each worker writes its own at every
@@ -103,6 +109,9 @@ struct Slot<J> {
     /// The worker's runtime, to wake it; set once the worker has started.
     shared: OnceLock<Arc<Shared>>,
     metrics: Published,
+    /// Whether the worker waits with all its fibers parked on fibra's
+    /// primitives (see `pool/quiet.rs`); only the worker writes it.
+    quiet: Quiet,
 }
 
 struct Inbox<J> {
@@ -148,11 +157,13 @@ impl<J> Pool<J> {
                         state: AtomicU8::new(WAKING),
                         shared: OnceLock::new(),
                         metrics: Published::default(),
+                        quiet: Quiet::default(),
                     })
                 })
                 .collect(),
             next: AtomicUsize::new(0),
             stop: AtomicBool::new(false),
+            deadlock_told: AtomicU64::new(0),
         }
     }
 
@@ -269,6 +280,8 @@ impl<J> Slot<J> {
         if self.queued.load(Ordering::Relaxed) == 0 {
             return None;
         }
+        // Before the take: a job may change the worker's fibers.
+        self.quiet.clear();
         Some(self.take(max, true))
     }
 
@@ -337,6 +350,9 @@ pub(crate) struct WorkerLink<J> {
     slot: Arc<Slot<J>>,
     /// What this worker last saw of each worker's looks, as a thief.
     seen: Box<[Cell<Seen>]>,
+    /// The park count and time this worker last published as quiet (see
+    /// `pool/quiet.rs`).
+    quiet_last: Cell<(u64, u64)>,
 }
 
 impl<J> Clone for WorkerLink<J> {
@@ -346,6 +362,7 @@ impl<J> Clone for WorkerLink<J> {
             index: self.index,
             slot: self.slot.clone(),
             seen: self.seen.clone(),
+            quiet_last: self.quiet_last.clone(),
         }
     }
 }
@@ -366,6 +383,7 @@ impl<J> WorkerLink<J> {
             index,
             slot,
             seen,
+            quiet_last: Cell::new((0, 0)),
         }
     }
 

@@ -124,6 +124,13 @@ impl Shared {
         self.woken.load(Ordering::Relaxed) && self.woken.swap(false, Ordering::AcqRel)
     }
 
+    /// Whether messages wait to be drained: read under the queue's lock,
+    /// which orders it after a drain (see `pool/quiet.rs`).
+    pub(crate) fn has_messages(&self) -> bool {
+        let q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        !q.messages.is_empty()
+    }
+
     /// Moves the queued messages into `into`.
     pub(crate) fn drain(&self, into: &mut Vec<Remote>) {
         let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());

@@ -12,9 +12,10 @@
 //! Only on the way into a wait without a timeout, where the runtime would
 //! otherwise sleep until an event: the look is a few tests (timers, fds,
 //! queues) and, when they all pass, one pass over the records; nothing on
-//! the switch, park or spawn paths. A current-thread runtime only: a
-//! worker of a runtime of several may wait on fibers of its siblings,
-//! which this worker cannot see run.
+//! the switch, park or spawn paths. This file is a current-thread
+//! runtime's: a worker of a runtime of several may wait on fibers of its
+//! siblings, which it cannot see run, so the workers agree on it together
+//! (`deadlock_workers.rs`, `pool/quiet.rs`).
 
 use super::*;
 use crate::scheduler::fiber_info::Dump;
@@ -58,26 +59,40 @@ impl Core {
     /// How long to wait before a deadlock is told, if every context of the
     /// runtime is parked on fibra's primitives with no timer armed and no
     /// fd registered; `None` otherwise, or when the runtime has no stall
-    /// warning.
+    /// warning. A current-thread runtime's: a worker's is
+    /// `deadlock_workers.rs`.
     fn deadlock_suspect(&self) -> Option<u64> {
         if self.worker.is_some() {
             return None;
         }
+        let after = self.deadlock_after()?;
+        (self.parked_on_primitives()? > 0).then_some(after)
+    }
+
+    /// How long a runtime waits, deadlocked, before it says so: its
+    /// `stall_warning` × [`AFTER_STALLS`]; `None` when it has no warning.
+    pub(super) fn deadlock_after(&self) -> Option<u64> {
         let threshold = self
             .shared
             .watch
             .threshold_ns
             .load(std::sync::atomic::Ordering::Relaxed);
-        if threshold == u64::MAX {
-            return None;
-        }
+        (threshold != u64::MAX).then(|| threshold.saturating_mul(AFTER_STALLS))
+    }
+
+    /// How many fibers of this scheduler wait on fibra's primitives, if
+    /// every one does (the root in its loop aside) with nothing ready, no
+    /// timer armed and no fd registered; `None` otherwise. The cheap tests
+    /// first (a server has an fd registered), then one pass over the
+    /// records.
+    pub(super) fn parked_on_primitives(&self) -> Option<u64> {
         // SAFETY: on the runtime's thread; short borrow, no user code.
         let l = unsafe { self.local() };
-        if l.closing
+        if l.reactor.has_waiters()
             || !l.timers.is_empty()
-            || l.reactor.has_waiters()
             || !l.run_queue.is_empty()
             || !l.idle_queue.is_empty()
+            || l.closing
         {
             return None;
         }
@@ -96,7 +111,7 @@ impl Core {
                 _ => return None,
             }
         }
-        (parked > 0).then(|| threshold.saturating_mul(AFTER_STALLS))
+        Some(parked)
     }
 
     /// Emits the deadlock WARN, with the runtime's dump and stacks.

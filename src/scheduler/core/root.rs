@@ -373,6 +373,10 @@ impl Core {
         let mut dumps = std::mem::take(&mut unsafe { self.local() }.dumps);
         // SAFETY: on the runtime's thread; short borrow.
         let mut msgs = std::mem::take(&mut unsafe { self.local() }.remote);
+        if let Some(worker) = &self.worker {
+            // Before the drain: a message may wake a fiber (`pool/quiet.rs`).
+            worker.leave_quiet();
+        }
         self.shared.drain(&mut msgs);
         for msg in msgs.drain(..) {
             match msg {

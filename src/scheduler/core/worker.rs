@@ -61,8 +61,13 @@ impl Core {
         }
         let (alive, ready) = self.figures();
         worker.publish(alive, ready); // as they stay while it sleeps
-        // Jobs elsewhere that are not takable yet: look again then.
-        self.poll(stolen.err().map(|()| STEAL_AFTER));
+        match stolen {
+            // Jobs elsewhere that are not takable yet: look again then.
+            Err(()) => self.poll(Some(STEAL_AFTER)),
+            // Until an event, unless the runtime may be deadlocked (see
+            // `deadlock_workers.rs`).
+            Ok(_) => self.wait_quiet(worker),
+        }
         worker.run();
     }
 }
