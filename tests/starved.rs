@@ -12,8 +12,8 @@ use std::time::Duration;
 
 /// Fibers that each compute 50 ms between yields: the runtime polls every
 /// 128 switches, so every 6.4 s, while the warning comes at 200 ms. (50 ms
-/// of wall-clock spin, not 100: on a loaded two-core machine a spinning
-/// thread descheduled mid-spin ran 259 ms without a switch, a true stall.)
+/// of wall-clock spin, a quarter of the threshold: room for a thread
+/// descheduled mid-spin on a loaded machine.)
 #[test]
 fn a_runtime_starved_by_fibers_taking_turns_is_told_while_it_starves() {
     warnings::capture();
@@ -66,18 +66,14 @@ fn a_runtime_starved_by_fibers_taking_turns_is_told_while_it_starves() {
         Duration::from_secs(60),
     );
     assert!(!fed.is_empty(), "{:#?}", warnings::all());
-    // None of them computes 200 ms without a switch, yet on CI's loaded two
-    // cores a starver was told as a stall (252 ms) twice: a thread held
-    // while the watchdog walks its sampled stack, or descheduled, runs on
-    // past its 50 ms. So a stall warning for one is shown, not refused;
-    // the reverse (one fiber holding its thread is a stall, never
-    // starvation) is the next test.
-    for seen in warnings::seen("fibra::stall", &["starver-", "without blocking"]) {
-        eprintln!(
-            "a starver was told as a stall (a loaded machine?): {}",
-            seen.fields
-        );
-    }
+    // None of them computes 200 ms without a switch: none is a stall.
+    // (CI saw starvers told as stalls of 252 and 259 ms: the watchdog
+    // dated its mark of the word with a clock read at the start of its
+    // round, before it spent up to 250 ms naming the stack of the next
+    // test's lone spinner; reproduced here without any load, fixed in
+    // `scheduler/watchdog.rs`.)
+    let stalls = warnings::seen("fibra::stall", &["starver-", "without blocking"]);
+    assert!(stalls.is_empty(), "a starver told as a stall: {stalls:#?}");
 }
 
 /// One fiber that holds its thread is a stall, told as such, never as

@@ -86,7 +86,6 @@ fn start() {
 fn watch_loop() {
     loop {
         let runtimes = registry::all();
-        let now = clock::now_ns();
         let mut shortest = u64::MAX;
         // The shortest threshold of a runtime that has not polled since
         // the last look (see `starve`).
@@ -99,7 +98,15 @@ fn watch_loop() {
                 continue;
             }
             shortest = shortest.min(threshold);
+            // Read for each runtime, not once a round: a round may take
+            // long (a warning's stack named, up to `NAMING`), and a mark
+            // dated before that time counted it as the marked context's
+            // (a starver that yields every 50 ms was told as a stall of
+            // 200 to 260 ms while the watchdog named another runtime's
+            // stalled stack: tests/starved.rs).
+            let now = clock::now_ns();
             busy |= sample(watch, thread, threshold, now);
+            let now = clock::now_ns();
             let pending = watch.pending.load(Ordering::Relaxed);
             stalled |= pending;
             if let starve::Found::Starving = starve::look(watch, thread, threshold, now, pending) {
@@ -169,6 +176,13 @@ fn try_sleep(
 /// One look at a runtime: marks the word, tells the end of a stall it
 /// warned about that has ended, and warns about a context that has run
 /// `threshold` ns without a switch. Returns whether a context runs.
+///
+/// `now` is read before the word: a mark still in the word then means
+/// that its context has run without a switch from the mark to `now` at
+/// least. The mark's time is read after the mark is set, so that neither
+/// a delay of the watchdog between its clock read and the mark nor a
+/// context switched out and in again meanwhile (the same word) counts as
+/// time the context ran: `running_for` is a lower bound.
 fn sample(watch: &Watch, thread: &str, threshold: u64, now: u64) -> bool {
     let word = watch.word.load(Ordering::Acquire);
     if watch.pending.load(Ordering::Relaxed) {
@@ -188,10 +202,14 @@ fn sample(watch: &Watch, thread: &str, threshold: u64, now: u64) -> bool {
         // A switch since the last look (or the first look): mark it. A
         // failed mark is a switch meanwhile: the next look marks that.
         watch.seen_since.store(now, Ordering::Relaxed);
-        let _ =
+        let marked =
             watch
                 .word
                 .compare_exchange(word, word | SEEN, Ordering::Release, Ordering::Relaxed);
+        if marked.is_ok() {
+            // (A dump that reads it in between sees `now`, as before.)
+            watch.seen_since.store(clock::now_ns(), Ordering::Relaxed);
+        }
         return true;
     }
     let since = watch.seen_since.load(Ordering::Relaxed);
