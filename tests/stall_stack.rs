@@ -317,3 +317,112 @@ fn samples_under_a_signal_storm_and_inside_malloc_never_hang() {
     };
     assert!(warned.iter().any(walked), "{warned:#?}");
 }
+
+/// Reads with a timeout of `timeout` from a socket no peer writes to, by
+/// the system calls themselves (no `hook`, no retry, no `O_NONBLOCK`):
+/// the errno it ended with and after how long. A signal ends such a read
+/// early with `EINTR`, whatever `SA_RESTART` says (signal(7)).
+#[inline(never)]
+fn reads_with_a_timeout(timeout: Duration) -> (i32, Duration) {
+    let mut fds = [0 as libc::c_int; 2];
+    let tv = libc::timeval {
+        tv_sec: timeout.as_secs() as libc::time_t,
+        tv_usec: timeout.subsec_micros() as libc::suseconds_t,
+    };
+    let mut buf = [0u8; 1];
+    // SAFETY: raw system calls on the fds made here, with a valid array,
+    // timeval and buffer; the fds are closed before returning.
+    unsafe {
+        let rc = libc::syscall(
+            libc::SYS_socketpair,
+            libc::AF_UNIX,
+            libc::SOCK_STREAM,
+            0,
+            fds.as_mut_ptr(),
+        );
+        assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
+        let rc = libc::syscall(
+            libc::SYS_setsockopt,
+            fds[0],
+            libc::SOL_SOCKET,
+            libc::SO_RCVTIMEO,
+            &tv as *const libc::timeval,
+            size_of::<libc::timeval>(),
+        );
+        assert_eq!(rc, 0, "{}", std::io::Error::last_os_error());
+        let start = Instant::now();
+        let rc = libc::syscall(
+            libc::SYS_recvfrom,
+            fds[0],
+            buf.as_mut_ptr(),
+            1usize,
+            0,
+            std::ptr::null_mut::<libc::c_void>(),
+            std::ptr::null_mut::<libc::c_void>(),
+        );
+        let took = start.elapsed();
+        let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+        libc::syscall(libc::SYS_close, fds[0]);
+        libc::syscall(libc::SYS_close, fds[1]);
+        assert_eq!(rc, -1, "read a byte nobody wrote");
+        (errno, took)
+    }
+}
+
+/// A fiber named `name` that stalls its runtime (of `stall_stacks:
+/// stacks`) in [`reads_with_a_timeout`] of `timeout`: how the read ended,
+/// and the stall warning's `stack` field.
+fn stalled_in_a_read(name: &str, stacks: bool, timeout: Duration) -> ((i32, Duration), String) {
+    let rt = fibra::Runtime::builder()
+        .stall_warning(Duration::from_millis(100))
+        .stall_stacks(stacks)
+        .build()
+        .unwrap();
+    let ended = rt.block_on(|| {
+        fibra::Builder::new()
+            .name(name.into())
+            .spawn(move || reads_with_a_timeout(timeout))
+            .unwrap()
+            .join()
+            .unwrap()
+    });
+    let seen = warnings::wait_for(
+        "fibra::stall",
+        &[&format!("name={name} "), "without blocking"],
+        Duration::from_secs(30),
+    );
+    assert!(!seen.is_empty(), "not warned: {:#?}", warnings::all());
+    let stack = seen[0].fields.split("stack=").nth(1).unwrap_or("");
+    (ended, stack.to_owned())
+}
+
+/// `Builder::stall_stacks(false)`: the stall warning still comes, says its
+/// stack was not sampled, and no signal reaches the stalled thread — a
+/// read with a timeout runs to its timeout, where with sampling on (the
+/// next test) it ends early with `EINTR`.
+#[test]
+fn without_stall_stacks_the_warning_comes_and_no_signal_interrupts_a_read() {
+    warnings::capture();
+    let timeout = Duration::from_millis(1500);
+    let ((errno, took), stack) = stalled_in_a_read("unsignalled-reader", false, timeout);
+    println!("stack={stack}; read ended after {took:?}, errno {errno}");
+    assert!(
+        stack.contains("not sampled: turned off by Builder::stall_stacks(false)"),
+        "{stack}"
+    );
+    assert_eq!(errno, libc::EAGAIN, "interrupted after {took:?}");
+    assert!(took >= timeout - Duration::from_millis(100), "{took:?}");
+}
+
+/// The reverse, which the switch exists for: with sampling on, the
+/// watchdog's signal ends the same read early.
+#[test]
+fn with_stall_stacks_the_sampling_signal_ends_a_read_with_a_timeout_early() {
+    warnings::capture();
+    let timeout = Duration::from_millis(1500);
+    let ((errno, took), stack) = stalled_in_a_read("signalled-reader", true, timeout);
+    println!("stack={stack}; read ended after {took:?}, errno {errno}");
+    assert!(!stack.contains("turned off"), "{stack}");
+    assert_eq!(errno, libc::EINTR, "after {took:?}; stack={stack}");
+    assert!(took < timeout, "{took:?}");
+}

@@ -42,6 +42,7 @@ impl Builder {
             tuning: Tuning {
                 stall: DEFAULT_STALL,
                 busy_poll: Duration::ZERO,
+                stall_stacks: true,
             },
             flavor: PhantomData,
         }
@@ -99,6 +100,8 @@ impl<Flavor> Builder<Flavor> {
     /// Like any profiler's signal, it ends some system calls early with
     /// `EINTR` (`nanosleep`, `poll`, socket calls with a timeout), once per
     /// stall; std's `sleep` and `read_exact` carry on by themselves.
+    /// [`stall_stacks(false)`](Builder::stall_stacks) turns the sampling
+    /// off.
     ///
     /// The same threshold tells two more things. A runtime whose fibers
     /// take turns without any of them stalling, but without the runtime
@@ -137,6 +140,34 @@ impl<Flavor> Builder<Flavor> {
     /// ```
     pub fn stall_warning(mut self, after: Duration) -> Builder<Flavor> {
         self.tuning.stall = after;
+        self
+    }
+
+    /// Whether the [`stall_warning`](Builder::stall_warning) carries the
+    /// stalled fiber's stack (default `true`). Sampling it sends the
+    /// runtime's thread a signal (`SIGRTMAX - 3`), which ends some system
+    /// calls early with `EINTR` (`nanosleep`, `poll`, socket calls with a
+    /// timeout), once per stall. A program that cannot take that (a C
+    /// library that treats `EINTR` as an error, say) turns it off: the
+    /// warnings still come, their field `stack` says that it was not
+    /// sampled, and no signal is ever sent to this runtime's threads — nor
+    /// for a dump taken while a fiber holds one of them, which then lists
+    /// that fiber without its stack.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// let rt = fibra::Runtime::builder()
+    ///     .stall_warning(Duration::from_millis(20))
+    ///     .stall_stacks(false)
+    ///     .build()?;
+    /// // Warned about (stack: "not sampled: turned off by ..."), never
+    /// // interrupted by fibra's signal.
+    /// rt.block_on(|| std::thread::sleep(Duration::from_millis(50)));
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn stall_stacks(mut self, sample: bool) -> Builder<Flavor> {
+        self.tuning.stall_stacks = sample;
         self
     }
 

@@ -24,7 +24,7 @@ pub(crate) use crate::scheduler::fiber_info::Dump;
 use crate::scheduler::fiber_info::{ANSWER_WITHIN, Busy, FiberInfo, FiberState, Section};
 use crate::scheduler::registry;
 use crate::scheduler::shared::{Remote, Shared};
-use crate::scheduler::stack_trace::sample::{self, Sampled};
+use crate::scheduler::stack_trace::sample::Sampled;
 use crate::sync::mpsc;
 
 /// How long a runtime must have run one context without a switch, while a
@@ -143,7 +143,7 @@ fn stalled(shared: &Shared, word: usize) -> Option<(FiberInfo, Sampled)> {
     // Where it is now: sampled while the word still has the watchdog's
     // mark (no switch since).
     let marked = shared.watch.word.load(std::sync::atomic::Ordering::Acquire);
-    let stack = sample::sample(shared.watch.tid, &shared.watch.word, marked);
+    let stack = shared.watch.sample(marked);
     let info = FiberInfo {
         id: running.id,
         name: running.name,

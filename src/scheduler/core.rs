@@ -126,6 +126,9 @@ pub(crate) struct Tuning {
     pub(crate) stall: std::time::Duration,
     /// How long to poll without sleeping before a wait.
     pub(crate) busy_poll: std::time::Duration,
+    /// Whether the watchdog may signal the runtime's thread to sample a
+    /// stalled fiber's stack (`Builder::stall_stacks`).
+    pub(crate) stall_stacks: bool,
 }
 
 /// How long [`Core::run_root`] runs.
@@ -224,7 +227,11 @@ impl Core {
         tuning: Tuning,
         worker: Option<WorkerLink<Job>>,
     ) -> std::io::Result<Core> {
-        let Tuning { stall, busy_poll } = tuning;
+        let Tuning {
+            stall,
+            busy_poll,
+            stall_stacks,
+        } = tuning;
         let reactor = Reactor::new()?;
         let root_id = FiberId::next();
         let shared = Arc::new(Shared::new(reactor.registry(), root_id)?);
@@ -234,6 +241,10 @@ impl Core {
             .watch
             .threshold_ns
             .store(stall_ns, std::sync::atomic::Ordering::Relaxed);
+        shared
+            .watch
+            .sample_stacks
+            .store(stall_stacks, std::sync::atomic::Ordering::Relaxed);
         let mut fibers = Records::with_capacity(64);
         let root = fibers.insert_with(|| Record {
             state: State::Running,

@@ -54,6 +54,7 @@ use std::sync::{Mutex, Once};
 use std::time::Duration;
 
 use crate::scheduler::fiber_id::FiberId;
+use crate::scheduler::stack_trace::sample::{self, Sampled};
 use crate::scheduler::watchdog::starve::Starve;
 use crate::scheduler::watchdog_sleep;
 use crate::stack::StackHeader;
@@ -102,6 +103,11 @@ pub(crate) fn heavy_fence() {
         std::sync::atomic::fence(Ordering::SeqCst);
     }
 }
+
+/// Why a stack is left out of a runtime built with
+/// `Builder::stall_stacks(false)`.
+pub(crate) const NOT_SIGNALLED: &str =
+    "turned off by Builder::stall_stacks(false), which sends its thread no signal";
 
 /// The watchdog's mark in the word: see the module docs.
 pub(crate) const SEEN: usize = 1;
@@ -213,6 +219,9 @@ pub(crate) struct Watch {
     pub(crate) seen_since: AtomicU64,
     /// How long a context may run before a warning (ns); `u64::MAX`: never.
     pub(crate) threshold_ns: AtomicU64,
+    /// Whether a stalled context's stack may be sampled by signalling the
+    /// runtime's thread (`Builder::stall_stacks`; see [`Watch::sample`]).
+    pub(crate) sample_stacks: AtomicBool,
     /// `report` holds a stall: the runtime tells its end when its root
     /// waits or leaves (a relaxed load on those paths), the watchdog when
     /// it sees the word change.
@@ -250,6 +259,7 @@ impl Watch {
             hazard: AtomicUsize::new(no_hazard()),
             seen_since: AtomicU64::new(0),
             threshold_ns: AtomicU64::new(u64::MAX),
+            sample_stacks: AtomicBool::new(true),
             pending: AtomicBool::new(false),
             report: Mutex::new(None),
             polls: AtomicU64::new(0),
@@ -261,6 +271,17 @@ impl Watch {
             tid: unsafe { libc::syscall(libc::SYS_gettid) } as libc::pid_t,
             root_id,
         }
+    }
+
+    /// The stack of the context the `word` names, sampled while it runs
+    /// (see `stack_trace::sample`), unless the runtime was built not to
+    /// be signalled (`Builder::stall_stacks(false)`): the one door to the
+    /// sampling signal for a runtime's thread.
+    pub(crate) fn sample(&self, word: usize) -> Sampled {
+        if !self.sample_stacks.load(Ordering::Relaxed) {
+            return Sampled::Missing(NOT_SIGNALLED);
+        }
+        sample::sample(self.tid, &self.word, word)
     }
 
     /// The slot of the stall reported here (taken even if a panicking

@@ -33,7 +33,7 @@ use std::time::Duration;
 
 use crate::scheduler::registry;
 use crate::scheduler::stack_trace::naming;
-use crate::scheduler::stack_trace::sample::{self, Sampled};
+use crate::scheduler::stack_trace::sample::Sampled;
 use crate::scheduler::watch::{self, Report, Running, SEEN, Watch, describe, warn_ended};
 use crate::scheduler::watchdog_sleep::{ASLEEP, WAKE, lock};
 use crate::timer::clock;
@@ -253,7 +253,7 @@ fn sample(watch: &Watch, thread: &str, threshold: u64, now: u64) -> bool {
 /// runs (see `stack_trace::sample`), as the warning's `stack` field
 /// prints it; or why it is left out.
 fn stack_now(watch: &Watch, word: usize) -> String {
-    match sample::sample(watch.tid, &watch.word, word) {
+    match watch.sample(word) {
         Sampled::Stack(raw) => naming::name_within(raw, NAMING),
         Sampled::Missing(why) => format!("(not sampled: {why})"),
     }
