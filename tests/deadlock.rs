@@ -9,36 +9,15 @@
 //! while a plain thread feeds them, nor at a wake-up in flight between
 //! the two.
 
+mod util;
 mod warnings;
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use util::locks::{lock_a_then_b, lock_b_then_a};
+
 const STALL: Duration = Duration::from_millis(20);
-
-#[inline(never)]
-fn lock_a_then_b(
-    a: &fibra::sync::Mutex<u32>,
-    b: &fibra::sync::Mutex<u32>,
-    both: &fibra::sync::Barrier,
-) {
-    let _a = a.lock().unwrap();
-    both.wait();
-    let _b = b.lock().unwrap(); // waits here forever
-    std::hint::black_box("lock_a_then_b");
-}
-
-#[inline(never)]
-fn lock_b_then_a(
-    a: &fibra::sync::Mutex<u32>,
-    b: &fibra::sync::Mutex<u32>,
-    both: &fibra::sync::Barrier,
-) {
-    let _b = b.lock().unwrap();
-    both.wait();
-    let _a = a.lock().unwrap(); // waits here forever
-    std::hint::black_box("lock_b_then_a");
-}
 
 /// Runs `f` in a runtime of `STALL` on a thread named `name`, left behind
 /// (a deadlocked one never ends).

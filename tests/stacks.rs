@@ -12,6 +12,8 @@ use fibra::runtime::{Dump, FiberInfo, FiberState, StackTrace};
 
 mod util;
 
+use util::locks::{self, LINE_A, LINE_B, lock_a_then_b, lock_b_then_a};
+
 /// The functions of a fiber's stack, innermost first.
 fn functions(stack: &StackTrace) -> Vec<&str> {
     stack.frames().iter().filter_map(|f| f.function()).collect()
@@ -33,7 +35,7 @@ fn fiber<'a>(dump: &'a Dump, name: &str) -> &'a FiberInfo {
         .unwrap_or_else(|| panic!("no fiber {name:?} in\n{dump}"))
 }
 
-/// Asserts that `name`'s stack names `function`, at `line` of this file,
+/// Asserts that `name`'s stack names `function`, at `line` of `locks.rs`,
 /// and that fibra's park is folded to the one call the user made.
 fn assert_waits_in(dump: &Dump, name: &str, function: &str, line: u32) {
     let fiber = fiber(dump, name);
@@ -44,7 +46,7 @@ fn assert_waits_in(dump: &Dump, name: &str, function: &str, line: u32) {
     let frame = frame_in(stack, function)
         .unwrap_or_else(|| panic!("{name:?}'s stack does not name {function}:\n{dump}"));
     assert!(
-        frame.file().is_some_and(|f| f.ends_with("tests/stacks.rs")),
+        frame.file().is_some_and(|f| f.ends_with(locks::FILE)),
         "{frame:?} in\n{dump}"
     );
     assert_eq!(frame.line(), Some(line), "{frame:?} in\n{dump}");
@@ -58,36 +60,7 @@ fn assert_waits_in(dump: &Dump, name: &str, function: &str, line: u32) {
         );
     }
     let text = dump.to_string();
-    assert!(text.contains(&format!("tests/stacks.rs:{line}:")), "{text}");
-}
-
-static LINE_A: AtomicU32 = AtomicU32::new(0);
-static LINE_B: AtomicU32 = AtomicU32::new(0);
-
-#[inline(never)]
-fn lock_a_then_b(
-    a: &fibra::sync::Mutex<u32>,
-    b: &fibra::sync::Mutex<u32>,
-    both: &fibra::sync::Barrier,
-) {
-    let _a = a.lock().unwrap();
-    both.wait();
-    LINE_A.store(line!() + 1, Ordering::Relaxed);
-    let _b = b.lock().unwrap(); // waits here forever
-    unreachable!();
-}
-
-#[inline(never)]
-fn lock_b_then_a(
-    a: &fibra::sync::Mutex<u32>,
-    b: &fibra::sync::Mutex<u32>,
-    both: &fibra::sync::Barrier,
-) {
-    let _b = b.lock().unwrap();
-    both.wait();
-    LINE_B.store(line!() + 1, Ordering::Relaxed);
-    let _a = a.lock().unwrap(); // waits here forever
-    unreachable!();
+    assert!(text.contains(&format!("{}:{line}:", locks::FILE)), "{text}");
 }
 
 /// Two fibers lock two mutexes in opposite orders: a real deadlock. A dump

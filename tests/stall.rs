@@ -2,127 +2,26 @@
 //! their fiber (issue 18).
 
 mod util;
+mod warnings;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use tracing::field::{Field, Visit};
-use tracing::span::{Attributes, Id, Record};
-use tracing::{Event, Metadata, Subscriber};
 use util::{is_child, run_child};
+use warnings::{block_thread, capture, spin};
 
-/// An event of target `fibra::stall`, as the test subscriber saw it.
-#[derive(Clone, Debug)]
-struct Seen {
-    at: Instant,
-    level: tracing::Level,
-    fields: String,
-}
-
-static SEEN: Mutex<Vec<Seen>> = Mutex::new(Vec::new());
-
-/// A subscriber written for these tests: keeps every `fibra::stall` event,
-/// from whatever thread (the watchdog's too: it is the global default).
-struct Capture;
-
-struct Fields<'a>(&'a mut String);
-
-impl Visit for Fields<'_> {
-    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-        self.0.push_str(&format!("{}={:?} ", field.name(), value));
-    }
-    fn record_str(&mut self, field: &Field, value: &str) {
-        self.0.push_str(&format!("{}={} ", field.name(), value));
-    }
-}
-
-impl Subscriber for Capture {
-    fn enabled(&self, metadata: &Metadata<'_>) -> bool {
-        metadata.target() == "fibra::stall"
-    }
-    fn max_level_hint(&self) -> Option<tracing::level_filters::LevelFilter> {
-        Some(tracing::level_filters::LevelFilter::WARN)
-    }
-    fn new_span(&self, _: &Attributes<'_>) -> Id {
-        Id::from_u64(1)
-    }
-    fn record(&self, _: &Id, _: &Record<'_>) {}
-    fn record_follows_from(&self, _: &Id, _: &Id) {}
-    fn event(&self, event: &Event<'_>) {
-        let mut fields = String::new();
-        event.record(&mut Fields(&mut fields));
-        SEEN.lock().unwrap().push(Seen {
-            at: Instant::now(),
-            level: *event.metadata().level(),
-            fields,
-        });
-    }
-    fn enter(&self, _: &Id) {}
-    fn exit(&self, _: &Id) {}
-}
-
-fn capture() {
-    static ONCE: OnceLock<()> = OnceLock::new();
-    ONCE.get_or_init(|| tracing::subscriber::set_global_default(Capture).unwrap());
-}
-
-/// The events about the fiber named `name`.
-fn seen_for(name: &str) -> Vec<Seen> {
-    let key = format!("name={name} ");
-    SEEN.lock()
-        .unwrap()
-        .iter()
-        .filter(|s| s.fields.contains(&key))
-        .cloned()
-        .collect()
+/// The `fibra::stall` events about the fiber named `name`.
+fn seen_for(name: &str) -> Vec<warnings::Seen> {
+    warnings::seen("fibra::stall", &[&format!("name={name} ")])
 }
 
 /// The events about `name` once there are at least `n` of them, or after
 /// 10 s. The end of a stall may be told by the watchdog's thread, which
 /// can take the report just before the runtime's own last look and emit
 /// it a moment after `fibra::run` has returned.
-fn seen_at_least(name: &str, n: usize) -> Vec<Seen> {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let seen = seen_for(name);
-        if seen.len() >= n || Instant::now() >= deadline {
-            return seen;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-/// Blocks the thread for `d`, as a crate's blocking call would: by the
-/// system call itself, which the `hook` feature (with which this suite
-/// also runs, and which makes `std::thread::sleep` park the fiber) does
-/// not intercept. Resumed with the time left when a signal ends it early
-/// (`EINTR`), as std's sleep does: the watchdog's stack sample is one.
-fn block_thread(d: Duration) {
-    let mut ts = libc::timespec {
-        tv_sec: d.as_secs() as libc::time_t,
-        tv_nsec: d.subsec_nanos() as libc::c_long,
-    };
-    loop {
-        let mut left = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: valid timespecs to read and to write.
-        let rc = unsafe { libc::syscall(libc::SYS_nanosleep, &ts, &mut left) };
-        if rc == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-            return;
-        }
-        ts = left;
-    }
-}
-
-fn spin(d: Duration) {
-    let start = Instant::now();
-    let mut n = 0u64;
-    while start.elapsed() < d {
-        n = std::hint::black_box(n + 1);
-    }
+fn seen_at_least(name: &str, n: usize) -> Vec<warnings::Seen> {
+    let key = format!("name={name} ");
+    warnings::wait_for_at_least("fibra::stall", &[&key], n, Duration::from_secs(10))
 }
 
 #[test]
@@ -227,7 +126,7 @@ fn a_std_channel_waited_on_in_a_fiber_is_named() {
         "the sender could not run while the receiver blocked"
     );
     let seen = seen_for("t3-receiver");
-    assert!(!seen.is_empty(), "not named: {:?}", SEEN.lock().unwrap());
+    assert!(!seen.is_empty(), "not named: {:#?}", warnings::all());
 }
 
 #[test]

@@ -30,25 +30,7 @@ fn blocking_sleep(d: Duration) {
 }
 
 #[cfg(feature = "hook")]
-#[inline(never)]
-fn blocking_sleep(d: Duration) {
-    let mut ts = libc::timespec {
-        tv_sec: d.as_secs() as libc::time_t,
-        tv_nsec: d.subsec_nanos() as libc::c_long,
-    };
-    loop {
-        let mut left = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: valid timespecs to read and to write.
-        let rc = unsafe { libc::syscall(libc::SYS_nanosleep, &ts, &mut left) };
-        if rc == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-            return;
-        }
-        ts = left;
-    }
-}
+use warnings::block_thread as blocking_sleep;
 
 /// Loads the debug info the names come from, as a first dump does: the
 /// watchdog waits a bounded time for names (the first lookup of a process

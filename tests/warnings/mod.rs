@@ -92,9 +92,46 @@ pub fn wait_for(target: &str, words: &[&str], within: Duration) -> Vec<Seen> {
     }
 }
 
+/// [`seen`] once it finds `n`, or after `within` (what there is then).
+pub fn wait_for_at_least(target: &str, words: &[&str], n: usize, within: Duration) -> Vec<Seen> {
+    let deadline = Instant::now() + within;
+    loop {
+        let found = seen(target, words);
+        if found.len() >= n || Instant::now() >= deadline {
+            return found;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// Every event kept so far, for a failure's message.
 pub fn all() -> Vec<Seen> {
     SEEN.lock().unwrap().clone()
+}
+
+/// Blocks the thread for `d`, as a crate's blocking call would: by the
+/// system call itself, which the `hook` feature (which makes
+/// `std::thread::sleep` park the fiber) does not intercept. Resumed with
+/// the time left when a signal ends it early (`EINTR`), as std's sleep
+/// does: the watchdog's stack sample is one.
+#[inline(never)]
+pub fn block_thread(d: Duration) {
+    let mut ts = libc::timespec {
+        tv_sec: d.as_secs() as libc::time_t,
+        tv_nsec: d.subsec_nanos() as libc::c_long,
+    };
+    loop {
+        let mut left = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: valid timespecs to read and to write.
+        let rc = unsafe { libc::syscall(libc::SYS_nanosleep, &ts, &mut left) };
+        if rc == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            return;
+        }
+        ts = left;
+    }
 }
 
 /// Runs the CPU for `d` without parking.
