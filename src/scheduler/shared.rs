@@ -119,6 +119,12 @@ impl Shared {
         (errno != 0).then(|| io::Error::from_raw_os_error(errno))
     }
 
+    /// Whether a message was sent since the runtime last took its messages
+    /// (it will, woken): a relaxed load, for `pool/quiet.rs`.
+    pub(crate) fn has_news(&self) -> bool {
+        self.woken.load(Ordering::Relaxed)
+    }
+
     /// Whether messages may be waiting; clears the flag (the caller drains).
     pub(crate) fn take_woken(&self) -> bool {
         self.woken.load(Ordering::Relaxed) && self.woken.swap(false, Ordering::AcqRel)

@@ -5,14 +5,18 @@
 //! no timer armed and no fd registered publishes that it is *quiet*, and
 //! the last to do so keeps the watch: when every worker has stood still so
 //! for `stall_warning` × 10, with no job queued and no wake-up on its way
-//! to any of them, one worker emits the WARN (target `fibra::deadlock`)
-//! with every worker's dump and stacks. How the look avoids a false report
-//! (a fiber that moves, a wake-up in flight) is `pool/quiet.rs`.
+//! to any of them, it emits the WARN (target `fibra::deadlock`) with every
+//! worker's dump and stacks. How the look avoids a false report (a fiber
+//! that moves, a wake-up in flight) is `pool/quiet.rs`.
 //!
 //! Off the hot paths: a worker that goes idle with an fd registered (a
 //! server) pays the tests it paid before (see `parked_on_primitives`); a
 //! wake-up pays nothing; a worker that takes a message or a job while it is
-//! published quiet clears its record (a load and a branch otherwise).
+//! published quiet clears its record (a load and a branch otherwise). Fibers
+//! of two workers that hand work to each other through fibra's channels,
+//! with no fd, pay at each hand-over the pass over the records, a clock
+//! read, a few stores to the worker's own line, a fence and a load of the
+//! other worker's message flag (`pool/quiet.rs`).
 
 use super::*;
 use crate::scheduler::fiber_info::{ANSWER_WITHIN, Dump};

@@ -19,16 +19,25 @@
 //!   takes a job from its inbox or a message from its queue (in
 //!   `Slot::take`, `Core::take_remote`), i.e. before anything those may
 //!   wake. Senders write nothing here: a wake-up pays nothing for this.
-//! - Readers read a record as a seqlock: `seq` (SeqCst), the data, an
+//! - Readers read a record as a seqlock: `seq` (Acquire), the data, an
 //!   acquire fence, `seq` again; the writer clears `seq`, issues a release
-//!   fence, writes the data, then publishes `seq` (SeqCst). A read that
+//!   fence, writes the data, then publishes `seq` (Release). A read that
 //!   finds the same non-zero `seq` twice has the data of that `seq`. A
 //!   worker that publishes the same `seq` again (it cleared it for a
 //!   message that changed nothing: a dump request, a stale wake-up)
 //!   publishes the same data: its `since` is kept.
-//! - A worker publishes, then (SeqCst) reads every other worker's record:
-//!   of two workers that go quiet at once, one sees the other, so the last
-//!   one to go quiet always sees all of them quiet and keeps the watch.
+//! - A worker publishes, issues a SeqCst fence, then looks at every other
+//!   worker: whether a message was sent to it since it last took its
+//!   messages (its `woken` flag, which it clears before it takes them),
+//!   then its record. Of two workers that go quiet at once, one sees the
+//!   other quiet with no message coming (the fences order them), so the
+//!   last one to go quiet sees every worker quiet, and only it waits with
+//!   a timeout to look again (an `epoll_wait` with a timeout costs the
+//!   kernel a timer: fibers of two workers that hand work to each other
+//!   through a channel find the other worker's message flag set at every
+//!   hand-over, and wait without one). A worker that finds a message
+//!   coming to another leaves the watch to it: woken, it goes quiet again
+//!   after this one, and looks.
 //!
 //! ## Why a deadlock told is one
 //!
@@ -78,7 +87,9 @@ impl Quiet {
         fence(Ordering::Release);
         self.since.store(seen.since, Ordering::Relaxed);
         self.parked.store(seen.parked, Ordering::Relaxed);
-        self.seq.store(seen.seq, Ordering::SeqCst);
+        self.seq.store(seen.seq, Ordering::Release);
+        // Before the look at the others (see the module docs).
+        fence(Ordering::SeqCst);
     }
 
     /// The writer is no longer quiet. A relaxed load when it was not.
@@ -86,13 +97,15 @@ impl Quiet {
     pub(crate) fn clear(&self) {
         // (Only this thread writes `seq`: the load is exact.)
         if self.seq.load(Ordering::Relaxed) != 0 {
-            self.seq.store(0, Ordering::SeqCst);
+            // (Ordered before the take by the lock it takes next: see
+            // the module docs.)
+            self.seq.store(0, Ordering::Release);
         }
     }
 
     /// A consistent read, if the record is published.
     fn read(&self) -> Option<Seen> {
-        let seq = self.seq.load(Ordering::SeqCst);
+        let seq = self.seq.load(Ordering::Acquire);
         if seq == 0 {
             return None;
         }
@@ -106,8 +119,8 @@ impl Quiet {
 /// What [`WorkerLink::look_quiet`] found.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) enum Look {
-    /// Some worker is not quiet (or no fiber waits at all): no watch to
-    /// keep; the last worker to go quiet will look again.
+    /// Some worker is not quiet, or has a job or a message waiting, or no
+    /// fiber waits at all.
     NotAll,
     /// All are quiet, not yet for long enough: look again in so many ns.
     Wait(u64),
@@ -127,7 +140,7 @@ impl<J> WorkerLink<J> {
     pub(crate) fn enter_quiet(&self, seq: u64, parked: u64) {
         let quiet = &self.slot.quiet;
         if quiet.seq.load(Ordering::Relaxed) == seq {
-            return; // (only this thread writes it)
+            return; // (only this thread writes it; looked after it)
         }
         let (last, since) = self.quiet_last.get();
         // The same count as last published: nothing changed since then.
@@ -143,11 +156,17 @@ impl<J> WorkerLink<J> {
 
     /// Whether the runtime is deadlocked, `after_ns` being how long every
     /// worker must have stood still (see the module docs). Called by a
-    /// worker that has published its record.
+    /// worker right after it published its record, and again when the
+    /// time a look asked it to wait has passed.
     pub(crate) fn look_quiet(&self, after_ns: u64) -> Look {
-        // A first pass that stores nothing: most looks end here.
+        // A first pass that stores nothing: most looks end here, at the
+        // first flag of a message coming (a line the sender has just
+        // written: as cheap as it gets) or record not published.
         let (mut latest, mut fibers) = (0, 0);
-        for slot in self.pool.slots.iter() {
+        for (i, slot) in self.pool.slots.iter().enumerate() {
+            if i != self.index && slot.shared.get().is_some_and(|s| s.has_news()) {
+                return Look::NotAll;
+            }
             let Some(seen) = slot.quiet.read() else {
                 return Look::NotAll;
             };
