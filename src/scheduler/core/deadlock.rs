@@ -131,9 +131,22 @@ impl Core {
     #[cold]
     #[inline(never)]
     fn warn_deadlock(&self, waited: std::time::Duration) {
+        if !self.deadlock_heard() {
+            return; // no dump walked or named
+        }
         self.shared.watch.publish_idle();
         self.emit_deadlock(waited);
         self.publish_root_running();
+    }
+
+    /// Whether a subscriber listens to the deadlock WARN: the dump it
+    /// carries is made only then (a subscriber's code, so through
+    /// [`Core::callback`]).
+    pub(super) fn deadlock_heard(&self) -> bool {
+        self.callback(
+            "event",
+            || tracing::enabled!(target: "fibra::deadlock", tracing::Level::WARN),
+        )
     }
 
     /// [`Core::warn_deadlock`]'s body: the dump, named, in the event.

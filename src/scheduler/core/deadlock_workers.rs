@@ -84,6 +84,9 @@ impl Core {
         waited: std::time::Duration,
         fibers: u64,
     ) {
+        if !self.deadlock_heard() {
+            return; // no dump asked of the others, walked or named
+        }
         self.shared.watch.publish_idle();
         let siblings = worker.siblings();
         let workers = siblings.len() + 1;
