@@ -187,6 +187,10 @@ pub(crate) enum Kind {
     Lazy(*mut ()),
     /// A `ready` wait: selecting it only says the operation may go ahead.
     Watch,
+    /// A wait on a channel without a lock (`array.rs`): selecting it says
+    /// its side may have changed, and the waiter tries again. One is woken
+    /// per change, watchers all.
+    Notify,
 }
 
 /// One waiting operation in a channel's line.
@@ -262,6 +266,11 @@ impl Waiters {
             .iter()
             .position(|e| std::ptr::eq(e.cx, cx) && e.oper == oper)?;
         self.remove(i)
+    }
+
+    /// Whether no operation waits in the line.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.entries.is_empty()
     }
 
     fn remove(&mut self, i: usize) -> Option<Entry> {

@@ -7,10 +7,13 @@ use std::cell::UnsafeCell;
 use std::io;
 use std::os::fd::RawFd;
 
+use std::sync::Arc;
+
+use crate::channel::array::{Claim, NoClaim};
 use crate::channel::chan::{Got, PromiseSlot, RecvSlot, SendGo};
-use crate::channel::context::Context;
+use crate::channel::context::{Context, Kind};
 use crate::channel::receiver::{Flavor, Receiver};
-use crate::channel::sender::Sender;
+use crate::channel::sender::{SendFlavor, Sender};
 use crate::fiber::JoinHandle;
 use crate::io::Interest;
 use crate::io::poll::{poll, pollfd, revents};
@@ -73,6 +76,8 @@ pub(crate) enum Token {
     Closed,
     /// A send: room is reserved for its message.
     Reserved,
+    /// A slot of a ring claimed for the send or the receive.
+    Claimed(Claim),
     /// A send on a channel of capacity 0, paired with a receiver: the slot
     /// (`Box<PromiseSlot<T>>`) with their promise.
     Promised(Erased),
@@ -97,8 +102,17 @@ pub(crate) trait SelectHandle {
     fn register(&self, oper: usize, cx: &Context) -> Result<Option<Erased>, ()>;
     /// Removes the registration (if still there).
     fn unregister(&self, oper: usize, cx: &Context);
-    /// The token of a registration the wait was chosen for.
-    fn accept(&self, slot: Option<Erased>) -> Token;
+    /// The token of a registration the wait was chosen for; `None` when
+    /// being chosen only said to try again (a ring) and the try failed.
+    fn accept(&self, slot: Option<Erased>) -> Option<Token>;
+    /// Gives up what the registration was chosen for, without completing
+    /// it (the select unwinds): back to the channel, or the turn to the
+    /// next waiter.
+    fn pass_on(&self, slot: Option<Erased>) {
+        if let Some(token) = self.accept(slot) {
+            self.abandon(token);
+        }
+    }
     /// Gives back what `token` holds: the operation will not be completed.
     fn abandon(&self, token: Token);
     /// When the operation becomes ready by itself (a timer).
@@ -121,11 +135,24 @@ pub(crate) trait SelectHandle {
 
 impl<T> SelectHandle for Sender<T> {
     fn identity(&self) -> *const u8 {
-        std::sync::Arc::as_ptr(&self.chan).cast()
+        match &self.flavor {
+            SendFlavor::Chan(chan) => Arc::as_ptr(chan).cast(),
+            SendFlavor::Array(ring) => Arc::as_ptr(ring).cast(),
+        }
     }
 
     fn try_op(&self, me: *const Context) -> Option<Token> {
-        match self.chan.select_send(me)? {
+        let chan = match &self.flavor {
+            SendFlavor::Array(ring) => {
+                return match ring.start_send() {
+                    Ok(claim) => Some(Token::Claimed(claim)),
+                    Err(NoClaim::NotReady) => None,
+                    Err(NoClaim::Disconnected) => Some(Token::Closed),
+                };
+            }
+            SendFlavor::Chan(chan) => chan,
+        };
+        match chan.select_send(me)? {
             Ok(SendGo::Reserved) => Some(Token::Reserved),
             Ok(SendGo::Promised(promise)) => {
                 let slot: PromiseSlot<T> = UnsafeCell::new(Some(promise));
@@ -136,14 +163,24 @@ impl<T> SelectHandle for Sender<T> {
     }
 
     fn register(&self, oper: usize, cx: &Context) -> Result<Option<Erased>, ()> {
+        let chan = match &self.flavor {
+            SendFlavor::Array(ring) => {
+                return if ring.register(false, oper, cx, Kind::Notify) {
+                    Ok(None)
+                } else {
+                    Err(())
+                };
+            }
+            SendFlavor::Chan(chan) => chan,
+        };
         // A rendezvous send gets a slot for the promise a receiver pairs it
         // by; a buffered one has room reserved for it, no slot.
-        let slot = (self.chan.capacity() == Some(0)).then(|| {
+        let slot = (chan.capacity() == Some(0)).then(|| {
             let slot: Box<PromiseSlot<T>> = Box::new(UnsafeCell::new(None));
             Erased::new(slot)
         });
         let ptr = slot.as_ref().map_or(std::ptr::null_mut(), Erased::ptr);
-        if self.chan.register_send(oper, cx, ptr) {
+        if chan.register_send(oper, cx, ptr) {
             Ok(slot)
         } else {
             Err(())
@@ -151,20 +188,42 @@ impl<T> SelectHandle for Sender<T> {
     }
 
     fn unregister(&self, oper: usize, cx: &Context) {
-        self.chan.unregister(false, oper, cx);
+        match &self.flavor {
+            SendFlavor::Chan(chan) => chan.unregister(false, oper, cx),
+            SendFlavor::Array(ring) => ring.unregister(false, oper, cx),
+        }
     }
 
-    fn accept(&self, slot: Option<Erased>) -> Token {
-        match slot {
-            Some(slot) => Token::Promised(slot),
-            None => Token::Reserved,
+    fn accept(&self, slot: Option<Erased>) -> Option<Token> {
+        match (&self.flavor, slot) {
+            // Told the ring has room: try for it (another may have been
+            // faster).
+            (SendFlavor::Array(_), _) => self.try_op(std::ptr::null()),
+            (SendFlavor::Chan(_), Some(slot)) => Some(Token::Promised(slot)),
+            (SendFlavor::Chan(_), None) => Some(Token::Reserved),
+        }
+    }
+
+    fn pass_on(&self, slot: Option<Erased>) {
+        match &self.flavor {
+            SendFlavor::Array(ring) => ring.pass_on(false),
+            SendFlavor::Chan(_) => {
+                if let Some(token) = self.accept(slot) {
+                    self.abandon(token);
+                }
+            }
         }
     }
 
     fn abandon(&self, token: Token) {
-        match token {
-            Token::Reserved => self.chan.release_reserved(),
-            Token::Promised(slot) => {
+        match (token, &self.flavor) {
+            (Token::Reserved, SendFlavor::Chan(chan)) => chan.release_reserved(),
+            (Token::Claimed(claim), SendFlavor::Array(ring)) => {
+                // SAFETY: the claim was made by this sender's ring
+                // (`try_op`) and not completed: the token held it.
+                unsafe { ring.write_hole(claim) };
+            }
+            (Token::Promised(slot), _) => {
                 // SAFETY: a promise slot of this sender's `T` (made above).
                 let slot = unsafe { slot.into_box::<PromiseSlot<T>>() };
                 if let Some(promise) = slot.into_inner() {
@@ -180,15 +239,21 @@ impl<T> SelectHandle for Sender<T> {
     }
 
     fn is_ready(&self) -> bool {
-        self.chan.is_ready(false)
+        match &self.flavor {
+            SendFlavor::Chan(chan) => chan.is_ready(false),
+            SendFlavor::Array(ring) => ring.send_ready(),
+        }
     }
 
     fn watch(&self, oper: usize, cx: &Context) -> bool {
-        self.chan.watch(false, oper, cx)
+        match &self.flavor {
+            SendFlavor::Chan(chan) => chan.watch(false, oper, cx),
+            SendFlavor::Array(ring) => ring.register(false, oper, cx, Kind::Watch),
+        }
     }
 
     fn unwatch(&self, oper: usize, cx: &Context) {
-        self.chan.unregister(false, oper, cx);
+        self.unregister(oper, cx);
     }
 }
 
@@ -201,9 +266,10 @@ fn message_token<T>(got: Got<T>) -> Token {
 impl<T> SelectHandle for Receiver<T> {
     fn identity(&self) -> *const u8 {
         match &self.flavor {
-            Flavor::Chan(chan) => std::sync::Arc::as_ptr(chan).cast(),
-            Flavor::At(at, _) => std::sync::Arc::as_ptr(at).cast(),
-            Flavor::Tick(tick, _) => std::sync::Arc::as_ptr(tick).cast(),
+            Flavor::Chan(chan) => Arc::as_ptr(chan).cast(),
+            Flavor::Array(ring) => Arc::as_ptr(ring).cast(),
+            Flavor::At(at, _) => Arc::as_ptr(at).cast(),
+            Flavor::Tick(tick, _) => Arc::as_ptr(tick).cast(),
             Flavor::Never => std::ptr::null(),
         }
     }
@@ -214,6 +280,16 @@ impl<T> SelectHandle for Receiver<T> {
                 Ok(m) => Some(message_token(m)),
                 Err(()) => Some(Token::Closed),
             },
+            Flavor::Array(ring) => {
+                if let Some(m) = ring.take_returned() {
+                    return Some(message_token(Got::Message(m)));
+                }
+                match ring.start_recv(true) {
+                    Ok(claim) => Some(Token::Claimed(claim)),
+                    Err(NoClaim::NotReady) => None,
+                    Err(NoClaim::Disconnected) => Some(Token::Closed),
+                }
+            }
             _ => self.try_recv().ok().map(|m| message_token(Got::Message(m))),
         }
     }
@@ -229,6 +305,13 @@ impl<T> SelectHandle for Receiver<T> {
                     Err(())
                 }
             }
+            Flavor::Array(ring) => {
+                if ring.register(true, oper, cx, Kind::Notify) {
+                    Ok(None)
+                } else {
+                    Err(())
+                }
+            }
             // Timers wake the select by its deadline; `never` never does.
             _ if self.is_ready() => Err(()),
             _ => Ok(None),
@@ -236,29 +319,63 @@ impl<T> SelectHandle for Receiver<T> {
     }
 
     fn unregister(&self, oper: usize, cx: &Context) {
-        if let Flavor::Chan(chan) = &self.flavor {
-            chan.unregister(true, oper, cx);
+        match &self.flavor {
+            Flavor::Chan(chan) => chan.unregister(true, oper, cx),
+            Flavor::Array(ring) => ring.unregister(true, oper, cx),
+            _ => {}
         }
     }
 
-    fn accept(&self, slot: Option<Erased>) -> Token {
-        Token::Message(slot.expect("a chosen receive has its slot"))
+    fn accept(&self, slot: Option<Erased>) -> Option<Token> {
+        match &self.flavor {
+            // Told the ring has a message: try for it.
+            Flavor::Array(_) => self.try_op(std::ptr::null()),
+            _ => Some(Token::Message(slot.expect("a chosen receive has its slot"))),
+        }
+    }
+
+    fn pass_on(&self, slot: Option<Erased>) {
+        match &self.flavor {
+            Flavor::Array(ring) => ring.pass_on(true),
+            _ => {
+                if let Some(token) = self.accept(slot) {
+                    self.abandon(token);
+                }
+            }
+        }
     }
 
     fn abandon(&self, token: Token) {
-        if let Token::Message(slot) = token {
-            // SAFETY: a receive's slot of this receiver's `T`.
-            let slot = unsafe { slot.into_box::<RecvSlot<T>>() };
-            if let Some(got) = slot.into_inner() {
-                match &self.flavor {
-                    Flavor::Chan(chan) => got.give_back(chan),
-                    Flavor::At(at, _) => {
-                        drop(got);
-                        at.undeliver();
-                    }
-                    _ => {}
+        match token {
+            Token::Claimed(claim) => {
+                if let Flavor::Array(ring) = &self.flavor {
+                    // SAFETY: the claim was made by this receiver's ring
+                    // (`try_op`) and not completed: the token held it.
+                    let message = unsafe { ring.read(claim) };
+                    // Every receiver gone: the message goes down.
+                    let _ = ring.give_back(message);
                 }
             }
+            Token::Message(slot) => {
+                // SAFETY: a receive's slot of this receiver's `T`.
+                let slot = unsafe { slot.into_box::<RecvSlot<T>>() };
+                if let Some(got) = slot.into_inner() {
+                    match &self.flavor {
+                        Flavor::Chan(chan) => got.give_back(chan),
+                        Flavor::Array(ring) => {
+                            if let Got::Message(m) = got {
+                                let _ = ring.give_back(m);
+                            }
+                        }
+                        Flavor::At(at, _) => {
+                            drop(got);
+                            at.undeliver();
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            _ => {}
         }
     }
 
@@ -273,6 +390,7 @@ impl<T> SelectHandle for Receiver<T> {
     fn is_ready(&self) -> bool {
         match &self.flavor {
             Flavor::Chan(chan) => chan.is_ready(true),
+            Flavor::Array(ring) => ring.recv_ready(),
             Flavor::Never => false,
             _ => !self.is_empty(),
         }
@@ -281,6 +399,7 @@ impl<T> SelectHandle for Receiver<T> {
     fn watch(&self, oper: usize, cx: &Context) -> bool {
         match &self.flavor {
             Flavor::Chan(chan) => chan.watch(true, oper, cx),
+            Flavor::Array(ring) => ring.register(true, oper, cx, Kind::Watch),
             _ => !self.is_ready(),
         }
     }
@@ -312,8 +431,8 @@ impl<T> SelectHandle for JoinHandle<T> {
 
     fn unregister(&self, _oper: usize, _cx: &Context) {}
 
-    fn accept(&self, _slot: Option<Erased>) -> Token {
-        Token::Finished
+    fn accept(&self, _slot: Option<Erased>) -> Option<Token> {
+        Some(Token::Finished)
     }
 
     fn abandon(&self, _token: Token) {}
@@ -372,7 +491,7 @@ impl SelectHandle for IoOp {
 
     fn unregister(&self, _oper: usize, _cx: &Context) {}
 
-    fn accept(&self, _slot: Option<Erased>) -> Token {
+    fn accept(&self, _slot: Option<Erased>) -> Option<Token> {
         unreachable!("an fd is never chosen by a notifier")
     }
 

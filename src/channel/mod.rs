@@ -67,10 +67,13 @@
 //! });
 //! ```
 
+mod array;
+mod backoff;
 mod chan;
 mod context;
 mod err;
 mod handles;
+mod line;
 mod receiver;
 mod select;
 mod select_macro;
@@ -92,6 +95,7 @@ pub use sender::Sender;
 
 use crate::timer::clock;
 use receiver::Flavor;
+use sender::SendFlavor;
 
 /// A channel without a bound: sends never wait.
 ///
@@ -128,10 +132,28 @@ pub fn bounded<T>(cap: usize) -> (Sender<T>, Receiver<T>) {
     make(Some(cap))
 }
 
+/// A ring without a lock for a buffered channel whose slots fit
+/// (`array.rs`); the locked channel for `bounded(0)`, `unbounded()` and
+/// capacities too large to allocate up front.
 fn make<T>(cap: Option<usize>) -> (Sender<T>, Receiver<T>) {
+    if let Some(cap) = cap
+        && array::Array::<T>::fits(cap)
+    {
+        let ring = Arc::new(array::Array::new(cap));
+        return (
+            Sender {
+                flavor: SendFlavor::Array(ring.clone()),
+            },
+            Receiver {
+                flavor: Flavor::Array(ring),
+            },
+        );
+    }
     let chan = Arc::new(chan::Chan::new(cap));
     (
-        Sender { chan: chan.clone() },
+        Sender {
+            flavor: SendFlavor::Chan(chan.clone()),
+        },
         Receiver {
             flavor: Flavor::Chan(chan),
         },

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use crate::channel::array::Array;
 use crate::channel::chan::{Chan, Got};
 use crate::channel::err::{RecvError, RecvTimeoutError, TryRecvError};
 use crate::channel::timers::{At, Tick, sleep_until};
@@ -52,6 +53,8 @@ pub struct Receiver<T> {
 
 pub(crate) enum Flavor<T> {
     Chan(Arc<Chan<T>>),
+    /// A buffered channel's ring (see `channel::make`).
+    Array(Arc<Array<T>>),
     /// `after` and `at`: `T` is `Instant`, made by the function.
     At(Arc<At>, fn(Instant) -> T),
     /// `tick`: likewise.
@@ -94,6 +97,7 @@ impl<T> Receiver<T> {
     pub fn try_recv(&self) -> Result<T, TryRecvError> {
         match &self.flavor {
             Flavor::Chan(chan) => chan.try_recv(),
+            Flavor::Array(ring) => ring.try_recv(),
             Flavor::At(at, make) => at.try_recv().map(|ns| make(clock::ns_instant(ns))),
             Flavor::Tick(tick, make) => tick.try_recv().map(|ns| make(clock::ns_instant(ns))),
             Flavor::Never => Err(TryRecvError::Empty),
@@ -140,6 +144,7 @@ impl<T> Receiver<T> {
     fn recv_until(&self, deadline: Option<u64>) -> Result<T, RecvTimeoutError> {
         match &self.flavor {
             Flavor::Chan(chan) => chan.recv(deadline),
+            Flavor::Array(ring) => ring.recv(deadline),
             Flavor::At(at, make) => at.recv(deadline).map(|ns| make(clock::ns_instant(ns))),
             Flavor::Tick(tick, make) => tick.recv(deadline).map(|ns| make(clock::ns_instant(ns))),
             Flavor::Never => {
@@ -159,6 +164,7 @@ impl<T> Receiver<T> {
     pub fn is_full(&self) -> bool {
         match &self.flavor {
             Flavor::Chan(chan) => chan.is_full(),
+            Flavor::Array(ring) => ring.is_full(),
             Flavor::At(at, _) => at.len() == 1,
             Flavor::Tick(tick, _) => tick.len() == 1,
             Flavor::Never => true,
@@ -169,6 +175,7 @@ impl<T> Receiver<T> {
     pub fn len(&self) -> usize {
         match &self.flavor {
             Flavor::Chan(chan) => chan.len(),
+            Flavor::Array(ring) => ring.len(),
             Flavor::At(at, _) => at.len(),
             Flavor::Tick(tick, _) => tick.len(),
             Flavor::Never => 0,
@@ -180,6 +187,7 @@ impl<T> Receiver<T> {
     pub fn capacity(&self) -> Option<usize> {
         match &self.flavor {
             Flavor::Chan(chan) => chan.capacity(),
+            Flavor::Array(ring) => ring.capacity(),
             Flavor::At(..) | Flavor::Tick(..) => Some(1),
             Flavor::Never => Some(0),
         }
@@ -200,6 +208,7 @@ impl<T> Receiver<T> {
     pub fn same_channel(&self, other: &Receiver<T>) -> bool {
         match (&self.flavor, &other.flavor) {
             (Flavor::Chan(a), Flavor::Chan(b)) => Arc::ptr_eq(a, b),
+            (Flavor::Array(a), Flavor::Array(b)) => Arc::ptr_eq(a, b),
             (Flavor::At(a, _), Flavor::At(b, _)) => Arc::ptr_eq(a, b),
             (Flavor::Tick(a, _), Flavor::Tick(b, _)) => Arc::ptr_eq(a, b),
             (Flavor::Never, Flavor::Never) => true,
@@ -215,6 +224,10 @@ impl<T> Clone for Receiver<T> {
                 chan.receivers.fetch_add(1, Ordering::Relaxed);
                 Flavor::Chan(chan.clone())
             }
+            Flavor::Array(ring) => {
+                ring.receivers.fetch_add(1, Ordering::Relaxed);
+                Flavor::Array(ring.clone())
+            }
             Flavor::At(at, make) => Flavor::At(at.clone(), *make),
             Flavor::Tick(tick, make) => Flavor::Tick(tick.clone(), *make),
             Flavor::Never => Flavor::Never,
@@ -225,10 +238,14 @@ impl<T> Clone for Receiver<T> {
 
 impl<T> Drop for Receiver<T> {
     fn drop(&mut self) {
-        if let Flavor::Chan(chan) = &self.flavor
-            && chan.receivers.fetch_sub(1, Ordering::AcqRel) == 1
-        {
-            chan.disconnect(true);
+        match &self.flavor {
+            Flavor::Chan(chan) if chan.receivers.fetch_sub(1, Ordering::AcqRel) == 1 => {
+                chan.disconnect(true);
+            }
+            Flavor::Array(ring) if ring.receivers.fetch_sub(1, Ordering::AcqRel) == 1 => {
+                ring.disconnect(true);
+            }
+            _ => {}
         }
     }
 }

@@ -370,8 +370,7 @@ impl<'a> Select<'a> {
                 let on_unwind = OnUnwind::new(&cx, |selected| {
                     unregister(&mut slots);
                     if let Selected::Operation(i) = selected {
-                        let handle = ops[i].handle.get();
-                        handle.abandon(handle.accept(slots[i].take()));
+                        ops[i].handle.get().pass_on(slots[i].take());
                     }
                 });
                 let selected = parking.wait(&cx, self.earliest(deadline), &"select");
@@ -379,11 +378,13 @@ impl<'a> Select<'a> {
                 selected
             };
             unregister(&mut slots);
-            if let Selected::Operation(i) = selected {
-                let token = self.ops[i].handle.get().accept(slots[i].take());
+            if let Selected::Operation(i) = selected
+                && let Some(token) = self.ops[i].handle.get().accept(slots[i].take())
+            {
                 return Some(self.selected(i, token));
             }
-            // Disconnected, a deadline, or woken to look again: try again.
+            // Disconnected, a deadline, woken to look again, or chosen to
+            // try again and beaten to it: try again.
         }
     }
 

@@ -10,7 +10,8 @@ use crate::channel::err::{RecvError, SendError};
 use crate::channel::handles::{SelectHandle, Token};
 use crate::channel::receiver::Receiver;
 use crate::channel::select::Handle;
-use crate::channel::sender::Sender;
+use crate::channel::receiver::Flavor;
+use crate::channel::sender::{SendFlavor, Sender};
 use crate::fiber::{JoinError, JoinHandle};
 use crate::io::Interest;
 
@@ -68,14 +69,30 @@ impl<'a> SelectedOperation<'a> {
             "passed a sender that wasn't selected",
         );
         match self.token.take().expect("not completed yet") {
-            Token::Reserved => s.chan.send_reserved(msg).map_err(SendError),
+            Token::Reserved => match &s.flavor {
+                SendFlavor::Chan(chan) => chan.send_reserved(msg).map_err(SendError),
+                SendFlavor::Array(_) => unreachable!("a ring reserves by claiming"),
+            },
+            Token::Claimed(claim) => {
+                let SendFlavor::Array(ring) = &s.flavor else {
+                    unreachable!("only rings claim")
+                };
+                // SAFETY: the claim was made for a send by `s`'s ring (the
+                // identity check above: the same `Arc`) and is completed
+                // once: the token is taken.
+                unsafe { ring.write(claim, msg) };
+                Ok(())
+            }
             Token::Promised(slot) => {
                 // SAFETY: the slot was made for a send on `s`'s channel (the
                 // identity check above: the same `Arc`, so the same `T`), a
                 // `PromiseSlot<T>`.
                 let slot = unsafe { slot.into_box::<PromiseSlot<T>>() };
                 let promise = slot.into_inner().expect("a paired send's promise");
-                promise.keep(&s.chan, msg).map_err(SendError)
+                let SendFlavor::Chan(chan) = &s.flavor else {
+                    unreachable!("only the locked channel pairs")
+                };
+                promise.keep(chan, msg).map_err(SendError)
             }
             Token::Closed => Err(SendError(msg)),
             other => {
@@ -102,6 +119,15 @@ impl<'a> SelectedOperation<'a> {
             "passed a receiver that wasn't selected",
         );
         match self.token.take().expect("not completed yet") {
+            Token::Claimed(claim) => {
+                let Flavor::Array(ring) = &r.flavor else {
+                    unreachable!("only rings claim")
+                };
+                // SAFETY: the claim was made for a receive by `r`'s ring
+                // (the identity check above: the same `Arc`) and is
+                // completed once: the token is taken.
+                Ok(unsafe { ring.read(claim) })
+            }
             Token::Message(slot) => {
                 // SAFETY: the slot was made for a receive on `r`'s channel
                 // (the identity check above: the same `Arc`, so the same

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use crate::channel::array::Array;
 use crate::channel::chan::Chan;
 use crate::channel::err::{SendError, SendTimeoutError, TrySendError};
 use crate::timer::clock;
@@ -34,7 +35,25 @@ use crate::timer::clock;
 /// });
 /// ```
 pub struct Sender<T> {
-    pub(crate) chan: Arc<Chan<T>>,
+    pub(crate) flavor: SendFlavor<T>,
+}
+
+/// The channel a sender feeds: the ring of a buffered channel, or the
+/// locked one (see `channel::make`).
+pub(crate) enum SendFlavor<T> {
+    Chan(Arc<Chan<T>>),
+    Array(Arc<Array<T>>),
+}
+
+/// `$body` with `$c` bound to the sender's channel, whichever it is (both
+/// have the methods a sender calls, by the same names).
+macro_rules! on_chan {
+    ($flavor:expr, $c:ident => $body:expr) => {
+        match $flavor {
+            SendFlavor::Chan($c) => $body,
+            SendFlavor::Array($c) => $body,
+        }
+    };
 }
 
 impl<T> Sender<T> {
@@ -54,7 +73,7 @@ impl<T> Sender<T> {
     /// assert_eq!(s.try_send(3), Err(fibra::channel::TrySendError::Disconnected(3)));
     /// ```
     pub fn try_send(&self, msg: T) -> Result<(), TrySendError<T>> {
-        self.chan.try_send(msg)
+        on_chan!(&self.flavor, c => c.try_send(msg))
     }
 
     /// Sends, waiting for room if the channel is full (for a channel of
@@ -64,9 +83,7 @@ impl<T> Sender<T> {
     ///
     /// When every receiver is gone, with the message.
     pub fn send(&self, msg: T) -> Result<(), SendError<T>> {
-        self.chan
-            .send(msg, None)
-            .map_err(|e| SendError(e.into_inner()))
+        on_chan!(&self.flavor, c => c.send(msg, None)).map_err(|e| SendError(e.into_inner()))
     }
 
     /// [`send`](Sender::send), waiting at most `timeout`.
@@ -75,7 +92,8 @@ impl<T> Sender<T> {
     ///
     /// `Timeout` or `Disconnected`, with the message.
     pub fn send_timeout(&self, msg: T, timeout: Duration) -> Result<(), SendTimeoutError<T>> {
-        self.chan.send(msg, Some(clock::after_ns(timeout)))
+        let deadline = Some(clock::after_ns(timeout));
+        on_chan!(&self.flavor, c => c.send(msg, deadline))
     }
 
     /// [`send`](Sender::send), waiting at most until `deadline`.
@@ -84,49 +102,60 @@ impl<T> Sender<T> {
     ///
     /// `Timeout` or `Disconnected`, with the message.
     pub fn send_deadline(&self, msg: T, deadline: Instant) -> Result<(), SendTimeoutError<T>> {
-        self.chan.send(msg, Some(clock::instant_ns(deadline)))
+        let deadline = Some(clock::instant_ns(deadline));
+        on_chan!(&self.flavor, c => c.send(msg, deadline))
     }
 
     /// Whether the channel holds no message.
     pub fn is_empty(&self) -> bool {
-        self.chan.len() == 0
+        self.len() == 0
     }
 
     /// Whether the channel has no room (always, for capacity 0).
     pub fn is_full(&self) -> bool {
-        self.chan.is_full()
+        on_chan!(&self.flavor, c => c.is_full())
     }
 
     /// The messages in the channel.
     pub fn len(&self) -> usize {
-        self.chan.len()
+        on_chan!(&self.flavor, c => c.len())
     }
 
     /// The capacity; `None` for an unbounded channel.
     pub fn capacity(&self) -> Option<usize> {
-        self.chan.capacity()
+        on_chan!(&self.flavor, c => c.capacity())
     }
 
     /// Whether both senders belong to one channel.
     pub fn same_channel(&self, other: &Sender<T>) -> bool {
-        Arc::ptr_eq(&self.chan, &other.chan)
+        crate::channel::handles::SelectHandle::identity(self)
+            == crate::channel::handles::SelectHandle::identity(other)
     }
 }
 
 impl<T> Clone for Sender<T> {
     fn clone(&self) -> Sender<T> {
-        self.chan.senders.fetch_add(1, Ordering::Relaxed);
-        Sender {
-            chan: self.chan.clone(),
-        }
+        let flavor = match &self.flavor {
+            SendFlavor::Chan(c) => {
+                c.senders.fetch_add(1, Ordering::Relaxed);
+                SendFlavor::Chan(c.clone())
+            }
+            SendFlavor::Array(c) => {
+                c.senders.fetch_add(1, Ordering::Relaxed);
+                SendFlavor::Array(c.clone())
+            }
+        };
+        Sender { flavor }
     }
 }
 
 impl<T> Drop for Sender<T> {
     fn drop(&mut self) {
-        if self.chan.senders.fetch_sub(1, Ordering::AcqRel) == 1 {
-            self.chan.disconnect(false);
-        }
+        on_chan!(&self.flavor, c => {
+            if c.senders.fetch_sub(1, Ordering::AcqRel) == 1 {
+                c.disconnect(false);
+            }
+        })
     }
 }
 

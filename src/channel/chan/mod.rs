@@ -195,7 +195,7 @@ impl<T> Chan<T> {
         let giver = inner.senders.take_first(me, |e| match e.kind() {
             Kind::Packet(_) => e.cx().claim(),
             Kind::Lazy(_) => rendezvous && e.cx().claim(),
-            Kind::Watch => false,
+            Kind::Watch | Kind::Notify => false,
         });
         match giver {
             Some(entry) => {
@@ -214,7 +214,7 @@ impl<T> Chan<T> {
                         unsafe { put(slot, promise.clone()) };
                         Got::Promised(promise)
                     }
-                    Kind::Watch => unreachable!("watchers are not taken"),
+                    Kind::Watch | Kind::Notify => unreachable!("only packets are taken"),
                 };
                 entry.cx().finish(Selected::Operation(entry.oper()));
                 wake.push(entry.into_unparker());
@@ -233,7 +233,7 @@ impl<T> Chan<T> {
         let admitted = inner.senders.take_first(me, |e| match e.kind() {
             Kind::Packet(_) => e.cx().claim(),
             Kind::Lazy(_) => e.cx().try_select(Selected::Operation(e.oper())),
-            Kind::Watch => false,
+            Kind::Watch | Kind::Notify => false,
         });
         if let Some(entry) = admitted {
             match entry.kind() {
@@ -322,37 +322,11 @@ impl<T> Chan<T> {
 /// Drops the messages in order; one whose `drop` panics ends it there, and
 /// the rest leak (dropping them while unwinding would abort the process on
 /// a second panic), as crossbeam does.
-fn drop_one_by_one<T>(queue: VecDeque<T>) {
+pub(crate) fn drop_one_by_one<T>(queue: VecDeque<T>) {
     let mut queue = std::mem::ManuallyDrop::new(queue);
     while let Some(message) = queue.pop_front() {
         drop(message);
     }
     // Empty now: only its buffer is freed.
     drop(std::mem::ManuallyDrop::into_inner(queue));
-}
-
-/// A thread's short wait before it parks: spins that double, then yields
-/// of the thread; `snooze` says whether to try once more.
-#[derive(Default)]
-struct Backoff {
-    step: u32,
-}
-
-impl Backoff {
-    const SPIN_STEPS: u32 = 6;
-    const YIELD_STEPS: u32 = 10;
-
-    fn snooze(&mut self) -> bool {
-        if self.step <= Self::SPIN_STEPS {
-            for _ in 0..1u32 << self.step {
-                std::hint::spin_loop();
-            }
-        } else if self.step <= Self::YIELD_STEPS {
-            std::thread::yield_now();
-        } else {
-            return false;
-        }
-        self.step += 1;
-        true
-    }
 }

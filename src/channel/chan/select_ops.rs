@@ -79,7 +79,7 @@ impl<T> Chan<T> {
             || inner.senders.any(me, |k| match k {
                 Kind::Packet(_) => true,
                 Kind::Lazy(_) => rendezvous,
-                Kind::Watch => false,
+                Kind::Watch | Kind::Notify => false,
             })
     }
 

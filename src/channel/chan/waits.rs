@@ -5,7 +5,8 @@
 use std::cell::UnsafeCell;
 use std::sync::MutexGuard;
 
-use super::{Backoff, Chan, Inner, RecvSlot, Slot};
+use super::{Chan, Inner, RecvSlot, Slot};
+use crate::channel::backoff::Backoff;
 use crate::channel::context::{Context, Kind, OnUnwind, Selected, wait};
 use crate::channel::err::{RecvTimeoutError, SendTimeoutError, TryRecvError, TrySendError};
 use crate::sync::waiters::Wakeups;

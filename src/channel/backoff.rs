@@ -1,0 +1,69 @@
+//! Short waits without a waiter list: a thread's spin before it parks
+//! ([`Backoff`]), and the wait for another party's few instructions between
+//! claiming a slot and filling it ([`Pause`]).
+
+use std::time::Duration;
+
+use crate::scheduler::context;
+
+/// A thread's short wait before it parks: spins that double, then yields
+/// of the thread; `snooze` says whether to try once more.
+#[derive(Default)]
+pub(crate) struct Backoff {
+    step: u32,
+}
+
+impl Backoff {
+    const SPIN_STEPS: u32 = 6;
+    const YIELD_STEPS: u32 = 10;
+
+    pub(crate) fn snooze(&mut self) -> bool {
+        if self.step <= Self::SPIN_STEPS {
+            for _ in 0..1u32 << self.step {
+                std::hint::spin_loop();
+            }
+        } else if self.step <= Self::YIELD_STEPS {
+            std::thread::yield_now();
+        } else {
+            return false;
+        }
+        self.step += 1;
+        true
+    }
+}
+
+/// A wait for another party that is between two steps it always takes
+/// (a sender that claimed a slot and is writing it, a receiver reading
+/// one): spins first; then, in a fiber, yields to the fibers of its thread
+/// (the other party may be one of them: a `select`'s send whose message is
+/// being made), or yields the thread; and after long, sleeps in short
+/// slices, so a party that takes its time (a message made by code that
+/// waits) costs no busy core.
+#[derive(Default)]
+pub(crate) struct Pause {
+    step: u32,
+}
+
+impl Pause {
+    const SPIN_STEPS: u32 = 6;
+    const YIELD_STEPS: u32 = 200;
+
+    pub(crate) fn pause(&mut self) {
+        if self.step < Self::SPIN_STEPS {
+            for _ in 0..1u32 << self.step {
+                std::hint::spin_loop();
+            }
+        } else if context::current().is_some() {
+            if self.step < Self::YIELD_STEPS {
+                crate::yield_now();
+            } else {
+                crate::sleep(Duration::from_micros(100));
+            }
+        } else if self.step < Self::YIELD_STEPS {
+            std::thread::yield_now();
+        } else {
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        self.step = self.step.saturating_add(1);
+    }
+}

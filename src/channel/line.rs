@@ -1,0 +1,89 @@
+//! [`Line`]: the waiters of one side of a channel without a lock (see
+//! `array.rs`), behind a lock of their own and a flag that says whether
+//! anyone waits, so that a send or receive that finds nobody waiting on
+//! the other side reads one word and takes no lock.
+//!
+//! The flag and the channel's positions are read and written in one total
+//! order (`SeqCst`): a waiter raises the flag (registering) and then looks
+//! at the positions once more before it parks; a notifier moves a position
+//! and then reads the flag. Either the waiter sees the move and does not
+//! park, or the notifier sees the flag and wakes it.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard};
+
+use crate::channel::context::{Context, Kind, Selected, Waiters};
+use crate::sync::waiters::Wakeups;
+
+pub(crate) struct Line {
+    waiters: Mutex<Waiters>,
+    /// No one waits (the list is empty): a notifier need not lock.
+    empty: AtomicBool,
+}
+
+impl Line {
+    pub(crate) fn new() -> Line {
+        Line {
+            waiters: Mutex::new(Waiters::default()),
+            empty: AtomicBool::new(true),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Waiters> {
+        // No user code runs under this lock: a poisoned one is consistent.
+        self.waiters.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Registers operation `oper` of the wait `cx` (a `Notify` or a
+    /// `Watch`). The caller then looks at the channel once more before it
+    /// parks (see the module docs).
+    pub(crate) fn register(&self, cx: &Context, oper: usize, kind: Kind) {
+        let mut waiters = self.lock();
+        waiters.register(cx, oper, kind);
+        self.empty.store(false, Ordering::SeqCst);
+    }
+
+    /// Removes the entry of `oper` of `cx`, if still there.
+    pub(crate) fn unregister(&self, cx: &Context, oper: usize) {
+        let mut waiters = self.lock();
+        waiters.unregister(cx, oper);
+        self.empty.store(waiters.is_empty(), Ordering::SeqCst);
+    }
+
+    /// Tells the line that its side may go ahead: wakes the first waiting
+    /// operation (it tries again) and every watcher. Call after the move
+    /// that made the side ready.
+    #[inline]
+    pub(crate) fn notify(&self) {
+        if !self.empty.load(Ordering::SeqCst) {
+            self.notify_waiting();
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn notify_waiting(&self) {
+        let mut wake = Wakeups::default();
+        let mut waiters = self.lock();
+        let first = waiters.take_first(std::ptr::null(), |e| {
+            e.kind() == Kind::Notify && e.cx().try_select(Selected::Operation(e.oper()))
+        });
+        if let Some(entry) = first {
+            wake.push(entry.into_unparker());
+        }
+        waiters.wake_watchers(&mut wake);
+        self.empty.store(waiters.is_empty(), Ordering::SeqCst);
+        drop(waiters);
+        wake.wake();
+    }
+
+    /// Selects every wait as disconnected, and empties the line.
+    pub(crate) fn disconnect(&self) {
+        let mut wake = Wakeups::default();
+        let mut waiters = self.lock();
+        waiters.disconnect(&mut wake);
+        self.empty.store(true, Ordering::SeqCst);
+        drop(waiters);
+        wake.wake();
+    }
+}
