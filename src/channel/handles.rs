@@ -144,7 +144,7 @@ impl<T> SelectHandle for Sender<T> {
     fn try_op(&self, me: *const Context) -> Option<Token> {
         let chan = match &self.flavor {
             SendFlavor::Array(ring) => {
-                return match ring.start_send() {
+                return match ring.start_send(true) {
                     Ok(claim) => Some(Token::Claimed(claim)),
                     Err(NoClaim::NotReady) => None,
                     Err(NoClaim::Disconnected) => Some(Token::Closed),

@@ -12,7 +12,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
-use crate::channel::context::{Context, Kind, Selected, Waiters};
+use crate::channel::context::{Context, Entry, Kind, Selected, Waiters};
 use crate::sync::waiters::Wakeups;
 
 pub(crate) struct Line {
@@ -65,8 +65,11 @@ impl Line {
     fn notify_waiting(&self) {
         let mut wake = Wakeups::default();
         let mut waiters = self.lock();
+        // A packet's waiter woken this way finds its packet untouched and
+        // tries again, as a `Notify` does.
         let first = waiters.take_first(std::ptr::null(), |e| {
-            e.kind() == Kind::Notify && e.cx().try_select(Selected::Operation(e.oper()))
+            matches!(e.kind(), Kind::Notify | Kind::Packet(_))
+                && e.cx().try_select(Selected::Operation(e.oper()))
         });
         if let Some(entry) = first {
             wake.push(entry.into_unparker());
@@ -75,6 +78,46 @@ impl Line {
         self.empty.store(waiters.is_empty(), Ordering::SeqCst);
         drop(waiters);
         wake.wake();
+    }
+
+    /// Whether anyone may wait (a hint: read without the lock).
+    #[inline]
+    pub(crate) fn maybe_waiting(&self) -> bool {
+        !self.empty.load(Ordering::SeqCst)
+    }
+
+    /// The first waiting operation with a packet (a blocking send or
+    /// receive, not a `select`'s), claimed for a hand-over, if `now` says
+    /// yes under the line's lock. The caller writes or takes the packet,
+    /// then `finish`es the entry's context and wakes it.
+    pub(crate) fn claim_packet(&self, now: impl FnOnce() -> bool) -> Option<Entry> {
+        let mut waiters = self.lock();
+        if !now() {
+            return None;
+        }
+        let entry = waiters.take_first(std::ptr::null(), |e| {
+            matches!(e.kind(), Kind::Packet(_)) && e.cx().claim()
+        })?;
+        self.empty.store(waiters.is_empty(), Ordering::SeqCst);
+        Some(entry)
+    }
+
+    /// The first waiting operation, taken out of the line: a packet's
+    /// claimed (for a hand-over, to be `finish`ed), a `Notify` selected
+    /// (woken by the caller, it tries again). Every watcher is woken.
+    pub(crate) fn take_first(&self) -> Option<Entry> {
+        let mut wake = Wakeups::default();
+        let mut waiters = self.lock();
+        let first = waiters.take_first(std::ptr::null(), |e| match e.kind() {
+            Kind::Packet(_) => e.cx().claim(),
+            Kind::Notify => e.cx().try_select(Selected::Operation(e.oper())),
+            _ => false,
+        });
+        waiters.wake_watchers(&mut wake);
+        self.empty.store(waiters.is_empty(), Ordering::SeqCst);
+        drop(waiters);
+        wake.wake();
+        first
     }
 
     /// Selects every wait as disconnected, and empties the line.

@@ -170,8 +170,11 @@ impl<T> Array<T> {
         }
     }
 
-    /// Claims the slot at the tail for a send.
-    pub(crate) fn start_send(&self) -> Result<Claim, NoClaim> {
+    /// Claims the slot at the tail for a send. `wait_for_readers`: a slot
+    /// a receive claimed and is still reading is waited for; otherwise it
+    /// ends the search as `NotReady` (a caller that must not wait: one
+    /// between `claim` and `finish` of a waiter's context).
+    pub(crate) fn start_send(&self, wait_for_readers: bool) -> Result<Claim, NoClaim> {
         let mut pause = Pause::default();
         let mut tail = self.tail.load(Ordering::Relaxed);
         loop {
@@ -206,8 +209,15 @@ impl<T> Array<T> {
                 if self.head.load(Ordering::Relaxed).wrapping_add(self.lap) == tail {
                     return Err(NoClaim::NotReady);
                 }
+                if !wait_for_readers {
+                    return Err(NoClaim::NotReady);
+                }
             }
-            pause.pause();
+            if wait_for_readers {
+                pause.pause();
+            } else {
+                std::hint::spin_loop();
+            }
             tail = self.tail.load(Ordering::Relaxed);
         }
     }
@@ -265,7 +275,7 @@ impl<T> Array<T> {
                         unsafe { *slot.hole.get() = false };
                         slot.stamp
                             .store(head.wrapping_add(self.lap), Ordering::Release);
-                        self.senders_line.notify();
+                        self.room_made();
                         head = next;
                         continue;
                     }
@@ -321,7 +331,7 @@ impl<T> Array<T> {
                 .stamp
                 .store(claim.pos.wrapping_add(self.lap), Ordering::Release)
         };
-        self.senders_line.notify();
+        self.room_made();
         message
     }
 
@@ -339,6 +349,9 @@ impl<T> Array<T> {
     /// Gives back a message a receive took and cannot use; `Err` with it
     /// when every receiver is gone.
     pub(crate) fn give_back(&self, message: T) -> Result<(), T> {
+        // Nothing is handed to a waiting receiver while `returned` holds a
+        // message (`is_drained`), so no one waits for this one: notified,
+        // a waiter tries again and finds it.
         if self.receivers.load(Ordering::Acquire) == 0 {
             return Err(message);
         }
@@ -349,6 +362,14 @@ impl<T> Array<T> {
         }
         self.receivers_line.notify();
         Ok(())
+    }
+
+    /// Whether the ring is empty and nothing was given back (a message
+    /// may be handed straight to a waiting receiver); false once
+    /// disconnected.
+    fn is_drained(&self) -> bool {
+        self.returned_len.load(Ordering::SeqCst) == 0
+            && self.tail.load(Ordering::SeqCst) == self.head.load(Ordering::SeqCst)
     }
 
     /// Whether a receive would find something (or the disconnection).

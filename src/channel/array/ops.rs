@@ -1,17 +1,66 @@
 //! The operations of a ring channel: tries, and sends and receives that
-//! wait (registered in their side's [`Line`](crate::channel::line::Line),
-//! woken to try again), and what a `select` registers.
+//! wait, and what a `select` registers.
+//!
+//! A blocking send or receive waits in its side's line with a packet, as
+//! Go's goroutines wait on a channel with a `sudog`: a sender that finds a
+//! receiver waiting on an empty ring hands its message straight over, and
+//! a receiver that makes room moves the first waiting sender's message into
+//! the ring. A waiter so served never runs again for that message: between
+//! fibers of one thread, a message costs no switch of its own. A `select`
+//! waits without a packet (`Notify`): it is woken to try again.
+
+use std::cell::UnsafeCell;
 
 use crate::channel::backoff::Backoff;
 use crate::channel::context::{Context, Kind, OnUnwind, Selected, wait};
 use crate::channel::err::{RecvTimeoutError, SendTimeoutError, TryRecvError, TrySendError};
+use crate::sync::waiters::Wakeups;
 use crate::timer::clock;
 
 use super::{Array, NoClaim};
 
+/// A waiter's packet: a sender's message until it is sent, or what a
+/// receiver is handed.
+type Packet<T> = UnsafeCell<Option<T>>;
+
+/// Writes `value` into the packet behind a claimed entry's pointer.
+///
+/// # Safety
+///
+/// `packet` is the `*mut Packet<T>` of an entry the caller claimed
+/// (`Context::claim`) and has not finished.
+unsafe fn put<T>(packet: *mut (), value: T) {
+    // SAFETY: the caller's contract: the waiter looks at its packet only
+    // after `finish`, and keeps it alive until then (context.rs).
+    unsafe { *packet.cast::<Option<T>>() = Some(value) };
+}
+
+/// Takes the value out of a claimed entry's packet.
+///
+/// # Safety
+///
+/// As for [`put`].
+unsafe fn take<T>(packet: *mut ()) -> Option<T> {
+    // SAFETY: as for `put`.
+    unsafe { (*packet.cast::<Option<T>>()).take() }
+}
+
 impl<T> Array<T> {
     pub(crate) fn try_send(&self, message: T) -> Result<(), TrySendError<T>> {
-        match self.start_send() {
+        let message = if self.receivers_line.maybe_waiting() {
+            match self.hand_over(message) {
+                Ok(()) => return Ok(()),
+                Err(m) => m,
+            }
+        } else {
+            message
+        };
+        self.push(message, true)
+    }
+
+    /// Sends into the ring (no hand-over).
+    fn push(&self, message: T, wait_for_readers: bool) -> Result<(), TrySendError<T>> {
+        match self.start_send(wait_for_readers) {
             Ok(claim) => {
                 // SAFETY: claimed just now from this ring, completed once.
                 unsafe { self.write(claim, message) };
@@ -20,6 +69,58 @@ impl<T> Array<T> {
             Err(NoClaim::NotReady) => Err(TrySendError::Full(message)),
             Err(NoClaim::Disconnected) => Err(TrySendError::Disconnected(message)),
         }
+    }
+
+    /// Hands `message` to the first receiver waiting with a packet, if the
+    /// ring is empty (a message in the ring goes first).
+    #[cold]
+    #[inline(never)]
+    fn hand_over(&self, message: T) -> Result<(), T> {
+        let Some(entry) = self.receivers_line.claim_packet(|| self.is_drained()) else {
+            return Err(message);
+        };
+        let Kind::Packet(packet) = entry.kind() else {
+            unreachable!("only packets are claimed")
+        };
+        // SAFETY: claimed just now, a waiting receiver's `Packet<T>`.
+        unsafe { put(packet, message) };
+        entry.cx().finish(Selected::Operation(entry.oper()));
+        let mut wake = Wakeups::default();
+        wake.push(entry.into_unparker());
+        wake.wake();
+        Ok(())
+    }
+
+    /// After a receive made room: the first waiting sender's message moves
+    /// into the ring (or a waiting `select` is told to try).
+    pub(super) fn room_made(&self) {
+        if self.senders_line.maybe_waiting() {
+            self.admit_sender();
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn admit_sender(&self) {
+        let Some(entry) = self.senders_line.take_first() else {
+            return;
+        };
+        if let Kind::Packet(packet) = entry.kind() {
+            // SAFETY: claimed by `take_first`, a waiting sender's
+            // `Packet<T>` holding its message.
+            let message = unsafe { take::<T>(packet) }.expect("a waiting sender's message");
+            // Not waiting for a reader here: the sender's context is
+            // claimed and must be finished without a park.
+            if let Err(e) = self.push(message, false) {
+                // Another sender was faster: it tries again itself.
+                // SAFETY: as above.
+                unsafe { put(packet, e.into_inner()) };
+            }
+            entry.cx().finish(Selected::Operation(entry.oper()));
+        }
+        let mut wake = Wakeups::default();
+        wake.push(entry.into_unparker());
+        wake.wake();
     }
 
     pub(crate) fn try_recv(&self) -> Result<T, TryRecvError> {
@@ -48,25 +149,52 @@ impl<T> Array<T> {
     #[inline(never)]
     fn send_waiting(&self, message: T, deadline: Option<u64>) -> Result<(), SendTimeoutError<T>> {
         let mut message = message;
-        let on_thread = crate::scheduler::context::current().is_none();
-        loop {
-            if on_thread {
-                // A thread spins a moment first (see `chan/waits.rs`).
-                let mut spin = Backoff::default();
-                while spin.snooze() {
-                    match self.try_send(message) {
-                        Ok(()) => return Ok(()),
-                        Err(TrySendError::Disconnected(m)) => {
-                            return Err(SendTimeoutError::Disconnected(m));
-                        }
-                        Err(TrySendError::Full(m)) => message = m,
+        if crate::scheduler::context::current().is_none() {
+            // A thread spins a moment first (see `chan/waits.rs`).
+            let mut spin = Backoff::default();
+            while spin.snooze() {
+                match self.try_send(message) {
+                    Ok(()) => return Ok(()),
+                    Err(TrySendError::Disconnected(m)) => {
+                        return Err(SendTimeoutError::Disconnected(m));
                     }
+                    Err(TrySendError::Full(m)) => message = m,
                 }
             }
+        }
+        loop {
             if deadline.is_some_and(|d| d <= clock::now_ns()) {
                 return Err(SendTimeoutError::Timeout(message));
             }
-            self.wait_turn(false, deadline);
+            let cx = Context::single();
+            let packet: Packet<T> = UnsafeCell::new(Some(message));
+            let line = &self.senders_line;
+            line.register(&cx, 0, Kind::Packet(packet.get().cast()));
+            if self.send_ready() {
+                line.unregister(&cx, 0);
+                cx.abort();
+            } else {
+                let on_unwind = OnUnwind::new(&cx, |selected| {
+                    line.unregister(&cx, 0);
+                    // Woken for room we will not use: the next sender's.
+                    // (Moved into the ring already: sent.)
+                    // SAFETY: the wait is over: no notifier touches the
+                    // packet any more.
+                    if selected != Selected::Aborted && unsafe { (*packet.get()).is_some() } {
+                        self.room_made();
+                    }
+                });
+                let selected = wait(&cx, deadline, &"channel send", false);
+                on_unwind.defuse();
+                if selected == Selected::Aborted {
+                    line.unregister(&cx, 0);
+                }
+            }
+            match packet.into_inner() {
+                // A receiver moved it into the ring.
+                None => return Ok(()),
+                Some(m) => message = m,
+            }
             match self.try_send(message) {
                 Ok(()) => return Ok(()),
                 Err(TrySendError::Disconnected(m)) => {
@@ -88,24 +216,53 @@ impl<T> Array<T> {
 
     #[inline(never)]
     fn recv_waiting(&self, deadline: Option<u64>) -> Result<T, RecvTimeoutError> {
-        let on_thread = crate::scheduler::context::current().is_none();
-        loop {
-            if on_thread {
-                let mut spin = Backoff::default();
-                while spin.snooze() {
-                    match self.try_recv() {
-                        Ok(m) => return Ok(m),
-                        Err(TryRecvError::Disconnected) => {
-                            return Err(RecvTimeoutError::Disconnected);
-                        }
-                        Err(TryRecvError::Empty) => {}
+        if crate::scheduler::context::current().is_none() {
+            let mut spin = Backoff::default();
+            while spin.snooze() {
+                match self.try_recv() {
+                    Ok(m) => return Ok(m),
+                    Err(TryRecvError::Disconnected) => {
+                        return Err(RecvTimeoutError::Disconnected);
                     }
+                    Err(TryRecvError::Empty) => {}
                 }
             }
+        }
+        loop {
             if deadline.is_some_and(|d| d <= clock::now_ns()) {
                 return Err(RecvTimeoutError::Timeout);
             }
-            self.wait_turn(true, deadline);
+            let cx = Context::single();
+            let packet: Packet<T> = UnsafeCell::new(None);
+            let line = &self.receivers_line;
+            line.register(&cx, 0, Kind::Packet(packet.get().cast()));
+            if self.recv_ready() {
+                line.unregister(&cx, 0);
+                cx.abort();
+            } else {
+                let on_unwind = OnUnwind::new(&cx, |selected| {
+                    line.unregister(&cx, 0);
+                    // SAFETY: the wait is over: no notifier touches the
+                    // packet any more.
+                    match unsafe { (*packet.get()).take() } {
+                        // Handed a message we cannot keep: back, ahead of
+                        // the ring (every receiver gone: it goes down).
+                        Some(m) => drop(self.give_back(m)),
+                        // Woken for a message we will not take: the next
+                        // receiver's turn.
+                        None if selected != Selected::Aborted => self.receivers_line.notify(),
+                        None => {}
+                    }
+                });
+                let selected = wait(&cx, deadline, &"channel receive", false);
+                on_unwind.defuse();
+                if selected == Selected::Aborted {
+                    line.unregister(&cx, 0);
+                }
+            }
+            if let Some(m) = packet.into_inner() {
+                return Ok(m);
+            }
             match self.try_recv() {
                 Ok(m) => return Ok(m),
                 Err(TryRecvError::Disconnected) => return Err(RecvTimeoutError::Disconnected),
@@ -114,38 +271,8 @@ impl<T> Array<T> {
         }
     }
 
-    /// Waits (until `deadline`) for the receive (`recv`) or send side to
-    /// be told it may go ahead; returns at once if it may now. The caller
-    /// tries again either way.
-    fn wait_turn(&self, recv: bool, deadline: Option<u64>) {
-        let (line, what) = if recv {
-            (&self.receivers_line, &"channel receive")
-        } else {
-            (&self.senders_line, &"channel send")
-        };
-        let cx = Context::single();
-        line.register(&cx, 0, Kind::Notify);
-        if self.side_ready(recv) {
-            line.unregister(&cx, 0);
-            return;
-        }
-        let on_unwind = OnUnwind::new(&cx, |selected| {
-            line.unregister(&cx, 0);
-            // Woken for a turn we will not take: the next waiter takes it.
-            if let Selected::Operation(_) = selected {
-                line.notify();
-            }
-        });
-        let selected = wait(&cx, deadline, what, false);
-        on_unwind.defuse();
-        match selected {
-            // Taken out of the line by the notifier, or by the disconnection.
-            Selected::Operation(_) | Selected::Disconnected => {}
-            _ => line.unregister(&cx, 0),
-        }
-    }
-
-    fn side_ready(&self, recv: bool) -> bool {
+    /// Whether a receive would find something (or the disconnection).
+    pub(crate) fn side_ready(&self, recv: bool) -> bool {
         if recv {
             self.recv_ready()
         } else {
@@ -184,7 +311,7 @@ impl<T> Array<T> {
         if recv {
             self.receivers_line.notify();
         } else {
-            self.senders_line.notify();
+            self.room_made();
         }
     }
 }
