@@ -80,6 +80,7 @@ mod select_macro;
 mod select_wait;
 mod selected;
 mod sender;
+mod small;
 mod timers;
 
 use std::sync::Arc;

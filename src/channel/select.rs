@@ -23,6 +23,7 @@ use crate::channel::receiver::Receiver;
 use crate::channel::select_wait::Parking;
 pub use crate::channel::selected::SelectedOperation;
 use crate::channel::sender::Sender;
+use crate::channel::small::Small;
 use crate::fiber::JoinHandle;
 use crate::io::Interest;
 use crate::timer::clock;
@@ -44,6 +45,7 @@ impl Handle<'_> {
     }
 }
 
+#[derive(Clone, Copy)]
 struct Op<'a> {
     handle: Handle<'a>,
     index: usize,
@@ -79,7 +81,7 @@ struct Op<'a> {
 /// # let _ = (i1, s1);
 /// ```
 pub struct Select<'a> {
-    ops: Vec<Op<'a>>,
+    ops: Small<Op<'a>, 4>,
     next_index: usize,
     biased: bool,
 }
@@ -96,7 +98,14 @@ impl<'a> Select<'a> {
     /// An empty select that chooses at random among ready operations.
     pub fn new() -> Select<'a> {
         Select {
-            ops: Vec::with_capacity(4),
+            ops: Small::new(Op {
+                handle: Handle::Io(IoOp {
+                    fd: -1,
+                    interest: Interest::READABLE,
+                }),
+                index: 0,
+                ptr: std::ptr::null(),
+            }),
             next_index: 0,
             biased: false,
         }
@@ -280,8 +289,9 @@ impl<'a> Select<'a> {
     }
 
     /// The order to try the operations in: as added, or shuffled.
-    fn order(&self) -> Vec<usize> {
-        let mut order: Vec<usize> = (0..self.ops.len()).collect();
+    fn order(&self) -> Small<usize, 8> {
+        let mut order = Small::new(0);
+        (0..self.ops.len()).for_each(|i| order.push(i));
         if !self.biased {
             for i in (1..order.len()).rev() {
                 order.swap(i, random_below(i + 1));
@@ -322,7 +332,7 @@ impl<'a> Select<'a> {
         let parking = self.parking();
         loop {
             let order = self.order();
-            for &i in &order {
+            for &i in order.iter() {
                 if let Some(token) = self.ops[i].handle.get().try_op(std::ptr::null()) {
                     return Some(self.selected(i, token));
                 }
@@ -332,7 +342,7 @@ impl<'a> Select<'a> {
                 // pass does: an operation found not ready early in the
                 // first pass may have become ready while a later one was
                 // emptied, though one of them was ready at every moment.
-                for &i in &order {
+                for &i in order.iter() {
                     if let Some(token) = self.ops[i].handle.get().try_op(std::ptr::null()) {
                         return Some(self.selected(i, token));
                     }
@@ -346,7 +356,7 @@ impl<'a> Select<'a> {
             let mut slots: Vec<Option<Erased>> = (0..self.ops.len()).map(|_| None).collect();
             let mut registered = 0;
             let mut ready = false;
-            for &i in &order {
+            for &i in order.iter() {
                 match self.ops[i].handle.get().register(i, &cx) {
                     Ok(slot) => {
                         slots[i] = slot;
@@ -393,7 +403,7 @@ impl<'a> Select<'a> {
         let parking = self.parking();
         loop {
             let order = self.order();
-            for &i in &order {
+            for &i in order.iter() {
                 if self.ops[i].handle.get().is_ready() {
                     return Some(self.ops[i].index);
                 }
@@ -445,15 +455,7 @@ impl Default for Select<'_> {
 impl Clone for Select<'_> {
     fn clone(&self) -> Self {
         Select {
-            ops: self
-                .ops
-                .iter()
-                .map(|op| Op {
-                    handle: op.handle,
-                    index: op.index,
-                    ptr: op.ptr,
-                })
-                .collect(),
+            ops: self.ops.clone(),
             next_index: self.next_index,
             biased: self.biased,
         }
