@@ -252,7 +252,7 @@ fn many_laps_through_small_rings_lose_nothing() {
         let consumers: Vec<_> = (0..2)
             .map(|_| {
                 let r = r.clone();
-                rt.spawn(move || r.iter().map(|m| 1u64 << (m % 61)).count())
+                rt.spawn(move || r.iter().count())
             })
             .collect();
         let on_thread = r.iter().count();

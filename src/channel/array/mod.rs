@@ -185,10 +185,12 @@ impl<T> Array<T> {
             let stamp = slot.stamp.load(Ordering::Acquire);
             if stamp == tail {
                 let next = self.next(tail);
-                match self
-                    .tail
-                    .compare_exchange_weak(tail, next, Ordering::SeqCst, Ordering::Relaxed)
-                {
+                match self.tail.compare_exchange_weak(
+                    tail,
+                    next,
+                    Ordering::SeqCst,
+                    Ordering::Relaxed,
+                ) {
                     Ok(_) => {
                         return Ok(Claim {
                             slot: std::ptr::from_ref(slot).cast(),
@@ -264,10 +266,12 @@ impl<T> Array<T> {
             let stamp = slot.stamp.load(Ordering::Acquire);
             if stamp == head + 1 {
                 let next = self.next(head);
-                match self
-                    .head
-                    .compare_exchange_weak(head, next, Ordering::SeqCst, Ordering::Relaxed)
-                {
+                match self.head.compare_exchange_weak(
+                    head,
+                    next,
+                    Ordering::SeqCst,
+                    Ordering::Relaxed,
+                ) {
                     // SAFETY: claimed: the slot is ours until we free it,
                     // and its stamp (acquire) published its hole flag.
                     Ok(_) if unsafe { *slot.hole.get() } => {

@@ -136,7 +136,11 @@ impl<T> Array<T> {
     }
 
     /// Sends, waiting for room until `deadline`.
-    pub(crate) fn send(&self, message: T, deadline: Option<u64>) -> Result<(), SendTimeoutError<T>> {
+    pub(crate) fn send(
+        &self,
+        message: T,
+        deadline: Option<u64>,
+    ) -> Result<(), SendTimeoutError<T>> {
         match self.try_send(message) {
             Ok(()) => Ok(()),
             Err(TrySendError::Disconnected(m)) => Err(SendTimeoutError::Disconnected(m)),
