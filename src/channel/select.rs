@@ -96,6 +96,7 @@ unsafe impl Sync for Select<'_> {}
 
 impl<'a> Select<'a> {
     /// An empty select that chooses at random among ready operations.
+    #[inline]
     pub fn new() -> Select<'a> {
         Select {
             ops: Small::new(Op {
@@ -120,6 +121,7 @@ impl<'a> Select<'a> {
         }
     }
 
+    #[inline]
     fn add(&mut self, handle: Handle<'a>, ptr: *const u8) -> usize {
         let index = self.next_index;
         self.next_index += 1;
@@ -289,13 +291,12 @@ impl<'a> Select<'a> {
     }
 
     /// The order to try the operations in: as added, or shuffled.
+    #[inline]
     fn order(&self) -> Small<usize, 8> {
         let mut order = Small::new(0);
         (0..self.ops.len()).for_each(|i| order.push(i));
-        if !self.biased {
-            for i in (1..order.len()).rev() {
-                order.swap(i, random_below(i + 1));
-            }
+        if !self.biased && order.len() > 1 {
+            shuffle(&mut order);
         }
         order
     }
@@ -329,7 +330,9 @@ impl<'a> Select<'a> {
     /// The select loop (see the module docs); `deadline` `Some(0)`: try
     /// only.
     fn run(&mut self, deadline: Option<u64>) -> Option<SelectedOperation<'a>> {
-        let parking = self.parking();
+        // Made at the first wait only: a select that finds an operation
+        // ready on its first try looks at nothing else.
+        let mut parking: Option<Parking> = None;
         loop {
             let order = self.order();
             for &i in order.iter() {
@@ -349,6 +352,7 @@ impl<'a> Select<'a> {
                 }
                 return None;
             }
+            let parking = &*parking.get_or_insert_with(|| self.parking());
             let cx = parking.context();
             // Registered in the same shuffled order: a notifier takes the
             // first entry in a channel's line, so two operations of one
@@ -400,7 +404,9 @@ impl<'a> Select<'a> {
 
     /// The readiness loop: as [`Select::run`], with watchers.
     fn ready_until(&mut self, deadline: Option<u64>) -> Option<usize> {
-        let parking = self.parking();
+        // Made at the first wait only: a select that finds an operation
+        // ready on its first try looks at nothing else.
+        let mut parking: Option<Parking> = None;
         loop {
             let order = self.order();
             for &i in order.iter() {
@@ -413,6 +419,7 @@ impl<'a> Select<'a> {
                 let ready = order.iter().find(|&&i| self.ops[i].handle.get().is_ready());
                 return ready.map(|&i| self.ops[i].index);
             }
+            let parking = &*parking.get_or_insert_with(|| self.parking());
             let cx = parking.context();
             let mut watched = 0;
             let mut ready = None;
@@ -470,7 +477,9 @@ impl fmt::Debug for Select<'_> {
 
 /// A number below `n`, from a per-thread xorshift generator: the order a
 /// select tries its operations in.
-fn random_below(n: usize) -> usize {
+/// Shuffles `order` (Fisher-Yates) with one read and one write of the
+/// thread's generator state.
+fn shuffle(order: &mut [usize]) {
     use std::cell::Cell;
     thread_local! {
         static STATE: Cell<u64> = const { Cell::new(0) };
@@ -482,10 +491,13 @@ fn random_below(n: usize) -> usize {
             // lives.
             x = (clock::now_ns() ^ std::ptr::from_ref(s) as u64) | 1;
         }
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
+        for i in (1..order.len()).rev() {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let j = ((x >> 32) as usize * (i + 1)) >> 32;
+            order.swap(i, j);
+        }
         s.set(x);
-        ((x >> 32) as usize * n) >> 32
     })
 }

@@ -13,6 +13,7 @@ pub(crate) struct Small<T: Copy, const N: usize> {
 impl<T: Copy, const N: usize> Small<T, N> {
     /// An empty list; `fill` stands in the unused inline places (never
     /// read as an item).
+    #[inline]
     pub(crate) fn new(fill: T) -> Small<T, N> {
         Small {
             len: 0,
@@ -21,6 +22,7 @@ impl<T: Copy, const N: usize> Small<T, N> {
         }
     }
 
+    #[inline]
     pub(crate) fn push(&mut self, item: T) {
         if self.len < N {
             self.inline[self.len] = item;
