@@ -266,3 +266,32 @@ fn many_laps_through_small_rings_lose_nothing() {
         assert_eq!(on_thread + in_fibers, 4 * EACH, "capacity {cap}");
     }
 }
+
+/// A large message waits for room and for a receiver on a fiber's stack
+/// (256 KiB) without overflowing it: the wait paths hold one copy. 32 KiB
+/// in an optimized build; 8 KiB in a debug one, whose frames keep every
+/// temporary.
+#[test]
+fn large_messages_wait_on_a_fibers_stack() {
+    const SIZE: usize = if cfg!(debug_assertions) { 8 } else { 32 } * 1024;
+    struct Big([u8; SIZE]);
+    fibra::run(|| {
+        let (s, r) = bounded::<Big>(1);
+        let receiver = fibra::spawn(move || {
+            let mut sum = 0u64;
+            for _ in 0..3 {
+                fibra::sleep(2 * MS); // the sender waits for room
+                sum += u64::from(r.recv().unwrap().0[7]);
+            }
+            // and here the receiver waits for a message
+            sum += u64::from(r.recv().unwrap().0[7]);
+            sum
+        });
+        for i in 0..3u8 {
+            s.send(Big([i; SIZE])).unwrap();
+        }
+        fibra::sleep(10 * MS);
+        s.send(Big([10; SIZE])).unwrap();
+        assert_eq!(receiver.join().unwrap(), 13);
+    });
+}

@@ -5,6 +5,9 @@
 use std::time::Duration;
 
 use crate::scheduler::context;
+use crate::scheduler::park::park_current;
+use crate::scheduler::wait_on::WaitOn;
+use crate::timer::clock;
 
 /// A thread's short wait before it parks: spins that double, then yields
 /// of the thread; `snooze` says whether to try once more.
@@ -39,6 +42,9 @@ impl Backoff {
 /// being made), or yields the thread; and after long, sleeps in short
 /// slices, so a party that takes its time (a message made by code that
 /// waits) costs no busy core.
+/// The sleep of a long [`Pause`].
+const SLICE: Duration = Duration::from_micros(100);
+
 #[derive(Default)]
 pub(crate) struct Pause {
     step: u32,
@@ -55,14 +61,16 @@ impl Pause {
             }
         } else if context::current().is_some() {
             if self.step < Self::YIELD_STEPS {
-                crate::yield_now();
+                crate::fiber::yield_now();
             } else {
-                crate::sleep(Duration::from_micros(100));
+                // A short timed park nobody ends early.
+                let until = clock::now_ns() + SLICE.as_nanos() as u64;
+                park_current(Some(until), WaitOn::Sync(&"channel slot being filled"));
             }
         } else if self.step < Self::YIELD_STEPS {
             std::thread::yield_now();
         } else {
-            std::thread::sleep(Duration::from_micros(100));
+            std::thread::sleep(SLICE);
         }
         self.step = self.step.saturating_add(1);
     }

@@ -35,60 +35,55 @@ unsafe fn put<T>(packet: *mut (), value: T) {
     unsafe { *packet.cast::<Option<T>>() = Some(value) };
 }
 
-/// Takes the value out of a claimed entry's packet.
-///
-/// # Safety
-///
-/// As for [`put`].
-unsafe fn take<T>(packet: *mut ()) -> Option<T> {
-    // SAFETY: as for `put`.
-    unsafe { (*packet.cast::<Option<T>>()).take() }
+/// The message a path holds (its absence is a bug of this file).
+fn unwrap<T>(slot: Option<T>) -> T {
+    slot.expect("the message is in its slot")
 }
 
 impl<T> Array<T> {
-    pub(crate) fn try_send(&self, message: T) -> Result<(), TrySendError<T>> {
-        let message = if self.receivers_line.maybe_waiting() {
-            match self.hand_over(message) {
-                Ok(()) => return Ok(()),
-                Err(m) => m,
-            }
-        } else {
-            message
-        };
-        self.push(message, true)
-    }
+    // The paths below keep one copy of a message at a time, in a slot
+    // they pass by reference (`&mut Option<T>`, a waiter's packet): a
+    // message may be large and a fiber's stack is small.
 
-    /// Sends into the ring (no hand-over).
-    fn push(&self, message: T, wait_for_readers: bool) -> Result<(), TrySendError<T>> {
-        match self.start_send(wait_for_readers) {
-            Ok(claim) => {
-                // SAFETY: claimed just now from this ring, completed once.
-                unsafe { self.write(claim, message) };
-                Ok(())
-            }
-            Err(NoClaim::NotReady) => Err(TrySendError::Full(message)),
-            Err(NoClaim::Disconnected) => Err(TrySendError::Disconnected(message)),
+    pub(crate) fn try_send(&self, message: T) -> Result<(), TrySendError<T>> {
+        let mut slot = Some(message);
+        match self.offer(&mut slot, true) {
+            Ok(()) => Ok(()),
+            Err(NoClaim::NotReady) => Err(TrySendError::Full(unwrap(slot))),
+            Err(NoClaim::Disconnected) => Err(TrySendError::Disconnected(unwrap(slot))),
         }
     }
 
-    /// Hands `message` to the first receiver waiting with a packet, if the
-    /// ring is empty (a message in the ring goes first).
+    /// Sends the message in `slot`, taking it: to a receiver waiting on an
+    /// empty ring, or into the ring. Left in `slot` when it cannot.
+    fn offer(&self, slot: &mut Option<T>, wait_for_readers: bool) -> Result<(), NoClaim> {
+        if self.receivers_line.maybe_waiting() && self.hand_over(slot) {
+            return Ok(());
+        }
+        let claim = self.start_send(wait_for_readers)?;
+        // SAFETY: claimed just now from this ring, completed once.
+        unsafe { self.write(claim, unwrap(slot.take())) };
+        Ok(())
+    }
+
+    /// Hands the message in `slot` to the first receiver waiting with a
+    /// packet, if the ring is empty (a message in the ring goes first).
     #[cold]
     #[inline(never)]
-    fn hand_over(&self, message: T) -> Result<(), T> {
+    fn hand_over(&self, slot: &mut Option<T>) -> bool {
         let Some(entry) = self.receivers_line.claim_packet(|| self.is_drained()) else {
-            return Err(message);
+            return false;
         };
         let Kind::Packet(packet) = entry.kind() else {
             unreachable!("only packets are claimed")
         };
         // SAFETY: claimed just now, a waiting receiver's `Packet<T>`.
-        unsafe { put(packet, message) };
+        unsafe { put(packet, unwrap(slot.take())) };
         entry.cx().finish(Selected::Operation(entry.oper()));
         let mut wake = Wakeups::default();
         wake.push(entry.into_unparker());
         wake.wake();
-        Ok(())
+        true
     }
 
     /// After a receive made room: the first waiting sender's message moves
@@ -106,16 +101,13 @@ impl<T> Array<T> {
             return;
         };
         if let Kind::Packet(packet) = entry.kind() {
-            // SAFETY: claimed by `take_first`, a waiting sender's
-            // `Packet<T>` holding its message.
-            let message = unsafe { take::<T>(packet) }.expect("a waiting sender's message");
+            // SAFETY: claimed by `take_first`: a waiting sender's
+            // `Packet<T>` holding its message, ours until `finish`.
+            let slot = unsafe { &mut *packet.cast::<Option<T>>() };
             // Not waiting for a reader here: the sender's context is
-            // claimed and must be finished without a park.
-            if let Err(e) = self.push(message, false) {
-                // Another sender was faster: it tries again itself.
-                // SAFETY: as above.
-                unsafe { put(packet, e.into_inner()) };
-            }
+            // claimed and must be finished without a park. Left in the
+            // packet when another sender was faster: it tries again.
+            let _ = self.offer(slot, false);
             entry.cx().finish(Selected::Operation(entry.oper()));
         }
         let mut wake = Wakeups::default();
@@ -123,13 +115,22 @@ impl<T> Array<T> {
         wake.wake();
     }
 
-    pub(crate) fn try_recv(&self) -> Result<T, TryRecvError> {
+    /// Receives into `out` without waiting.
+    fn take_into(&self, out: &mut Option<T>) -> Result<(), NoClaim> {
         if let Some(message) = self.take_returned() {
-            return Ok(message);
+            *out = Some(message);
+            return Ok(());
         }
-        match self.start_recv(true) {
-            // SAFETY: claimed just now from this ring, completed once.
-            Ok(claim) => Ok(unsafe { self.read(claim) }),
+        let claim = self.start_recv(true)?;
+        // SAFETY: claimed just now from this ring, completed once.
+        *out = Some(unsafe { self.read(claim) });
+        Ok(())
+    }
+
+    pub(crate) fn try_recv(&self) -> Result<T, TryRecvError> {
+        let mut out = None;
+        match self.take_into(&mut out) {
+            Ok(()) => Ok(unwrap(out)),
             Err(NoClaim::NotReady) => Err(TryRecvError::Empty),
             Err(NoClaim::Disconnected) => Err(TryRecvError::Disconnected),
         }
@@ -141,38 +142,47 @@ impl<T> Array<T> {
         message: T,
         deadline: Option<u64>,
     ) -> Result<(), SendTimeoutError<T>> {
-        match self.try_send(message) {
+        let packet: Packet<T> = UnsafeCell::new(Some(message));
+        // SAFETY: not registered anywhere yet: ours alone.
+        match self.offer(unsafe { &mut *packet.get() }, true) {
             Ok(()) => Ok(()),
-            Err(TrySendError::Disconnected(m)) => Err(SendTimeoutError::Disconnected(m)),
-            Err(TrySendError::Full(m)) => self.send_waiting(m, deadline),
+            Err(NoClaim::Disconnected) => {
+                Err(SendTimeoutError::Disconnected(unwrap(packet.into_inner())))
+            }
+            Err(NoClaim::NotReady) => self.send_waiting(&packet, deadline),
         }
     }
 
-    /// The rest of `send`, in a frame of its own (a large message is not
-    /// copied into the frame of a send that goes straight through).
+    /// The rest of `send`, in a frame of its own, its message in `packet`.
     #[inline(never)]
-    fn send_waiting(&self, message: T, deadline: Option<u64>) -> Result<(), SendTimeoutError<T>> {
-        let mut message = message;
+    fn send_waiting(
+        &self,
+        packet: &Packet<T>,
+        deadline: Option<u64>,
+    ) -> Result<(), SendTimeoutError<T>> {
+        // SAFETY (each use): `packet` is registered nowhere between waits,
+        // so no notifier touches it.
+        let take = || unwrap(unsafe { (*packet.get()).take() });
         if crate::scheduler::context::current().is_none() {
             // A thread spins a moment first (see `chan/waits.rs`).
             let mut spin = Backoff::default();
             while spin.snooze() {
-                match self.try_send(message) {
+                // SAFETY: as above.
+                match self.offer(unsafe { &mut *packet.get() }, true) {
                     Ok(()) => return Ok(()),
-                    Err(TrySendError::Disconnected(m)) => {
-                        return Err(SendTimeoutError::Disconnected(m));
+                    Err(NoClaim::Disconnected) => {
+                        return Err(SendTimeoutError::Disconnected(take()));
                     }
-                    Err(TrySendError::Full(m)) => message = m,
+                    Err(NoClaim::NotReady) => {}
                 }
             }
         }
+        let line = &self.senders_line;
         loop {
             if deadline.is_some_and(|d| d <= clock::now_ns()) {
-                return Err(SendTimeoutError::Timeout(message));
+                return Err(SendTimeoutError::Timeout(take()));
             }
             let cx = Context::single();
-            let packet: Packet<T> = UnsafeCell::new(Some(message));
-            let line = &self.senders_line;
             line.register(&cx, 0, Kind::Packet(packet.get().cast()));
             if self.send_ready() {
                 line.unregister(&cx, 0);
@@ -194,51 +204,56 @@ impl<T> Array<T> {
                     line.unregister(&cx, 0);
                 }
             }
-            match packet.into_inner() {
+            // SAFETY: as above (the wait is over, the entry gone).
+            let slot = unsafe { &mut *packet.get() };
+            if slot.is_none() {
                 // A receiver moved it into the ring.
-                None => return Ok(()),
-                Some(m) => message = m,
+                return Ok(());
             }
-            match self.try_send(message) {
+            match self.offer(slot, true) {
                 Ok(()) => return Ok(()),
-                Err(TrySendError::Disconnected(m)) => {
-                    return Err(SendTimeoutError::Disconnected(m));
-                }
-                Err(TrySendError::Full(m)) => message = m,
+                Err(NoClaim::Disconnected) => return Err(SendTimeoutError::Disconnected(take())),
+                Err(NoClaim::NotReady) => {}
             }
         }
     }
 
     /// Receives, waiting for a message until `deadline`.
     pub(crate) fn recv(&self, deadline: Option<u64>) -> Result<T, RecvTimeoutError> {
-        match self.try_recv() {
-            Ok(m) => Ok(m),
-            Err(TryRecvError::Disconnected) => Err(RecvTimeoutError::Disconnected),
-            Err(TryRecvError::Empty) => self.recv_waiting(deadline),
-        }
+        let packet: Packet<T> = UnsafeCell::new(None);
+        // SAFETY: not registered anywhere yet: ours alone.
+        let result = match self.take_into(unsafe { &mut *packet.get() }) {
+            Ok(()) => Ok(()),
+            Err(NoClaim::Disconnected) => Err(RecvTimeoutError::Disconnected),
+            Err(NoClaim::NotReady) => self.recv_waiting(&packet, deadline),
+        };
+        result.map(|()| unwrap(packet.into_inner()))
     }
 
+    /// The rest of `recv`: fills `packet`, or says why not.
     #[inline(never)]
-    fn recv_waiting(&self, deadline: Option<u64>) -> Result<T, RecvTimeoutError> {
+    fn recv_waiting(
+        &self,
+        packet: &Packet<T>,
+        deadline: Option<u64>,
+    ) -> Result<(), RecvTimeoutError> {
         if crate::scheduler::context::current().is_none() {
             let mut spin = Backoff::default();
             while spin.snooze() {
-                match self.try_recv() {
-                    Ok(m) => return Ok(m),
-                    Err(TryRecvError::Disconnected) => {
-                        return Err(RecvTimeoutError::Disconnected);
-                    }
-                    Err(TryRecvError::Empty) => {}
+                // SAFETY: registered nowhere: ours alone.
+                match self.take_into(unsafe { &mut *packet.get() }) {
+                    Ok(()) => return Ok(()),
+                    Err(NoClaim::Disconnected) => return Err(RecvTimeoutError::Disconnected),
+                    Err(NoClaim::NotReady) => {}
                 }
             }
         }
+        let line = &self.receivers_line;
         loop {
             if deadline.is_some_and(|d| d <= clock::now_ns()) {
                 return Err(RecvTimeoutError::Timeout);
             }
             let cx = Context::single();
-            let packet: Packet<T> = UnsafeCell::new(None);
-            let line = &self.receivers_line;
             line.register(&cx, 0, Kind::Packet(packet.get().cast()));
             if self.recv_ready() {
                 line.unregister(&cx, 0);
@@ -264,13 +279,15 @@ impl<T> Array<T> {
                     line.unregister(&cx, 0);
                 }
             }
-            if let Some(m) = packet.into_inner() {
-                return Ok(m);
+            // SAFETY: the wait is over and the entry gone: ours alone.
+            let slot = unsafe { &mut *packet.get() };
+            if slot.is_some() {
+                return Ok(());
             }
-            match self.try_recv() {
-                Ok(m) => return Ok(m),
-                Err(TryRecvError::Disconnected) => return Err(RecvTimeoutError::Disconnected),
-                Err(TryRecvError::Empty) => {}
+            match self.take_into(slot) {
+                Ok(()) => return Ok(()),
+                Err(NoClaim::Disconnected) => return Err(RecvTimeoutError::Disconnected),
+                Err(NoClaim::NotReady) => {}
             }
         }
     }
