@@ -160,9 +160,11 @@ impl<T> Array<T> {
         packet: &Packet<T>,
         deadline: Option<u64>,
     ) -> Result<(), SendTimeoutError<T>> {
-        // SAFETY (each use): `packet` is registered nowhere between waits,
-        // so no notifier touches it.
-        let take = || unwrap(unsafe { (*packet.get()).take() });
+        // Used only between waits, where `packet` is registered nowhere.
+        let take = || {
+            // SAFETY: no notifier touches an unregistered packet.
+            unwrap(unsafe { (*packet.get()).take() })
+        };
         if crate::scheduler::context::current().is_none() {
             // A thread spins a moment first (see `chan/waits.rs`).
             let mut spin = Backoff::default();
