@@ -9,7 +9,7 @@ use std::os::fd::RawFd;
 
 use std::sync::Arc;
 
-use crate::channel::array::{Claim, NoClaim};
+use crate::channel::queue::{Claim, NoClaim};
 use crate::channel::chan::{Got, PromiseSlot, RecvSlot, SendGo};
 use crate::channel::context::{Context, Kind};
 use crate::channel::receiver::{Flavor, Receiver};
@@ -137,20 +137,17 @@ impl<T> SelectHandle for Sender<T> {
     fn identity(&self) -> *const u8 {
         match &self.flavor {
             SendFlavor::Chan(chan) => Arc::as_ptr(chan).cast(),
-            SendFlavor::Array(ring) => Arc::as_ptr(ring).cast(),
+            queue => queue.queue().expect("a queue").identity(),
         }
     }
 
     fn try_op(&self, me: *const Context) -> Option<Token> {
-        let chan = match &self.flavor {
-            SendFlavor::Array(ring) => {
-                return match ring.start_send(true) {
-                    Ok(claim) => Some(Token::Claimed(claim)),
-                    Err(NoClaim::NotReady) => None,
-                    Err(NoClaim::Disconnected) => Some(Token::Closed),
-                };
-            }
-            SendFlavor::Chan(chan) => chan,
+        let SendFlavor::Chan(chan) = &self.flavor else {
+            return match self.flavor.queue()?.start_send() {
+                Ok(claim) => Some(Token::Claimed(claim)),
+                Err(NoClaim::NotReady) => None,
+                Err(NoClaim::Disconnected) => Some(Token::Closed),
+            };
         };
         match chan.select_send(me)? {
             Ok(SendGo::Reserved) => Some(Token::Reserved),
@@ -163,15 +160,13 @@ impl<T> SelectHandle for Sender<T> {
     }
 
     fn register(&self, oper: usize, cx: &Context) -> Result<Option<Erased>, ()> {
-        let chan = match &self.flavor {
-            SendFlavor::Array(ring) => {
-                return if ring.register(false, oper, cx, Kind::Notify) {
-                    Ok(None)
-                } else {
-                    Err(())
-                };
-            }
-            SendFlavor::Chan(chan) => chan,
+        let SendFlavor::Chan(chan) = &self.flavor else {
+            let queue = self.flavor.queue().expect("a queue");
+            return if queue.register(false, oper, cx, Kind::Notify) {
+                Ok(None)
+            } else {
+                Err(())
+            };
         };
         // A rendezvous send gets a slot for the promise a receiver pairs it
         // by; a buffered one has room reserved for it, no slot.
@@ -190,7 +185,7 @@ impl<T> SelectHandle for Sender<T> {
     fn unregister(&self, oper: usize, cx: &Context) {
         match &self.flavor {
             SendFlavor::Chan(chan) => chan.unregister(false, oper, cx),
-            SendFlavor::Array(ring) => ring.unregister(false, oper, cx),
+            queue => queue.queue().expect("a queue").unregister(false, oper, cx),
         }
     }
 
@@ -198,30 +193,31 @@ impl<T> SelectHandle for Sender<T> {
         match (&self.flavor, slot) {
             // Told the ring has room: try for it (another may have been
             // faster).
-            (SendFlavor::Array(_), _) => self.try_op(std::ptr::null()),
             (SendFlavor::Chan(_), Some(slot)) => Some(Token::Promised(slot)),
             (SendFlavor::Chan(_), None) => Some(Token::Reserved),
+            _ => self.try_op(std::ptr::null()),
         }
     }
 
     fn pass_on(&self, slot: Option<Erased>) {
         match &self.flavor {
-            SendFlavor::Array(ring) => ring.pass_on(false),
             SendFlavor::Chan(_) => {
                 if let Some(token) = self.accept(slot) {
                     self.abandon(token);
                 }
             }
+            queue => queue.queue().expect("a queue").pass_on(false),
         }
     }
 
     fn abandon(&self, token: Token) {
         match (token, &self.flavor) {
             (Token::Reserved, SendFlavor::Chan(chan)) => chan.release_reserved(),
-            (Token::Claimed(claim), SendFlavor::Array(ring)) => {
-                // SAFETY: the claim was made by this sender's ring
+            (Token::Claimed(claim), flavor) => {
+                let queue = flavor.queue().expect("only queues claim");
+                // SAFETY: the claim was made by this sender's queue
                 // (`try_op`) and not completed: the token held it.
-                unsafe { ring.write_hole(claim) };
+                unsafe { queue.write_hole(claim) };
             }
             (Token::Promised(slot), _) => {
                 // SAFETY: a promise slot of this sender's `T` (made above).
@@ -241,14 +237,17 @@ impl<T> SelectHandle for Sender<T> {
     fn is_ready(&self) -> bool {
         match &self.flavor {
             SendFlavor::Chan(chan) => chan.is_ready(false),
-            SendFlavor::Array(ring) => ring.send_ready(),
+            queue => queue.queue().expect("a queue").side_ready(false),
         }
     }
 
     fn watch(&self, oper: usize, cx: &Context) -> bool {
         match &self.flavor {
             SendFlavor::Chan(chan) => chan.watch(false, oper, cx),
-            SendFlavor::Array(ring) => ring.register(false, oper, cx, Kind::Watch),
+            queue => queue
+                .queue()
+                .expect("a queue")
+                .register(false, oper, cx, Kind::Watch),
         }
     }
 
@@ -267,7 +266,7 @@ impl<T> SelectHandle for Receiver<T> {
     fn identity(&self) -> *const u8 {
         match &self.flavor {
             Flavor::Chan(chan) => Arc::as_ptr(chan).cast(),
-            Flavor::Array(ring) => Arc::as_ptr(ring).cast(),
+            Flavor::Array(_) | Flavor::List(_) => self.flavor.queue().expect("a queue").identity(),
             Flavor::At(at, _) => Arc::as_ptr(at).cast(),
             Flavor::Tick(tick, _) => Arc::as_ptr(tick).cast(),
             Flavor::Never => std::ptr::null(),
@@ -280,11 +279,12 @@ impl<T> SelectHandle for Receiver<T> {
                 Ok(m) => Some(message_token(m)),
                 Err(()) => Some(Token::Closed),
             },
-            Flavor::Array(ring) => {
-                if let Some(m) = ring.take_returned() {
+            Flavor::Array(_) | Flavor::List(_) => {
+                let queue = self.flavor.queue().expect("a queue");
+                if let Some(m) = queue.take_returned() {
                     return Some(message_token(Got::Message(m)));
                 }
-                match ring.start_recv(true) {
+                match queue.start_recv() {
                     Ok(claim) => Some(Token::Claimed(claim)),
                     Err(NoClaim::NotReady) => None,
                     Err(NoClaim::Disconnected) => Some(Token::Closed),
@@ -305,8 +305,9 @@ impl<T> SelectHandle for Receiver<T> {
                     Err(())
                 }
             }
-            Flavor::Array(ring) => {
-                if ring.register(true, oper, cx, Kind::Notify) {
+            Flavor::Array(_) | Flavor::List(_) => {
+                let queue = self.flavor.queue().expect("a queue");
+                if queue.register(true, oper, cx, Kind::Notify) {
                     Ok(None)
                 } else {
                     Err(())
@@ -321,7 +322,10 @@ impl<T> SelectHandle for Receiver<T> {
     fn unregister(&self, oper: usize, cx: &Context) {
         match &self.flavor {
             Flavor::Chan(chan) => chan.unregister(true, oper, cx),
-            Flavor::Array(ring) => ring.unregister(true, oper, cx),
+            Flavor::Array(_) | Flavor::List(_) => {
+                let queue = self.flavor.queue().expect("a queue");
+                queue.unregister(true, oper, cx);
+            }
             _ => {}
         }
     }
@@ -329,14 +333,16 @@ impl<T> SelectHandle for Receiver<T> {
     fn accept(&self, slot: Option<Erased>) -> Option<Token> {
         match &self.flavor {
             // Told the ring has a message: try for it.
-            Flavor::Array(_) => self.try_op(std::ptr::null()),
+            Flavor::Array(_) | Flavor::List(_) => self.try_op(std::ptr::null()),
             _ => Some(Token::Message(slot.expect("a chosen receive has its slot"))),
         }
     }
 
     fn pass_on(&self, slot: Option<Erased>) {
         match &self.flavor {
-            Flavor::Array(ring) => ring.pass_on(true),
+            Flavor::Array(_) | Flavor::List(_) => {
+                self.flavor.queue().expect("a queue").pass_on(true);
+            }
             _ => {
                 if let Some(token) = self.accept(slot) {
                     self.abandon(token);
@@ -348,12 +354,12 @@ impl<T> SelectHandle for Receiver<T> {
     fn abandon(&self, token: Token) {
         match token {
             Token::Claimed(claim) => {
-                if let Flavor::Array(ring) = &self.flavor {
-                    // SAFETY: the claim was made by this receiver's ring
+                if let Some(queue) = self.flavor.queue() {
+                    // SAFETY: the claim was made by this receiver's queue
                     // (`try_op`) and not completed: the token held it.
-                    let message = unsafe { ring.read(claim) };
+                    let message = unsafe { queue.read(claim) };
                     // Every receiver gone: the message goes down.
-                    let _ = ring.give_back(message);
+                    let _ = queue.give_back(message);
                 }
             }
             Token::Message(slot) => {
@@ -362,9 +368,9 @@ impl<T> SelectHandle for Receiver<T> {
                 if let Some(got) = slot.into_inner() {
                     match &self.flavor {
                         Flavor::Chan(chan) => got.give_back(chan),
-                        Flavor::Array(ring) => {
-                            if let Got::Message(m) = got {
-                                let _ = ring.give_back(m);
+                        Flavor::Array(_) | Flavor::List(_) => {
+                            if let (Got::Message(m), Some(queue)) = (got, self.flavor.queue()) {
+                                let _ = queue.give_back(m);
                             }
                         }
                         Flavor::At(at, _) => {
@@ -390,7 +396,9 @@ impl<T> SelectHandle for Receiver<T> {
     fn is_ready(&self) -> bool {
         match &self.flavor {
             Flavor::Chan(chan) => chan.is_ready(true),
-            Flavor::Array(ring) => ring.recv_ready(),
+            Flavor::Array(_) | Flavor::List(_) => {
+                self.flavor.queue().expect("a queue").side_ready(true)
+            }
             Flavor::Never => false,
             _ => !self.is_empty(),
         }
@@ -399,7 +407,10 @@ impl<T> SelectHandle for Receiver<T> {
     fn watch(&self, oper: usize, cx: &Context) -> bool {
         match &self.flavor {
             Flavor::Chan(chan) => chan.watch(true, oper, cx),
-            Flavor::Array(ring) => ring.register(true, oper, cx, Kind::Watch),
+            Flavor::Array(_) | Flavor::List(_) => {
+                let queue = self.flavor.queue().expect("a queue");
+                queue.register(true, oper, cx, Kind::Watch)
+            }
             _ => !self.is_ready(),
         }
     }

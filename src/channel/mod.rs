@@ -79,7 +79,7 @@
 //! });
 //! ```
 
-mod array;
+mod queue;
 mod backoff;
 mod chan;
 mod context;
@@ -150,15 +150,26 @@ pub fn bounded<T>(cap: usize) -> (Sender<T>, Receiver<T>) {
 /// capacities too large to allocate up front.
 fn make<T>(cap: Option<usize>) -> (Sender<T>, Receiver<T>) {
     if let Some(cap) = cap
-        && array::Array::<T>::fits(cap)
+        && queue::Ring::<T>::fits(cap)
     {
-        let ring = Arc::new(array::Array::new(cap));
+        let ring = Arc::new(queue::Array::new(queue::Ring::new(cap)));
         return (
             Sender {
                 flavor: SendFlavor::Array(ring.clone()),
             },
             Receiver {
                 flavor: Flavor::Array(ring),
+            },
+        );
+    }
+    if cap.is_none() {
+        let list = Arc::new(queue::Chain::new(queue::List::new()));
+        return (
+            Sender {
+                flavor: SendFlavor::List(list.clone()),
+            },
+            Receiver {
+                flavor: Flavor::List(list),
             },
         );
     }

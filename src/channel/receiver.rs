@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use crate::channel::array::Array;
+use crate::channel::queue::{Array, Chain, Face};
 use crate::channel::chan::{Chan, Got};
 use crate::channel::err::{RecvError, RecvTimeoutError, TryRecvError};
 use crate::channel::timers::{At, Tick, sleep_until};
@@ -55,11 +55,24 @@ pub(crate) enum Flavor<T> {
     Chan(Arc<Chan<T>>),
     /// A buffered channel's ring (see `channel::make`).
     Array(Arc<Array<T>>),
+    /// An unbounded channel's list (see `channel::make`).
+    List(Arc<Chain<T>>),
     /// `after` and `at`: `T` is `Instant`, made by the function.
     At(Arc<At>, fn(Instant) -> T),
     /// `tick`: likewise.
     Tick(Arc<Tick>, fn(Instant) -> T),
     Never,
+}
+
+impl<T> Flavor<T> {
+    /// The lock-free channel behind the receiver, if it is one.
+    pub(crate) fn queue(&self) -> Option<&dyn Face<T>> {
+        match self {
+            Flavor::Array(q) => Some(&**q),
+            Flavor::List(q) => Some(&**q),
+            _ => None,
+        }
+    }
 }
 
 impl<T> Receiver<T> {
@@ -98,6 +111,7 @@ impl<T> Receiver<T> {
         match &self.flavor {
             Flavor::Chan(chan) => chan.try_recv(),
             Flavor::Array(ring) => ring.try_recv(),
+            Flavor::List(list) => list.try_recv(),
             Flavor::At(at, make) => at.try_recv().map(|ns| make(clock::ns_instant(ns))),
             Flavor::Tick(tick, make) => tick.try_recv().map(|ns| make(clock::ns_instant(ns))),
             Flavor::Never => Err(TryRecvError::Empty),
@@ -145,6 +159,7 @@ impl<T> Receiver<T> {
         match &self.flavor {
             Flavor::Chan(chan) => chan.recv(deadline),
             Flavor::Array(ring) => ring.recv(deadline),
+            Flavor::List(list) => list.recv(deadline),
             Flavor::At(at, make) => at.recv(deadline).map(|ns| make(clock::ns_instant(ns))),
             Flavor::Tick(tick, make) => tick.recv(deadline).map(|ns| make(clock::ns_instant(ns))),
             Flavor::Never => {
@@ -165,6 +180,7 @@ impl<T> Receiver<T> {
         match &self.flavor {
             Flavor::Chan(chan) => chan.is_full(),
             Flavor::Array(ring) => ring.is_full(),
+            Flavor::List(list) => list.is_full(),
             Flavor::At(at, _) => at.len() == 1,
             Flavor::Tick(tick, _) => tick.len() == 1,
             Flavor::Never => true,
@@ -176,6 +192,7 @@ impl<T> Receiver<T> {
         match &self.flavor {
             Flavor::Chan(chan) => chan.len(),
             Flavor::Array(ring) => ring.len(),
+            Flavor::List(list) => list.len(),
             Flavor::At(at, _) => at.len(),
             Flavor::Tick(tick, _) => tick.len(),
             Flavor::Never => 0,
@@ -188,6 +205,7 @@ impl<T> Receiver<T> {
         match &self.flavor {
             Flavor::Chan(chan) => chan.capacity(),
             Flavor::Array(ring) => ring.capacity(),
+            Flavor::List(list) => list.capacity(),
             Flavor::At(..) | Flavor::Tick(..) => Some(1),
             Flavor::Never => Some(0),
         }
@@ -209,6 +227,7 @@ impl<T> Receiver<T> {
         match (&self.flavor, &other.flavor) {
             (Flavor::Chan(a), Flavor::Chan(b)) => Arc::ptr_eq(a, b),
             (Flavor::Array(a), Flavor::Array(b)) => Arc::ptr_eq(a, b),
+            (Flavor::List(a), Flavor::List(b)) => Arc::ptr_eq(a, b),
             (Flavor::At(a, _), Flavor::At(b, _)) => Arc::ptr_eq(a, b),
             (Flavor::Tick(a, _), Flavor::Tick(b, _)) => Arc::ptr_eq(a, b),
             (Flavor::Never, Flavor::Never) => true,
@@ -228,6 +247,10 @@ impl<T> Clone for Receiver<T> {
                 ring.receivers.fetch_add(1, Ordering::Relaxed);
                 Flavor::Array(ring.clone())
             }
+            Flavor::List(list) => {
+                list.receivers.fetch_add(1, Ordering::Relaxed);
+                Flavor::List(list.clone())
+            }
             Flavor::At(at, make) => Flavor::At(at.clone(), *make),
             Flavor::Tick(tick, make) => Flavor::Tick(tick.clone(), *make),
             Flavor::Never => Flavor::Never,
@@ -244,6 +267,9 @@ impl<T> Drop for Receiver<T> {
             }
             Flavor::Array(ring) if ring.receivers.fetch_sub(1, Ordering::AcqRel) == 1 => {
                 ring.disconnect(true);
+            }
+            Flavor::List(list) if list.receivers.fetch_sub(1, Ordering::AcqRel) == 1 => {
+                list.disconnect(true);
             }
             _ => {}
         }

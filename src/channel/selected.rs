@@ -8,7 +8,6 @@ use std::marker::PhantomData;
 use crate::channel::chan::{PromiseSlot, RecvSlot};
 use crate::channel::err::{RecvError, SendError};
 use crate::channel::handles::{SelectHandle, Token};
-use crate::channel::receiver::Flavor;
 use crate::channel::receiver::Receiver;
 use crate::channel::select::Handle;
 use crate::channel::sender::{SendFlavor, Sender};
@@ -71,12 +70,10 @@ impl<'a> SelectedOperation<'a> {
         match self.token.take().expect("not completed yet") {
             Token::Reserved => match &s.flavor {
                 SendFlavor::Chan(chan) => chan.send_reserved(msg).map_err(SendError),
-                SendFlavor::Array(_) => unreachable!("a ring reserves by claiming"),
+                _ => unreachable!("a queue reserves by claiming"),
             },
             Token::Claimed(claim) => {
-                let SendFlavor::Array(ring) = &s.flavor else {
-                    unreachable!("only rings claim")
-                };
+                let ring = s.flavor.queue().expect("only queues claim");
                 // SAFETY: the claim was made for a send by `s`'s ring (the
                 // identity check above: the same `Arc`) and is completed
                 // once: the token is taken.
@@ -120,9 +117,7 @@ impl<'a> SelectedOperation<'a> {
         );
         match self.token.take().expect("not completed yet") {
             Token::Claimed(claim) => {
-                let Flavor::Array(ring) = &r.flavor else {
-                    unreachable!("only rings claim")
-                };
+                let ring = r.flavor.queue().expect("only queues claim");
                 // SAFETY: the claim was made for a receive by `r`'s ring
                 // (the identity check above: the same `Arc`) and is
                 // completed once: the token is taken.

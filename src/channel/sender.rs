@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use crate::channel::array::Array;
+use crate::channel::queue::{Array, Chain, Face};
 use crate::channel::chan::Chan;
 use crate::channel::err::{SendError, SendTimeoutError, TrySendError};
 use crate::timer::clock;
@@ -43,6 +43,18 @@ pub struct Sender<T> {
 pub(crate) enum SendFlavor<T> {
     Chan(Arc<Chan<T>>),
     Array(Arc<Array<T>>),
+    List(Arc<Chain<T>>),
+}
+
+impl<T> SendFlavor<T> {
+    /// The lock-free channel behind the sender, if it is one.
+    pub(crate) fn queue(&self) -> Option<&dyn Face<T>> {
+        match self {
+            SendFlavor::Array(q) => Some(&**q),
+            SendFlavor::List(q) => Some(&**q),
+            SendFlavor::Chan(_) => None,
+        }
+    }
 }
 
 /// `$body` with `$c` bound to the sender's channel, whichever it is (both
@@ -52,6 +64,7 @@ macro_rules! on_chan {
         match $flavor {
             SendFlavor::Chan($c) => $body,
             SendFlavor::Array($c) => $body,
+            SendFlavor::List($c) => $body,
         }
     };
 }
@@ -143,6 +156,10 @@ impl<T> Clone for Sender<T> {
             SendFlavor::Array(c) => {
                 c.senders.fetch_add(1, Ordering::Relaxed);
                 SendFlavor::Array(c.clone())
+            }
+            SendFlavor::List(c) => {
+                c.senders.fetch_add(1, Ordering::Relaxed);
+                SendFlavor::List(c.clone())
             }
         };
         Sender { flavor }

@@ -17,7 +17,7 @@ use crate::channel::err::{RecvTimeoutError, SendTimeoutError, TryRecvError, TryS
 use crate::sync::waiters::Wakeups;
 use crate::timer::clock;
 
-use super::{Array, NoClaim};
+use super::{NoClaim, Queue, Slots};
 
 /// A waiter's packet: a sender's message until it is sent, or what a
 /// receiver is handed.
@@ -40,12 +40,12 @@ fn unwrap<T>(slot: Option<T>) -> T {
     slot.expect("the message is in its slot")
 }
 
-impl<T> Array<T> {
+impl<S: Slots> Queue<S> {
     // The paths below keep one copy of a message at a time, in a slot
-    // they pass by reference (`&mut Option<T>`, a waiter's packet): a
+    // they pass by reference (`&mut Option<S::Message>`, a waiter's packet): a
     // message may be large and a fiber's stack is small.
 
-    pub(crate) fn try_send(&self, message: T) -> Result<(), TrySendError<T>> {
+    pub(crate) fn try_send(&self, message: S::Message) -> Result<(), TrySendError<S::Message>> {
         let mut slot = Some(message);
         match self.offer(&mut slot, true) {
             Ok(()) => Ok(()),
@@ -56,7 +56,7 @@ impl<T> Array<T> {
 
     /// Sends the message in `slot`, taking it: to a receiver waiting on an
     /// empty ring, or into the ring. Left in `slot` when it cannot.
-    fn offer(&self, slot: &mut Option<T>, wait_for_readers: bool) -> Result<(), NoClaim> {
+    fn offer(&self, slot: &mut Option<S::Message>, wait_for_readers: bool) -> Result<(), NoClaim> {
         if self.receivers_line.maybe_waiting() && self.hand_over(slot) {
             return Ok(());
         }
@@ -70,14 +70,14 @@ impl<T> Array<T> {
     /// packet, if the ring is empty (a message in the ring goes first).
     #[cold]
     #[inline(never)]
-    fn hand_over(&self, slot: &mut Option<T>) -> bool {
+    fn hand_over(&self, slot: &mut Option<S::Message>) -> bool {
         let Some(entry) = self.receivers_line.claim_packet(|| self.is_drained()) else {
             return false;
         };
         let Kind::Packet(packet) = entry.kind() else {
             unreachable!("only packets are claimed")
         };
-        // SAFETY: claimed just now, a waiting receiver's `Packet<T>`.
+        // SAFETY: claimed just now, a waiting receiver's `Packet<S::Message>`.
         unsafe { put(packet, unwrap(slot.take())) };
         entry.cx().finish(Selected::Operation(entry.oper()));
         let mut wake = Wakeups::default();
@@ -102,8 +102,8 @@ impl<T> Array<T> {
         };
         if let Kind::Packet(packet) = entry.kind() {
             // SAFETY: claimed by `take_first`: a waiting sender's
-            // `Packet<T>` holding its message, ours until `finish`.
-            let slot = unsafe { &mut *packet.cast::<Option<T>>() };
+            // `Packet<S::Message>` holding its message, ours until `finish`.
+            let slot = unsafe { &mut *packet.cast::<Option<S::Message>>() };
             // Not waiting for a reader here: the sender's context is
             // claimed and must be finished without a park. Left in the
             // packet when another sender was faster: it tries again.
@@ -116,7 +116,7 @@ impl<T> Array<T> {
     }
 
     /// Receives into `out` without waiting.
-    fn take_into(&self, out: &mut Option<T>) -> Result<(), NoClaim> {
+    fn take_into(&self, out: &mut Option<S::Message>) -> Result<(), NoClaim> {
         if let Some(message) = self.take_returned() {
             *out = Some(message);
             return Ok(());
@@ -127,7 +127,7 @@ impl<T> Array<T> {
         Ok(())
     }
 
-    pub(crate) fn try_recv(&self) -> Result<T, TryRecvError> {
+    pub(crate) fn try_recv(&self) -> Result<S::Message, TryRecvError> {
         let mut out = None;
         match self.take_into(&mut out) {
             Ok(()) => Ok(unwrap(out)),
@@ -139,10 +139,10 @@ impl<T> Array<T> {
     /// Sends, waiting for room until `deadline`.
     pub(crate) fn send(
         &self,
-        message: T,
+        message: S::Message,
         deadline: Option<u64>,
-    ) -> Result<(), SendTimeoutError<T>> {
-        let packet: Packet<T> = UnsafeCell::new(Some(message));
+    ) -> Result<(), SendTimeoutError<S::Message>> {
+        let packet: Packet<S::Message> = UnsafeCell::new(Some(message));
         // SAFETY: not registered anywhere yet: ours alone.
         match self.offer(unsafe { &mut *packet.get() }, true) {
             Ok(()) => Ok(()),
@@ -157,9 +157,9 @@ impl<T> Array<T> {
     #[inline(never)]
     fn send_waiting(
         &self,
-        packet: &Packet<T>,
+        packet: &Packet<S::Message>,
         deadline: Option<u64>,
-    ) -> Result<(), SendTimeoutError<T>> {
+    ) -> Result<(), SendTimeoutError<S::Message>> {
         // Used only between waits, where `packet` is registered nowhere.
         let take = || {
             // SAFETY: no notifier touches an unregistered packet.
@@ -221,8 +221,8 @@ impl<T> Array<T> {
     }
 
     /// Receives, waiting for a message until `deadline`.
-    pub(crate) fn recv(&self, deadline: Option<u64>) -> Result<T, RecvTimeoutError> {
-        let packet: Packet<T> = UnsafeCell::new(None);
+    pub(crate) fn recv(&self, deadline: Option<u64>) -> Result<S::Message, RecvTimeoutError> {
+        let packet: Packet<S::Message> = UnsafeCell::new(None);
         // SAFETY: not registered anywhere yet: ours alone.
         let result = match self.take_into(unsafe { &mut *packet.get() }) {
             Ok(()) => Ok(()),
@@ -236,7 +236,7 @@ impl<T> Array<T> {
     #[inline(never)]
     fn recv_waiting(
         &self,
-        packet: &Packet<T>,
+        packet: &Packet<S::Message>,
         deadline: Option<u64>,
     ) -> Result<(), RecvTimeoutError> {
         if crate::scheduler::context::current().is_none() {

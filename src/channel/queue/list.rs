@@ -1,0 +1,451 @@
+//! The storage behind `unbounded()`: a linked list of blocks of slots and
+//! no lock (as crossbeam-channel's `list` flavor).
+//!
+//! Positions count places: shifted left by one, the low bit free for a
+//! flag (in `tail`: disconnected; in `head`: the tail is in a later block,
+//! so a receive need not look at it). Each block holds `LAP - 1` slots;
+//! the last position of each lap is a marker that no message takes: the
+//! sender that claims a block's last slot installs the next block (made
+//! before its claim) and moves the tail past the marker; the receiver that
+//! claims it moves the head to the next block. A party that finds a
+//! position at a marker waits for that move, a few instructions.
+//!
+//! Each slot has a state: written (its message published), read, and
+//! "destroy": a block is freed by the reader of its last slot, which asks
+//! each earlier slot not yet read to free the block when it is (the last
+//! of those readers does). A hole is a slot written without a message.
+
+use std::alloc::{Layout, alloc_zeroed, dealloc, handle_alloc_error};
+use std::cell::UnsafeCell;
+use std::mem::MaybeUninit;
+use std::ptr;
+use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering, fence};
+
+use super::{Claim, NoClaim, Slots};
+use crate::channel::backoff::Pause;
+
+const SHIFT: usize = 1;
+/// In `tail`: disconnected.
+const MARK: usize = 1;
+/// In `head`: the tail is in a later block.
+const HAS_NEXT: usize = 1;
+const LAP: usize = 32;
+const BLOCK_CAP: usize = LAP - 1;
+
+const WRITE: usize = 1;
+const READ: usize = 2;
+const DESTROY: usize = 4;
+const HOLE: usize = 8;
+
+struct Slot<T> {
+    message: UnsafeCell<MaybeUninit<T>>,
+    state: AtomicUsize,
+}
+
+struct Block<T> {
+    next: AtomicPtr<Block<T>>,
+    slots: [Slot<T>; BLOCK_CAP],
+}
+
+impl<T> Block<T> {
+    /// A new block, straight on the heap (a block of large messages
+    /// would not fit a fiber's stack).
+    fn alloc() -> *mut Block<T> {
+        let layout = Layout::new::<Block<T>>();
+        // SAFETY: a block is never zero-sized (it holds an `AtomicPtr`).
+        let block = unsafe { alloc_zeroed(layout) }.cast::<Block<T>>();
+        if block.is_null() {
+            handle_alloc_error(layout);
+        }
+        // All zeroes is a valid block: a null `next`, states 0 (nothing
+        // written) and uninitialised messages.
+        block
+    }
+
+    /// # Safety
+    ///
+    /// `block` came from [`Block::alloc`] and nothing uses it any more.
+    unsafe fn free(block: *mut Block<T>) {
+        // SAFETY: the caller's contract; its messages were read or
+        // dropped already (a `MaybeUninit` drops nothing).
+        unsafe { dealloc(block.cast(), Layout::new::<Block<T>>()) };
+    }
+
+    /// The next block, waited for: its installer is between two stores.
+    fn wait_next(&self) -> *mut Block<T> {
+        loop {
+            let next = self.next.load(Ordering::Acquire);
+            if !next.is_null() {
+                return next;
+            }
+            std::hint::spin_loop();
+        }
+    }
+
+    /// Frees `block` once every slot from `start` on has been read: a
+    /// slot not read yet is asked to do it when it is.
+    ///
+    /// # Safety
+    ///
+    /// Called by the reader of the block's last slot (`start` 0), or by a
+    /// reader that found its slot asked to (`start` its index + 1).
+    unsafe fn destroy(block: *mut Block<T>, start: usize) {
+        for i in start..BLOCK_CAP - 1 {
+            // SAFETY: the block lives until this walk frees it or hands
+            // the freeing to a slot's reader.
+            let slot = unsafe { &(*block).slots[i] };
+            if slot.state.load(Ordering::Acquire) & READ == 0
+                && slot.state.fetch_or(DESTROY, Ordering::AcqRel) & READ == 0
+            {
+                // That slot's reader goes on from there.
+                return;
+            }
+        }
+        // SAFETY: every slot is read, and no one else is left to free it.
+        unsafe { Block::free(block) };
+    }
+}
+
+struct Position<T> {
+    index: AtomicUsize,
+    block: AtomicPtr<Block<T>>,
+}
+
+/// Keeps `head` and `tail` on cache lines of their own.
+#[repr(align(128))]
+struct Padded<T>(T);
+
+pub(crate) struct List<T> {
+    head: Padded<Position<T>>,
+    tail: Padded<Position<T>>,
+}
+
+// SAFETY: messages move between threads only through claims, which one
+// party holds at a time (the slot states order the hand-over): like a
+// `Mutex<T>`, `Send` and `Sync` for `T: Send`.
+unsafe impl<T: Send> Send for List<T> {}
+// SAFETY: as above.
+unsafe impl<T: Send> Sync for List<T> {}
+
+impl<T> List<T> {
+    pub(crate) fn new() -> List<T> {
+        let position = || Position {
+            index: AtomicUsize::new(0),
+            block: AtomicPtr::new(ptr::null_mut()),
+        };
+        List {
+            head: Padded(position()),
+            tail: Padded(position()),
+        }
+    }
+
+    /// Marks a slot read; the reader of the block's last slot, or one
+    /// asked to, frees the block.
+    ///
+    /// # Safety
+    ///
+    /// `block` holds the slot `offset`, claimed by the caller, whose
+    /// message is out (read, or a hole).
+    unsafe fn release(block: *mut Block<T>, offset: usize) {
+        if offset + 1 == BLOCK_CAP {
+            // SAFETY: the caller read the block's last slot.
+            unsafe { Block::destroy(block, 0) };
+        } else {
+            // SAFETY: the block lives until every slot is read (ours not
+            // yet: marked now).
+            let slot = unsafe { &(*block).slots[offset] };
+            if slot.state.fetch_or(READ, Ordering::AcqRel) & DESTROY != 0 {
+                // SAFETY: asked to go on freeing from the next slot.
+                unsafe { Block::destroy(block, offset + 1) };
+            }
+        }
+    }
+}
+
+impl<T> Slots for List<T> {
+    type Message = T;
+
+    fn start_send(&self, _wait_for_readers: bool) -> Result<Claim, NoClaim> {
+        let mut tail = self.tail.0.index.load(Ordering::Acquire);
+        let mut block = self.tail.0.block.load(Ordering::Acquire);
+        let mut next_block: *mut Block<T> = ptr::null_mut();
+        let result = loop {
+            if tail & MARK != 0 {
+                break Err(NoClaim::Disconnected);
+            }
+            let offset = (tail >> SHIFT) % LAP;
+            if offset == BLOCK_CAP {
+                // Another send is installing the next block: a few
+                // instructions, never a park (not waiting for a reader).
+                std::hint::spin_loop();
+                tail = self.tail.0.index.load(Ordering::Acquire);
+                block = self.tail.0.block.load(Ordering::Acquire);
+                continue;
+            }
+            if offset + 1 == BLOCK_CAP && next_block.is_null() {
+                next_block = Block::alloc();
+            }
+            if block.is_null() {
+                // The first message: install the first block.
+                let first = Block::<T>::alloc();
+                if self
+                    .tail
+                    .0
+                    .block
+                    .compare_exchange(block, first, Ordering::Release, Ordering::Relaxed)
+                    .is_ok()
+                {
+                    self.head.0.block.store(first, Ordering::Release);
+                    block = first;
+                } else {
+                    // SAFETY: never shared.
+                    unsafe { Block::free(first) };
+                    tail = self.tail.0.index.load(Ordering::Acquire);
+                    block = self.tail.0.block.load(Ordering::Acquire);
+                    continue;
+                }
+            }
+            let new_tail = tail + (1 << SHIFT);
+            match self.tail.0.index.compare_exchange_weak(
+                tail,
+                new_tail,
+                Ordering::SeqCst,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => {
+                    if offset + 1 == BLOCK_CAP {
+                        // We took the block's last slot: install the next.
+                        let next = std::mem::replace(&mut next_block, ptr::null_mut());
+                        self.tail.0.block.store(next, Ordering::Release);
+                        self.tail.0.index.fetch_add(1 << SHIFT, Ordering::Release);
+                        // SAFETY: `block` is the tail's, alive: its last
+                        // slot is ours, not read yet.
+                        unsafe { (*block).next.store(next, Ordering::Release) };
+                    }
+                    break Ok(Claim::of_block(block, offset));
+                }
+                Err(now) => {
+                    tail = now;
+                    block = self.tail.0.block.load(Ordering::Acquire);
+                    std::hint::spin_loop();
+                }
+            }
+        };
+        if !next_block.is_null() {
+            // SAFETY: made above and never shared.
+            unsafe { Block::free(next_block) };
+        }
+        result
+    }
+
+    unsafe fn write(&self, claim: Claim, message: T) {
+        let (block, offset) = claim.block::<T>();
+        // SAFETY: the caller's contract: a slot we alone hold until its
+        // state publishes it; its block lives until it is read.
+        let slot = unsafe { &(*block).slots[offset] };
+        // SAFETY: as above.
+        unsafe { slot.message.get().write(MaybeUninit::new(message)) };
+        slot.state.fetch_or(WRITE, Ordering::Release);
+    }
+
+    unsafe fn write_hole(&self, claim: Claim) {
+        let (block, offset) = claim.block::<T>();
+        // SAFETY: as in `write`.
+        let slot = unsafe { &(*block).slots[offset] };
+        slot.state.fetch_or(WRITE | HOLE, Ordering::Release);
+    }
+
+    fn start_recv(&self, wait_for_writers: bool, freed: &mut bool) -> Result<Claim, NoClaim> {
+        // An unbounded list has no room to free.
+        let _ = freed;
+        let mut head = self.head.0.index.load(Ordering::Acquire);
+        let mut block = self.head.0.block.load(Ordering::Acquire);
+        loop {
+            let offset = (head >> SHIFT) % LAP;
+            if offset == BLOCK_CAP {
+                // Another receive is moving the head to the next block.
+                std::hint::spin_loop();
+                head = self.head.0.index.load(Ordering::Acquire);
+                block = self.head.0.block.load(Ordering::Acquire);
+                continue;
+            }
+            let mut new_head = head + (1 << SHIFT);
+            if new_head & HAS_NEXT == 0 {
+                fence(Ordering::SeqCst);
+                let tail = self.tail.0.index.load(Ordering::Relaxed);
+                if head >> SHIFT == tail >> SHIFT {
+                    return Err(if tail & MARK != 0 {
+                        NoClaim::Disconnected
+                    } else {
+                        NoClaim::NotReady
+                    });
+                }
+                if (head >> SHIFT) / LAP != (tail >> SHIFT) / LAP {
+                    new_head |= HAS_NEXT;
+                }
+            }
+            if block.is_null() {
+                // The first block is being installed.
+                std::hint::spin_loop();
+                head = self.head.0.index.load(Ordering::Acquire);
+                block = self.head.0.block.load(Ordering::Acquire);
+                continue;
+            }
+            // SAFETY: the head's block lives until its slots are all read,
+            // which needs the head to pass them.
+            let slot = unsafe { &(*block).slots[offset] };
+            if !wait_for_writers && slot.state.load(Ordering::Acquire) & WRITE == 0 {
+                return Err(NoClaim::NotReady);
+            }
+            match self.head.0.index.compare_exchange_weak(
+                head,
+                new_head,
+                Ordering::SeqCst,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => {
+                    if offset + 1 == BLOCK_CAP {
+                        // SAFETY: as above.
+                        let next = unsafe { (*block).wait_next() };
+                        let mut next_index = (new_head & !HAS_NEXT) + (1 << SHIFT);
+                        // SAFETY: installed, not freed before it is read.
+                        if !unsafe { (*next).next.load(Ordering::Relaxed) }.is_null() {
+                            next_index |= HAS_NEXT;
+                        }
+                        self.head.0.block.store(next, Ordering::Release);
+                        self.head.0.index.store(next_index, Ordering::Release);
+                    }
+                    // Claimed: wait for its writer, a send between its
+                    // claim and its write (a `select!` arm's message being
+                    // made, perhaps: the pause lets it run).
+                    let mut wait = Pause::default();
+                    let state = loop {
+                        let state = slot.state.load(Ordering::Acquire);
+                        if state & WRITE != 0 {
+                            break state;
+                        }
+                        wait.pause();
+                    };
+                    if state & HOLE != 0 {
+                        // SAFETY: our claim, its hole out.
+                        unsafe { List::release(block, offset) };
+                        head = self.head.0.index.load(Ordering::Acquire);
+                        block = self.head.0.block.load(Ordering::Acquire);
+                        continue;
+                    }
+                    return Ok(Claim::of_block(block, offset));
+                }
+                Err(now) => {
+                    head = now;
+                    block = self.head.0.block.load(Ordering::Acquire);
+                    std::hint::spin_loop();
+                }
+            }
+        }
+    }
+
+    unsafe fn read(&self, claim: Claim) -> T {
+        let (block, offset) = claim.block::<T>();
+        // SAFETY: the caller's contract: a written slot we claimed; its
+        // block lives until we release it.
+        let message = unsafe { (*block).slots[offset].message.get().read().assume_init() };
+        // SAFETY: our claim, its message out.
+        unsafe { List::release(block, offset) };
+        message
+    }
+
+    fn disconnect(&self) -> bool {
+        self.tail.0.index.fetch_or(MARK, Ordering::SeqCst) & MARK == 0
+    }
+
+    fn is_drained(&self) -> bool {
+        let tail = self.tail.0.index.load(Ordering::SeqCst);
+        tail & MARK == 0 && self.head.0.index.load(Ordering::SeqCst) >> SHIFT == tail >> SHIFT
+    }
+
+    fn recv_ready(&self) -> bool {
+        let tail = self.tail.0.index.load(Ordering::SeqCst);
+        tail & MARK != 0 || self.head.0.index.load(Ordering::SeqCst) >> SHIFT != tail >> SHIFT
+    }
+
+    fn send_ready(&self) -> bool {
+        true
+    }
+
+    fn is_full(&self) -> bool {
+        false
+    }
+
+    fn len(&self) -> usize {
+        loop {
+            let tail = self.tail.0.index.load(Ordering::SeqCst);
+            let head = self.head.0.index.load(Ordering::SeqCst);
+            if self.tail.0.index.load(Ordering::SeqCst) != tail {
+                continue;
+            }
+            let (mut h, mut t) = (head >> SHIFT, tail >> SHIFT);
+            // A position at a marker counts as the next block's first.
+            if h % LAP == BLOCK_CAP {
+                h += 1;
+            }
+            if t % LAP == BLOCK_CAP {
+                t += 1;
+            }
+            // From the start of the head's lap: the markers crossed are
+            // the laps `t` is past.
+            let base = h - h % LAP;
+            let (h, t) = (h - base, t - base);
+            return t - h - t / LAP;
+        }
+    }
+
+    fn capacity(&self) -> Option<usize> {
+        None
+    }
+}
+
+impl Claim {
+    /// A list's claim: its slot's block, and its index in `pos`.
+    fn of_block<T>(block: *mut Block<T>, offset: usize) -> Claim {
+        Claim {
+            slot: block.cast::<()>(),
+            pos: offset,
+        }
+    }
+
+    fn block<T>(self) -> (*mut Block<T>, usize) {
+        (self.slot.cast::<Block<T>>().cast_mut(), self.pos)
+    }
+}
+
+impl<T> Drop for List<T> {
+    fn drop(&mut self) {
+        let mut head = *self.head.0.index.get_mut() >> SHIFT;
+        let tail = *self.tail.0.index.get_mut() >> SHIFT;
+        let mut block = *self.head.0.block.get_mut();
+        while head != tail {
+            let offset = head % LAP;
+            if offset < BLOCK_CAP {
+                // SAFETY: between head and tail, the block is alive and
+                // its slot was claimed by a send (and never read).
+                let slot = unsafe { &mut (*block).slots[offset] };
+                let state = *slot.state.get_mut();
+                if state & WRITE != 0 && state & HOLE == 0 {
+                    // SAFETY: written and never read: a message to drop.
+                    unsafe { slot.message.get_mut().assume_init_drop() };
+                }
+            } else {
+                // SAFETY: past its last slot: no one uses it any more.
+                let next = unsafe { *(*block).next.get_mut() };
+                // SAFETY: as above.
+                unsafe { Block::free(block) };
+                block = next;
+            }
+            head += 1;
+        }
+        if !block.is_null() {
+            // SAFETY: the last block, no one uses it any more.
+            unsafe { Block::free(block) };
+        }
+    }
+}
