@@ -1,5 +1,6 @@
-//! A buffered channel (`bounded(n)`, n ≥ 1) is a ring without a lock, where
-//! a `select` claims a slot and completes it later: what it claims and does
+//! A buffered channel (`bounded(n)`, n ≥ 1) is a ring without a lock, and
+//! an unbounded one a list of blocks without a lock, where a `select`
+//! claims a slot and completes it later: what it claims and does
 //! not complete is not lost and does not block the others, a party that
 //! meets a claimed slot waits for it without holding its thread, and a
 //! waiter woken for a turn it cannot take passes the turn on.
@@ -294,4 +295,69 @@ fn large_messages_wait_on_a_fibers_stack() {
         s.send(Big([10; SIZE])).unwrap();
         assert_eq!(receiver.join().unwrap(), 13);
     });
+}
+
+/// The same claims on an unbounded channel (a list of blocks without a
+/// lock): a dropped send leaves a hole, a dropped receive gives its
+/// message back first, a receiver meeting a slot being written lets the
+/// writer run, and what is left is dropped once — across many blocks.
+#[test]
+fn the_unbounded_list_keeps_the_same_promises() {
+    use fibra::channel::unbounded;
+    let (s, r) = unbounded::<u32>();
+    for i in 0..100 {
+        s.send(i).unwrap();
+        if i % 7 == 0 {
+            let mut sel = Select::new();
+            sel.send(&s);
+            drop_uncompleted(sel.select()); // a hole
+        }
+    }
+    {
+        let mut sel = Select::new();
+        sel.recv(&r);
+        drop_uncompleted(sel.select()); // 0 given back
+    }
+    let got: Vec<u32> = r.try_iter().collect();
+    assert_eq!(got, (0..100).collect::<Vec<_>>());
+    assert_eq!(r.len(), 0);
+
+    fibra::run(|| {
+        let (s, r) = unbounded::<u32>();
+        let receiver = fibra::spawn(move || r.recv().unwrap());
+        let (gate_s, gate_r) = unbounded::<u32>();
+        let gate = fibra::spawn(move || {
+            fibra::sleep(30 * MS);
+            gate_s.send(41).unwrap();
+        });
+        fibra::select! {
+            send(s, gate_r.recv().unwrap() + 1) -> res => res.unwrap(),
+        }
+        assert_eq!(receiver.join().unwrap(), 42);
+        gate.join().unwrap();
+    });
+
+    let drops = Arc::new(AtomicUsize::new(0));
+    struct Counted(Arc<AtomicUsize>);
+    impl Drop for Counted {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    let (s, r) = unbounded::<Counted>();
+    for _ in 0..100 {
+        s.send(Counted(drops.clone())).unwrap();
+    }
+    for _ in 0..40 {
+        drop(r.recv().unwrap());
+    }
+    assert_eq!(drops.load(Ordering::SeqCst), 40);
+    drop(r);
+    assert_eq!(drops.load(Ordering::SeqCst), 100);
+    let (s2, r2) = unbounded::<Counted>();
+    for _ in 0..70 {
+        s2.send(Counted(drops.clone())).unwrap();
+    }
+    drop((s, s2, r2));
+    assert_eq!(drops.load(Ordering::SeqCst), 170);
 }

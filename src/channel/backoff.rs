@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use crate::scheduler::context;
-use crate::scheduler::park::park_current;
+use crate::scheduler::park::{park_current, park_regardless};
 use crate::scheduler::wait_on::WaitOn;
 use crate::timer::clock;
 
@@ -48,24 +48,39 @@ const SLICE: Duration = Duration::from_micros(100);
 #[derive(Default)]
 pub(crate) struct Pause {
     step: u32,
+    /// Neither a cancellation nor a `fibra::timeout` ends the pause (the
+    /// caller holds a claim it must complete).
+    uncancellable: bool,
 }
 
 impl Pause {
     const SPIN_STEPS: u32 = 6;
     const YIELD_STEPS: u32 = 200;
 
+    /// A pause that cancellation does not unwind (see the field).
+    pub(crate) fn uncancellable() -> Pause {
+        Pause {
+            step: 0,
+            uncancellable: true,
+        }
+    }
+
     pub(crate) fn pause(&mut self) {
         if self.step < Self::SPIN_STEPS {
             for _ in 0..1u32 << self.step {
                 std::hint::spin_loop();
             }
-        } else if context::current().is_some() {
-            if self.step < Self::YIELD_STEPS {
-                crate::fiber::yield_now();
-            } else {
-                // A short timed park nobody ends early.
-                let until = clock::now_ns() + SLICE.as_nanos() as u64;
-                park_current(Some(until), WaitOn::Sync(&"channel slot being filled"));
+        } else if let Some(core) = context::current() {
+            let on = WaitOn::Sync(&"channel slot being filled");
+            // A short timed park nobody ends early.
+            let until = clock::now_ns() + SLICE.as_nanos() as u64;
+            match (self.step < Self::YIELD_STEPS, self.uncancellable) {
+                (true, false) => crate::fiber::yield_now(),
+                (true, true) => core.yield_now(),
+                (false, false) => {
+                    park_current(Some(until), on);
+                }
+                (false, true) => park_regardless(core, Some(until), on),
             }
         } else if self.step < Self::YIELD_STEPS {
             std::thread::yield_now();

@@ -9,9 +9,9 @@ use std::os::fd::RawFd;
 
 use std::sync::Arc;
 
-use crate::channel::queue::{Claim, NoClaim};
 use crate::channel::chan::{Got, PromiseSlot, RecvSlot, SendGo};
 use crate::channel::context::{Context, Kind};
+use crate::channel::queue::{Claim, NoClaim};
 use crate::channel::receiver::{Flavor, Receiver};
 use crate::channel::sender::{SendFlavor, Sender};
 use crate::fiber::JoinHandle;

@@ -28,17 +28,17 @@
 //! If the arm never completes the send (it panics), the receiver goes back
 //! to waiting for another sender.
 //!
-//! A buffered channel (`bounded(n)`, n ≥ 1) is a ring without a lock, as
-//! crossbeam's: a send or receive that finds room or a message takes no
-//! lock and parks no one, and one that waits hands over as Go's channels
-//! do (a send to an empty ring whose receiver waits gives the message
-//! straight to it). A chosen `select!` send holds its slot in the ring
-//! while its expression runs; a receive that reaches that slot waits for
-//! the message, so an expression must not receive from the very channel it
-//! is sent on when nothing else is queued there (it would wait for itself,
-//! as in crossbeam; `bounded(0)` pairs instead and is fine). A capacity
-//! whose ring would take more than 64 MiB is the locked channel, which
-//! grows as it fills.
+//! A buffered channel (`bounded(n)`, n ≥ 1) is a ring without a lock and
+//! an unbounded one a list of blocks without a lock, as crossbeam's: a
+//! send or receive that finds room or a message takes no lock and parks no
+//! one, and one that waits hands over as Go's channels do (a send to an
+//! empty channel whose receiver waits gives the message straight to it). A
+//! chosen `select!` send holds its slot while its expression runs; a
+//! receive that reaches that slot waits for the message, so an expression
+//! must not receive from the very channel it is sent on when nothing else
+//! is queued there (it would wait for itself, as in crossbeam; `bounded(0)`
+//! pairs instead and is fine). A capacity whose ring would take more than
+//! 64 MiB is a locked channel, which grows as it fills.
 //!
 //! A fiber that polls (`try_recv`, `try_select` in a loop) without ever
 //! waiting keeps its thread: the fiber it waits for, if on the same thread,
@@ -79,13 +79,13 @@
 //! });
 //! ```
 
-mod queue;
 mod backoff;
 mod chan;
 mod context;
 mod err;
 mod handles;
 mod line;
+mod queue;
 mod receiver;
 mod select;
 mod select_macro;

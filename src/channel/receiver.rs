@@ -5,9 +5,9 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use crate::channel::queue::{Array, Chain, Face};
 use crate::channel::chan::{Chan, Got};
 use crate::channel::err::{RecvError, RecvTimeoutError, TryRecvError};
+use crate::channel::queue::{Array, Chain, Face};
 use crate::channel::timers::{At, Tick, sleep_until};
 use crate::timer::clock;
 

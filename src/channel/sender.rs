@@ -5,9 +5,9 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use crate::channel::queue::{Array, Chain, Face};
 use crate::channel::chan::Chan;
 use crate::channel::err::{SendError, SendTimeoutError, TrySendError};
+use crate::channel::queue::{Array, Chain, Face};
 use crate::timer::clock;
 
 /// The sending side of a channel; clone it for more senders (the channel

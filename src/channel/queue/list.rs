@@ -317,8 +317,9 @@ impl<T> Slots for List<T> {
                     }
                     // Claimed: wait for its writer, a send between its
                     // claim and its write (a `select!` arm's message being
-                    // made, perhaps: the pause lets it run).
-                    let mut wait = Pause::default();
+                    // made, perhaps: the pause lets it run). Not a point
+                    // to unwind at: the claim must be completed.
+                    let mut wait = Pause::uncancellable();
                     let state = loop {
                         let state = slot.state.load(Ordering::Acquire);
                         if state & WRITE != 0 {

@@ -109,7 +109,6 @@ impl<T> Ring<T> {
             (pos & !(self.lap - 1)).wrapping_add(self.lap)
         }
     }
-
 }
 
 impl<T> Slots for Ring<T> {
