@@ -16,6 +16,7 @@ use crate::channel::context::{Context, Kind, OnUnwind, Selected, wait};
 use crate::channel::err::{RecvTimeoutError, SendTimeoutError, TryRecvError, TrySendError};
 use crate::sync::waiters::Wakeups;
 use crate::timer::clock;
+use std::sync::atomic::Ordering;
 
 use super::{NoClaim, Queue, Slots};
 
@@ -77,6 +78,8 @@ impl<S: Slots> Queue<S> {
         let Kind::Packet(packet) = entry.kind() else {
             unreachable!("only packets are claimed")
         };
+        // Counted before the receiver can see it (see `in_hand`).
+        self.in_hand.fetch_add(1, Ordering::SeqCst);
         // SAFETY: claimed just now, a waiting receiver's `Packet<S::Message>`.
         unsafe { put(packet, unwrap(slot.take())) };
         entry.cx().finish(Selected::Operation(entry.oper()));
@@ -121,7 +124,14 @@ impl<S: Slots> Queue<S> {
             *out = Some(message);
             return Ok(());
         }
-        let claim = self.start_recv(true)?;
+        let claim = match self.start_recv(true) {
+            // A message handed to a receiver may still come back: not
+            // over until it is kept (see `in_hand`).
+            Err(NoClaim::Disconnected) if self.in_hand.load(Ordering::SeqCst) != 0 => {
+                return Err(NoClaim::NotReady);
+            }
+            claim => claim?,
+        };
         // SAFETY: claimed just now from this ring, completed once.
         *out = Some(unsafe { self.read(claim) });
         Ok(())
@@ -268,7 +278,10 @@ impl<S: Slots> Queue<S> {
                     match unsafe { (*packet.get()).take() } {
                         // Handed a message we cannot keep: back, ahead of
                         // the ring (every receiver gone: it goes down).
-                        Some(m) => drop(self.give_back(m)),
+                        Some(m) => {
+                            drop(self.give_back(m));
+                            self.hand_done();
+                        }
                         // Woken for a message we will not take: the next
                         // receiver's turn.
                         None if selected != Selected::Aborted => self.receivers_line.notify(),
@@ -284,6 +297,7 @@ impl<S: Slots> Queue<S> {
             // SAFETY: the wait is over and the entry gone: ours alone.
             let slot = unsafe { &mut *packet.get() };
             if slot.is_some() {
+                self.hand_done();
                 return Ok(());
             }
             match self.take_into(slot) {
