@@ -1,7 +1,8 @@
 //! The operations a [`Select`](super::Select) waits on, behind one face
 //! ([`SelectHandle`]): a channel's send or receive, a fiber finishing (a
 //! `JoinHandle`), an fd becoming ready. What a chosen operation hands the
-//! user until it is completed is a [`Token`].
+//! user until it is completed is a [`Token`]. This file has the face and
+//! the channels' side of it; `handles_other.rs` the joins' and fds'.
 
 use std::cell::UnsafeCell;
 use std::io;
@@ -14,9 +15,7 @@ use crate::channel::context::{Context, Kind};
 use crate::channel::queue::{Claim, NoClaim};
 use crate::channel::receiver::{Flavor, Receiver};
 use crate::channel::sender::{SendFlavor, Sender};
-use crate::fiber::JoinHandle;
 use crate::io::Interest;
-use crate::io::poll::{poll, pollfd, revents};
 
 /// A box of some type, its type forgotten: a receive's slot.
 pub(crate) struct Erased {
@@ -417,116 +416,5 @@ impl<T> SelectHandle for Receiver<T> {
 
     fn unwatch(&self, oper: usize, cx: &Context) {
         self.unregister(oper, cx);
-    }
-}
-
-impl<T> SelectHandle for JoinHandle<T> {
-    fn identity(&self) -> *const u8 {
-        std::ptr::from_ref(self).cast()
-    }
-
-    fn try_op(&self, _me: *const Context) -> Option<Token> {
-        self.is_finished().then_some(Token::Finished)
-    }
-
-    fn register(&self, _oper: usize, cx: &Context) -> Result<Option<Erased>, ()> {
-        // The fiber wakes the wait when it finishes (a wake-up the select
-        // checks); a waiter left behind after the select wakes nobody who
-        // still waits (a spent token, or a spurious thread wake-up).
-        if self.wake_when_finished(cx.unparker()) {
-            Ok(None)
-        } else {
-            Err(())
-        }
-    }
-
-    fn unregister(&self, _oper: usize, _cx: &Context) {}
-
-    fn accept(&self, _slot: Option<Erased>) -> Option<Token> {
-        Some(Token::Finished)
-    }
-
-    fn abandon(&self, _token: Token) {}
-
-    fn deadline(&self) -> Option<u64> {
-        None
-    }
-
-    fn is_ready(&self) -> bool {
-        self.is_finished()
-    }
-
-    fn watch(&self, oper: usize, cx: &Context) -> bool {
-        self.register(oper, cx).is_ok()
-    }
-
-    fn unwatch(&self, _oper: usize, _cx: &Context) {}
-
-    fn wakes_only(&self) -> bool {
-        true
-    }
-}
-
-/// A readiness operation on an fd (added with `Select::io`).
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct IoOp {
-    pub(crate) fd: RawFd,
-    pub(crate) interest: Interest,
-}
-
-impl IoOp {
-    /// The fd's readiness now, if any (or the error polling it gave).
-    fn poll_now(&self) -> Option<io::Result<Interest>> {
-        let mut pfd = [pollfd(self.fd, self.interest)];
-        match poll(&mut pfd, 0) {
-            Err(e) => Some(Err(e)),
-            Ok(_) => revents(&pfd[0], self.interest),
-        }
-    }
-}
-
-impl SelectHandle for IoOp {
-    fn identity(&self) -> *const u8 {
-        std::ptr::null()
-    }
-
-    fn try_op(&self, _me: *const Context) -> Option<Token> {
-        self.poll_now().map(Token::Io)
-    }
-
-    fn register(&self, _oper: usize, _cx: &Context) -> Result<Option<Erased>, ()> {
-        // Armed by the select itself, with its other fds, just before it
-        // parks (see `Select::run`).
-        Ok(None)
-    }
-
-    fn unregister(&self, _oper: usize, _cx: &Context) {}
-
-    fn accept(&self, _slot: Option<Erased>) -> Option<Token> {
-        unreachable!("an fd is never chosen by a notifier")
-    }
-
-    fn abandon(&self, _token: Token) {}
-
-    fn deadline(&self) -> Option<u64> {
-        None
-    }
-
-    fn is_ready(&self) -> bool {
-        self.poll_now().is_some()
-    }
-
-    fn watch(&self, _oper: usize, _cx: &Context) -> bool {
-        !self.is_ready()
-    }
-
-    fn unwatch(&self, _oper: usize, _cx: &Context) {}
-
-    fn fd(&self) -> Option<(RawFd, Interest)> {
-        Some((self.fd, self.interest))
-    }
-
-    fn wakes_only(&self) -> bool {
-        true
     }
 }

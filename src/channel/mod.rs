@@ -84,6 +84,7 @@ mod chan;
 mod context;
 mod err;
 mod handles;
+mod handles_other;
 mod line;
 mod queue;
 mod receiver;

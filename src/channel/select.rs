@@ -18,7 +18,8 @@ use std::time::{Duration, Instant};
 
 use crate::channel::context::{OnUnwind, Selected};
 use crate::channel::err::{ReadyTimeoutError, SelectTimeoutError, TryReadyError, TrySelectError};
-use crate::channel::handles::{Erased, IoOp, SelectHandle, Token};
+use crate::channel::handles::{Erased, SelectHandle, Token};
+use crate::channel::handles_other::IoOp;
 use crate::channel::receiver::Receiver;
 use crate::channel::select_wait::Parking;
 pub use crate::channel::selected::SelectedOperation;
