@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use fibra::channel::{Select, TryRecvError, bounded};
+use fibra::channel::{Receiver, Select, Sender, TryRecvError, bounded};
 
 const MS: Duration = Duration::from_millis(1);
 
@@ -66,10 +66,15 @@ fn a_receive_chosen_and_dropped_gives_its_message_back_first() {
 /// the claimed slot lets it run, and gets the message once made.
 #[test]
 fn a_receiver_meeting_a_slot_being_written_lets_the_writer_run() {
-    fibra::run(|| {
-        let (s, r) = bounded::<u32>(1);
+    writer_met_by_a_receiver(|| bounded(1));
+}
+
+/// The body of the test above, for a channel made by `make`.
+fn writer_met_by_a_receiver(make: fn() -> (Sender<u32>, Receiver<u32>)) {
+    fibra::run(move || {
+        let (s, r) = make();
         let receiver = fibra::spawn(move || r.recv().unwrap());
-        let (gate_s, gate_r) = bounded::<u32>(1);
+        let (gate_s, gate_r) = make();
         let gate = fibra::spawn(move || {
             fibra::sleep(30 * MS);
             gate_s.send(41).unwrap();
@@ -322,20 +327,7 @@ fn the_unbounded_list_keeps_the_same_promises() {
     assert_eq!(got, (0..100).collect::<Vec<_>>());
     assert_eq!(r.len(), 0);
 
-    fibra::run(|| {
-        let (s, r) = unbounded::<u32>();
-        let receiver = fibra::spawn(move || r.recv().unwrap());
-        let (gate_s, gate_r) = unbounded::<u32>();
-        let gate = fibra::spawn(move || {
-            fibra::sleep(30 * MS);
-            gate_s.send(41).unwrap();
-        });
-        fibra::select! {
-            send(s, gate_r.recv().unwrap() + 1) -> res => res.unwrap(),
-        }
-        assert_eq!(receiver.join().unwrap(), 42);
-        gate.join().unwrap();
-    });
+    writer_met_by_a_receiver(unbounded);
 
     let drops = Arc::new(AtomicUsize::new(0));
     struct Counted(Arc<AtomicUsize>);
