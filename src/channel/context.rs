@@ -29,6 +29,7 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use crate::channel::backoff::Backoff;
 use crate::scheduler::park::{Parked, Unparker, park_current};
 use crate::scheduler::wait_on::WaitOn;
 use crate::sync::waiters::Wakeups;
@@ -362,6 +363,19 @@ pub(crate) fn wait(
     on: &'static &'static str,
     any_wake: bool,
 ) -> Selected {
+    if crate::scheduler::context::current().is_none() {
+        // A thread spins a moment on its own context first, as
+        // crossbeam's waits do: a partner that comes within microseconds
+        // selects it without a sleep in the kernel and a wake-up after.
+        // (A fiber parks at once: the others of its thread run.)
+        let mut spin = Backoff::default();
+        while spin.snooze() {
+            let selected = cx.selected();
+            if selected != Selected::Waiting {
+                return selected;
+            }
+        }
+    }
     loop {
         let selected = cx.selected();
         if selected != Selected::Waiting {

@@ -469,7 +469,12 @@ pub fn run() {
         ("boundedN", "boundedN", Some(n)),
         ("unbounded", "boundedN", None),
     ];
+    // CHANNELS_ONLY=bounded0,bounded1 runs only those flavors' rows.
+    let only = std::env::var("CHANNELS_ONLY").unwrap_or_default();
     for (flavor, go_flavor, cap) in flavors {
+        if !only.is_empty() && !only.split(',').any(|o| o == flavor) {
+            continue;
+        }
         for shape in SHAPES {
             if shape == "seq" && cap.is_some_and(|c| c < n) {
                 continue; // one task alone would wait forever

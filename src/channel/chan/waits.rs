@@ -53,7 +53,9 @@ impl<T> Chan<T> {
     ) -> Result<(), SendTimeoutError<T>> {
         let mut message = message;
         let mut held = held;
-        if crate::scheduler::context::current().is_none() {
+        // A thread of a buffered channel spins a moment first (one of
+        // capacity 0 waits for a partner: it registers, then spins).
+        if self.cap != 0 && crate::scheduler::context::current().is_none() {
             if let Some((inner, wake)) = held.take() {
                 drop(inner);
                 wake.wake();
@@ -168,7 +170,7 @@ impl<T> Chan<T> {
         deadline: Option<u64>,
     ) -> Result<T, RecvTimeoutError> {
         let mut held = held;
-        if crate::scheduler::context::current().is_none() {
+        if self.cap != 0 && crate::scheduler::context::current().is_none() {
             if let Some((inner, wake)) = held.take() {
                 drop(inner);
                 wake.wake();
