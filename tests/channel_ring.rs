@@ -3,7 +3,8 @@
 //! claims a slot and completes it later: what it claims and does
 //! not complete is not lost and does not block the others, a party that
 //! meets a claimed slot waits for it without holding its thread, and a
-//! waiter woken for a turn it cannot take passes the turn on.
+//! waiter woken for a turn it cannot take passes the turn on; a waiter
+//! served before a cancel lands keeps what it was served.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -352,4 +353,61 @@ fn the_unbounded_list_keeps_the_same_promises() {
     }
     drop((s, s2, r2));
     assert_eq!(drops.load(Ordering::SeqCst), 170);
+}
+
+/// A receiver cancelled and then handed its message before it runs keeps
+/// the message (`recv` returns it) and unwinds at its next park; a sender
+/// whose message was taken returns `Ok` the same way. Nothing comes back,
+/// so a disconnected, empty channel is over at once for the others. On
+/// one thread, so the cancel surely lands between the hand-over and the
+/// waiter's run. For every flavour.
+#[test]
+fn a_wait_served_before_its_cancel_completes_and_unwinds_at_the_next_park() {
+    for cap in [None, Some(0), Some(1), Some(4)] {
+        fibra::run(move || {
+            let (s, r) = cap.map_or_else(fibra::channel::unbounded, bounded::<u32>);
+            let kept = Arc::new(AtomicUsize::new(0));
+            let receiver = {
+                let (r, kept) = (r.clone(), kept.clone());
+                fibra::spawn(move || {
+                    let m = r.recv().expect("handed its message");
+                    kept.store(m as usize, Ordering::SeqCst);
+                    fibra::yield_now(); // the cancel lands here
+                    unreachable!("cancelled at its next park");
+                })
+            };
+            fibra::yield_now(); // it waits now
+            receiver.cancel(); // woken to unwind; it has not run yet
+            s.send(7).unwrap(); // handed over all the same
+            assert!(receiver.join().unwrap_err().is_cancelled());
+            assert_eq!(kept.load(Ordering::SeqCst), 7, "cap {cap:?}: kept");
+            drop(s);
+            assert!(r.try_recv().unwrap_err().is_disconnected(), "cap {cap:?}");
+
+            // A waiting sender whose message is taken, then cancelled.
+            if let Some(cap) = cap {
+                let (s, r) = bounded::<u32>(cap);
+                for i in 0..cap {
+                    s.send(i as u32).unwrap();
+                }
+                let sent = Arc::new(AtomicUsize::new(0));
+                let sender = {
+                    let sent = sent.clone();
+                    fibra::spawn(move || {
+                        s.send(9).expect("taken before the cancel");
+                        sent.store(1, Ordering::SeqCst);
+                        fibra::yield_now();
+                        unreachable!("cancelled at its next park");
+                    })
+                };
+                fibra::yield_now(); // it waits for room (or a receiver)
+                sender.cancel();
+                let first = r.recv().unwrap(); // takes its message in
+                assert!(sender.join().unwrap_err().is_cancelled());
+                assert_eq!(sent.load(Ordering::SeqCst), 1, "cap {cap:?}: sent");
+                let rest: Vec<u32> = std::iter::once(first).chain(r.try_iter()).collect();
+                assert_eq!(rest.last(), Some(&9), "cap {cap:?}: {rest:?}");
+            }
+        });
+    }
 }

@@ -30,7 +30,9 @@ use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::channel::backoff::Backoff;
-use crate::scheduler::park::{Parked, Unparker, park_current};
+use crate::scheduler::park::{
+    Halted, Parked, Unparker, check_unwind, park_current, park_without_unwind,
+};
 use crate::scheduler::wait_on::WaitOn;
 use crate::sync::waiters::Wakeups;
 use crate::timer::clock;
@@ -354,9 +356,11 @@ impl Waiters {
 /// `Aborted` when the deadline passed or the park was woken for nothing (a
 /// fiber's unparkers are then spent: the caller unregisters and starts its
 /// wait again) — on a thread too when `any_wake` (the wait has operations
-/// that wake it without selecting it: a join, an fd). Unwinds at the park
-/// (cancel, `fibra::timeout`): the caller's [`OnUnwind`] guard then settles
-/// the wait.
+/// that wake it without selecting it: a join, an fd). A fiber cancelled (or
+/// whose `fibra::timeout` expires) at the park unwinds — unless the wait was
+/// served first, which then returns and leaves the unwind to the fiber's
+/// next park: what a waiter was handed is kept, never handed back. The
+/// caller's [`OnUnwind`] guard settles a wait that unwinds.
 pub(crate) fn wait(
     cx: &Context,
     deadline: Option<u64>,
@@ -384,7 +388,25 @@ pub(crate) fn wait(
         if deadline.is_some_and(|d| d <= clock::now_ns()) {
             return cx.abort();
         }
-        let parked = park_current(deadline, WaitOn::Sync(on));
+        let parked = match crate::scheduler::context::current() {
+            Some(core) => match park_without_unwind(core, deadline, WaitOn::Sync(on)) {
+                Halted::Woken => Parked::Woken,
+                Halted::TimedOut => Parked::TimedOut,
+                Halted::Cancelled | Halted::Expired => {
+                    // Served before the fiber ran (a message handed over,
+                    // a send taken): the operation is done and returns;
+                    // the cancel unwinds the fiber at its next park. So a
+                    // message handed to a receiver never comes back.
+                    let selected = cx.abort();
+                    if selected != Selected::Aborted {
+                        return selected;
+                    }
+                    check_unwind(core);
+                    return Selected::Aborted;
+                }
+            },
+            None => park_current(deadline, WaitOn::Sync(on)),
+        };
         let selected = cx.selected();
         if selected != Selected::Waiting {
             return selected;

@@ -10,13 +10,13 @@
 //! park, or the notifier sees the flag and wakes it.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, MutexGuard};
 
 use crate::channel::context::{Context, Entry, Kind, Selected, Waiters};
+use crate::channel::spin_lock::{SpinGuard, SpinLock};
 use crate::sync::waiters::Wakeups;
 
 pub(crate) struct Line {
-    waiters: Mutex<Waiters>,
+    waiters: SpinLock<Waiters>,
     /// No one waits (the list is empty): a notifier need not lock.
     empty: AtomicBool,
 }
@@ -24,14 +24,20 @@ pub(crate) struct Line {
 impl Line {
     pub(crate) fn new() -> Line {
         Line {
-            waiters: Mutex::new(Waiters::default()),
+            waiters: SpinLock::new(Waiters::default()),
             empty: AtomicBool::new(true),
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, Waiters> {
-        // No user code runs under this lock: a poisoned one is consistent.
-        self.waiters.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> SpinGuard<'_, Waiters> {
+        self.waiters.lock()
+    }
+
+    /// After a removal: says whether anyone still waits. Only a
+    /// registration must store in the one total order (`register`): a
+    /// notifier that reads a stale `false` merely takes the lock.
+    fn settle(&self, waiters: &Waiters) {
+        self.empty.store(waiters.is_empty(), Ordering::Release);
     }
 
     /// Registers operation `oper` of the wait `cx` (a `Notify` or a
@@ -47,7 +53,7 @@ impl Line {
     pub(crate) fn unregister(&self, cx: &Context, oper: usize) {
         let mut waiters = self.lock();
         waiters.unregister(cx, oper);
-        self.empty.store(waiters.is_empty(), Ordering::SeqCst);
+        self.settle(&waiters);
     }
 
     /// Tells the line that its side may go ahead: wakes the first waiting
@@ -75,7 +81,7 @@ impl Line {
             wake.push(entry.into_unparker());
         }
         waiters.wake_watchers(&mut wake);
-        self.empty.store(waiters.is_empty(), Ordering::SeqCst);
+        self.settle(&waiters);
         drop(waiters);
         wake.wake();
     }
@@ -98,7 +104,7 @@ impl Line {
         let entry = waiters.take_first(std::ptr::null(), |e| {
             matches!(e.kind(), Kind::Packet(_)) && e.cx().claim()
         })?;
-        self.empty.store(waiters.is_empty(), Ordering::SeqCst);
+        self.settle(&waiters);
         Some(entry)
     }
 
@@ -114,7 +120,7 @@ impl Line {
             _ => false,
         });
         waiters.wake_watchers(&mut wake);
-        self.empty.store(waiters.is_empty(), Ordering::SeqCst);
+        self.settle(&waiters);
         drop(waiters);
         wake.wake();
         first
@@ -125,7 +131,7 @@ impl Line {
         let mut wake = Wakeups::default();
         let mut waiters = self.lock();
         waiters.disconnect(&mut wake);
-        self.empty.store(true, Ordering::SeqCst);
+        self.empty.store(true, Ordering::Release);
         drop(waiters);
         wake.wake();
     }

@@ -19,7 +19,9 @@
 //! take effect); on a plain thread it blocks the thread. Fibers of any
 //! runtime and plain threads share channels freely. A message is never lost
 //! or duplicated, also when a waiting fiber is cancelled at the moment it
-//! is handed one: it passes the message to the next receiver.
+//! is handed one: a wait that was served before the fiber ran again
+//! completes (the `recv` returns the message, the `send` returns `Ok`), and
+//! the cancel unwinds the fiber at its next park.
 //!
 //! As in crossbeam, a `select!` arm `send(s, expr)` evaluates `expr` only
 //! once that send is chosen. On `bounded(0)` the chosen send is paired with
@@ -94,6 +96,7 @@ mod select_wait;
 mod selected;
 mod sender;
 mod small;
+mod spin_lock;
 mod timers;
 
 use std::sync::Arc;

@@ -359,11 +359,6 @@ impl<T> Slots for List<T> {
         self.tail.0.index.fetch_or(MARK, Ordering::SeqCst) & MARK == 0
     }
 
-    fn is_disconnected_empty(&self) -> bool {
-        let tail = self.tail.0.index.load(Ordering::SeqCst);
-        tail & MARK != 0 && self.head.0.index.load(Ordering::SeqCst) >> SHIFT == tail >> SHIFT
-    }
-
     fn is_drained(&self) -> bool {
         let tail = self.tail.0.index.load(Ordering::SeqCst);
         tail & MARK == 0 && self.head.0.index.load(Ordering::SeqCst) >> SHIFT == tail >> SHIFT

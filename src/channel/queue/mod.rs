@@ -102,8 +102,6 @@ pub(crate) trait Slots {
 
     /// Marks the storage disconnected; `true` the first time.
     fn disconnect(&self) -> bool;
-    /// Disconnected with nothing stored or claimed.
-    fn is_disconnected_empty(&self) -> bool;
     /// Nothing stored or claimed, and not disconnected.
     fn is_drained(&self) -> bool;
     /// Whether a receive would find something (or the disconnection).
@@ -122,12 +120,6 @@ pub(crate) struct Queue<S: Slots> {
     /// received before the storage's.
     returned: Mutex<VecDeque<S::Message>>,
     returned_len: AtomicUsize,
-    /// Messages handed straight to a waiting receiver that has not yet
-    /// kept or given them back (it may be cancelled before it runs): while
-    /// any is out, a disconnected channel is not yet over for receivers,
-    /// so `Disconnected` is final (a message given back after it was told
-    /// would be stranded).
-    in_hand: AtomicUsize,
     pub(crate) receivers_line: Line,
     pub(crate) senders_line: Line,
     pub(crate) senders: AtomicUsize,
@@ -140,7 +132,6 @@ impl<S: Slots> Queue<S> {
             slots,
             returned: Mutex::new(VecDeque::new()),
             returned_len: AtomicUsize::new(0),
-            in_hand: AtomicUsize::new(0),
             receivers_line: Line::new(),
             senders_line: Line::new(),
             senders: AtomicUsize::new(1),
@@ -228,19 +219,7 @@ impl<S: Slots> Queue<S> {
     }
 
     pub(crate) fn recv_ready(&self) -> bool {
-        self.returned_len.load(Ordering::SeqCst) != 0
-            || (self.slots.recv_ready()
-                && !(self.slots.is_disconnected_empty()
-                    && self.in_hand.load(Ordering::SeqCst) != 0))
-    }
-
-    /// A message handed to a receiver was kept or given back (given back
-    /// first): the last one out of a disconnected channel tells the
-    /// receivers waiting for it that it is over.
-    pub(super) fn hand_done(&self) {
-        if self.in_hand.fetch_sub(1, Ordering::SeqCst) == 1 && self.slots.is_disconnected_empty() {
-            self.receivers_line.disconnect();
-        }
+        self.returned_len.load(Ordering::SeqCst) != 0 || self.slots.recv_ready()
     }
 
     pub(crate) fn send_ready(&self) -> bool {
@@ -328,13 +307,7 @@ impl<S: Slots> Face<S::Message> for Queue<S> {
     }
 
     fn start_recv(&self) -> Result<Claim, NoClaim> {
-        match Queue::start_recv(self, true) {
-            // Not over while a handed message may come back (`in_hand`).
-            Err(NoClaim::Disconnected) if self.in_hand.load(Ordering::SeqCst) != 0 => {
-                Err(NoClaim::NotReady)
-            }
-            claim => claim,
-        }
+        Queue::start_recv(self, true)
     }
 
     unsafe fn read(&self, claim: Claim) -> S::Message {

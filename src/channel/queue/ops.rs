@@ -16,7 +16,6 @@ use crate::channel::context::{Context, Kind, OnUnwind, Selected, wait};
 use crate::channel::err::{RecvTimeoutError, SendTimeoutError, TryRecvError, TrySendError};
 use crate::sync::waiters::Wakeups;
 use crate::timer::clock;
-use std::sync::atomic::Ordering;
 
 use super::{NoClaim, Queue, Slots};
 
@@ -78,8 +77,6 @@ impl<S: Slots> Queue<S> {
         let Kind::Packet(packet) = entry.kind() else {
             unreachable!("only packets are claimed")
         };
-        // Counted before the receiver can see it (see `in_hand`).
-        self.in_hand.fetch_add(1, Ordering::SeqCst);
         // SAFETY: claimed just now, a waiting receiver's `Packet<S::Message>`.
         unsafe { put(packet, unwrap(slot.take())) };
         entry.cx().finish(Selected::Operation(entry.oper()));
@@ -124,14 +121,7 @@ impl<S: Slots> Queue<S> {
             *out = Some(message);
             return Ok(());
         }
-        let claim = match self.start_recv(true) {
-            // A message handed to a receiver may still come back: not
-            // over until it is kept (see `in_hand`).
-            Err(NoClaim::Disconnected) if self.in_hand.load(Ordering::SeqCst) != 0 => {
-                return Err(NoClaim::NotReady);
-            }
-            claim => claim?,
-        };
+        let claim = self.start_recv(true)?;
         // SAFETY: claimed just now from this ring, completed once.
         *out = Some(unsafe { self.read(claim) });
         Ok(())
@@ -276,11 +266,12 @@ impl<S: Slots> Queue<S> {
                     // SAFETY: the wait is over: no notifier touches the
                     // packet any more.
                     match unsafe { (*packet.get()).take() } {
-                        // Handed a message we cannot keep: back, ahead of
-                        // the ring (every receiver gone: it goes down).
+                        // Not reached: a wait handed its message returns
+                        // it (`wait`), so the unwind comes after an abort
+                        // that won. Given back, not dropped, all the same.
                         Some(m) => {
+                            debug_assert!(false, "a handed message met an unwind");
                             drop(self.give_back(m));
-                            self.hand_done();
                         }
                         // Woken for a message we will not take: the next
                         // receiver's turn.
@@ -297,7 +288,6 @@ impl<S: Slots> Queue<S> {
             // SAFETY: the wait is over and the entry gone: ours alone.
             let slot = unsafe { &mut *packet.get() };
             if slot.is_some() {
-                self.hand_done();
                 return Ok(());
             }
             match self.take_into(slot) {

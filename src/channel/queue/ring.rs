@@ -258,11 +258,6 @@ impl<T> Slots for Ring<T> {
         self.tail.fetch_or(self.mark, Ordering::SeqCst) & self.mark == 0
     }
 
-    fn is_disconnected_empty(&self) -> bool {
-        let tail = self.tail.load(Ordering::SeqCst);
-        tail & self.mark != 0 && tail & !self.mark == self.head.load(Ordering::SeqCst)
-    }
-
     fn is_drained(&self) -> bool {
         self.tail.load(Ordering::SeqCst) == self.head.load(Ordering::SeqCst)
     }
