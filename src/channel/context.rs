@@ -10,16 +10,18 @@
 //! way out, unwinding included ([`Waiting`] does it on drop).
 //!
 //! A notifier (a sender that finds a waiting receiver, say) holds the
-//! channel's lock, removes the entry and moves the context out of
-//! `WAITING` with a compare-exchange; only one notifier can win, so one
-//! operation of a `select` completes. Handing over a message takes two
-//! steps: `claim` (`WAITING` → `CLAIMED`), the write into the waiter's
-//! packet, then `finish` (`CLAIMED` → the selected operation, release). A
-//! notifier never parks between the two, so a waiter that finds its context
-//! `CLAIMED` (from another thread) spins a moment for `finish`. The
-//! notifier wakes the waiter with the entry's unparker after releasing the
-//! lock: the entry (and its unparker) was moved out of the list, so nothing
-//! of the waiter's stack is touched after `finish`.
+//! line's lock, removes the entry and moves the context out of `WAITING`
+//! with a compare-exchange; only one notifier can win, so one operation of
+//! a `select` completes. Every selection takes two steps: `claim`
+//! (`WAITING` → `CLAIMED`), then `finish` (`CLAIMED` → the selected
+//! operation, release). In between, a hand-over writes the waiter's packet,
+//! and the notifier makes the unparker it will wake the waiter with (the
+//! entry keeps a fiber's without a reference count, which may be taken only
+//! while the claim pins the waiter: see `RawUnparker`). A notifier never
+//! parks between the two, so a waiter that finds its context `CLAIMED`
+//! (from another thread) spins a moment for `finish`. The notifier wakes
+//! the waiter after releasing the lock: nothing of the waiter's stack is
+//! touched after `finish`.
 //!
 //! A waiter that gives up (its deadline passed, it is cancelled, a `select`
 //! whose other operation was chosen) aborts: `WAITING` → `ABORTED`. If that
@@ -31,7 +33,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::channel::backoff::Backoff;
 use crate::scheduler::park::{
-    Halted, Parked, Unparker, check_unwind, park_current, park_without_unwind,
+    Halted, Parked, RawUnparker, Unparker, check_unwind, park_current, park_without_unwind,
 };
 use crate::scheduler::wait_on::WaitOn;
 use crate::sync::waiters::Wakeups;
@@ -92,7 +94,12 @@ impl Context {
     /// A wait of the calling fiber or thread on several operations, woken
     /// at its next park.
     pub(crate) fn new() -> Context {
-        Context::with_unparker(Unparker::current())
+        match crate::scheduler::context::current() {
+            // Each entry keeps the fiber's unparker without a reference
+            // count (`RawUnparker`).
+            Some(_) => Context::single(),
+            None => Context::with_unparker(Unparker::current()),
+        }
     }
 
     /// A wait of the calling fiber or thread on one operation.
@@ -126,18 +133,6 @@ impl Context {
     /// Ends a hand-over begun by `claim`: the waiter may look now.
     pub(crate) fn finish(&self, selected: Selected) {
         self.state.store(selected.word(), Ordering::Release);
-    }
-
-    /// Selects `selected` if the context still waits (no hand-over).
-    pub(crate) fn try_select(&self, selected: Selected) -> bool {
-        self.state
-            .compare_exchange(
-                WAITING,
-                selected.word(),
-                Ordering::AcqRel,
-                Ordering::Relaxed,
-            )
-            .is_ok()
     }
 
     /// Whether the context still waits (a notifier may choose it).
@@ -201,16 +196,12 @@ pub(crate) struct Entry {
     cx: *const Context,
     oper: usize,
     kind: Kind,
-    unparker: Unparker,
+    unparker: RawUnparker,
 }
 
 impl Entry {
     pub(crate) fn kind(&self) -> Kind {
         self.kind
-    }
-
-    pub(crate) fn oper(&self) -> usize {
-        self.oper
     }
 
     /// The entry's context.
@@ -222,9 +213,37 @@ impl Entry {
         unsafe { &*self.cx }
     }
 
-    /// Wakes the entry's waiter; call after releasing the lock.
-    pub(crate) fn into_unparker(self) -> Unparker {
-        self.unparker
+    /// Selects `selected` for the entry's wait if it still waits: claims
+    /// and finishes it, and returns what wakes its waiter (after releasing
+    /// the lock).
+    pub(crate) fn select(&self, selected: Selected) -> Option<Unparker> {
+        if !self.cx().claim() {
+            return None;
+        }
+        // SAFETY: claimed just now and finished below.
+        Some(unsafe { self.finish_claimed(selected) })
+    }
+
+    /// Ends the selection of an entry the caller claimed
+    /// (`Context::claim`), a hand-over written or not: selects the entry's
+    /// own operation and returns what wakes its waiter (after releasing
+    /// the lock).
+    pub(crate) fn finish(self) -> Unparker {
+        // SAFETY: the caller claimed this entry (the contract of this
+        // method) and it is finished once, here.
+        unsafe { self.finish_claimed(Selected::Operation(self.oper)) }
+    }
+
+    /// # Safety
+    ///
+    /// The entry's context was claimed by the caller and is not finished.
+    unsafe fn finish_claimed(&self, selected: Selected) -> Unparker {
+        // SAFETY: claimed and not finished: the waiter does not end its
+        // park until `finish` below. Made before it: after, the waiter may
+        // be gone.
+        let unparker = unsafe { self.unparker.pinned() };
+        self.cx().finish(selected);
+        unparker
     }
 }
 
@@ -258,7 +277,10 @@ impl Waiters {
             cx,
             oper,
             kind,
-            unparker: cx.unparker(),
+            unparker: match &cx.unparker {
+                Some(unparker) => RawUnparker::Other(unparker.clone()),
+                None => RawUnparker::current(),
+            },
         });
     }
 
@@ -333,8 +355,8 @@ impl Waiters {
             if e.kind != Kind::Watch {
                 return true;
             }
-            if e.cx().try_select(Selected::Operation(e.oper)) {
-                wake.push(e.unparker.clone());
+            if let Some(unparker) = e.select(Selected::Operation(e.oper)) {
+                wake.push(unparker);
             }
             false
         });
@@ -344,8 +366,8 @@ impl Waiters {
     pub(crate) fn disconnect(&mut self, wake: &mut Wakeups) {
         self.watchers = 0;
         for e in self.entries.drain(..) {
-            if e.cx().try_select(Selected::Disconnected) {
-                wake.push(e.unparker);
+            if let Some(unparker) = e.select(Selected::Disconnected) {
+                wake.push(unparker);
             }
         }
     }

@@ -11,7 +11,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use crate::channel::context::{Context, Entry, Kind, Selected, Waiters};
+use crate::channel::context::{Context, Entry, Kind, Waiters};
 use crate::channel::spin_lock::{SpinGuard, SpinLock};
 use crate::sync::waiters::Wakeups;
 
@@ -74,11 +74,10 @@ impl Line {
         // A packet's waiter woken this way finds its packet untouched and
         // tries again, as a `Notify` does.
         let first = waiters.take_first(std::ptr::null(), |e| {
-            matches!(e.kind(), Kind::Notify | Kind::Packet(_))
-                && e.cx().try_select(Selected::Operation(e.oper()))
+            matches!(e.kind(), Kind::Notify | Kind::Packet(_)) && e.cx().claim()
         });
         if let Some(entry) = first {
-            wake.push(entry.into_unparker());
+            wake.push(entry.finish());
         }
         waiters.wake_watchers(&mut wake);
         self.settle(&waiters);
@@ -95,7 +94,7 @@ impl Line {
     /// The first waiting operation with a packet (a blocking send or
     /// receive, not a `select`'s), claimed for a hand-over, if `now` says
     /// yes under the line's lock. The caller writes or takes the packet,
-    /// then `finish`es the entry's context and wakes it.
+    /// then `finish`es the entry and wakes its waiter.
     pub(crate) fn claim_packet(&self, now: impl FnOnce() -> bool) -> Option<Entry> {
         let mut waiters = self.lock();
         if !now() {
@@ -108,15 +107,14 @@ impl Line {
         Some(entry)
     }
 
-    /// The first waiting operation, taken out of the line: a packet's
-    /// claimed (for a hand-over, to be `finish`ed), a `Notify` selected
-    /// (woken by the caller, it tries again). Every watcher is woken.
+    /// The first waiting operation, taken out of the line and claimed, for
+    /// the caller to `finish` and wake: a packet's after a hand-over, a
+    /// `Notify` at once (it tries again). Every watcher is woken.
     pub(crate) fn take_first(&self) -> Option<Entry> {
         let mut wake = Wakeups::default();
         let mut waiters = self.lock();
         let first = waiters.take_first(std::ptr::null(), |e| match e.kind() {
-            Kind::Packet(_) => e.cx().claim(),
-            Kind::Notify => e.cx().try_select(Selected::Operation(e.oper())),
+            Kind::Packet(_) | Kind::Notify => e.cx().claim(),
             _ => false,
         });
         waiters.wake_watchers(&mut wake);

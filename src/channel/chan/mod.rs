@@ -24,11 +24,12 @@
 
 use std::cell::UnsafeCell;
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
-use std::sync::{Arc, Mutex, MutexGuard};
 
-use crate::channel::context::{Context, Kind, Selected, Waiters};
+use crate::channel::context::{Context, Kind, Waiters};
 use crate::channel::err::{TryRecvError, TrySendError};
+use crate::channel::spin_lock::{SpinGuard, SpinLock};
 use crate::sync::waiters::Wakeups;
 
 mod promise;
@@ -39,7 +40,8 @@ pub(crate) use promise::{Got, Promise};
 pub(crate) use select_ops::SendGo;
 
 pub(crate) struct Chan<T> {
-    inner: Mutex<Inner<T>>,
+    /// Held for a few steps, never across a park or user code.
+    inner: SpinLock<Inner<T>>,
     /// `usize::MAX`: unbounded.
     cap: usize,
     pub(crate) senders: AtomicUsize,
@@ -95,7 +97,7 @@ unsafe fn take<S>(slot: *mut ()) -> Option<S> {
 impl<T> Chan<T> {
     pub(crate) fn new(cap: Option<usize>) -> Chan<T> {
         Chan {
-            inner: Mutex::new(Inner {
+            inner: SpinLock::new(Inner {
                 queue: VecDeque::new(),
                 reserved: 0,
                 receivers: Waiters::default(),
@@ -108,10 +110,8 @@ impl<T> Chan<T> {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, Inner<T>> {
-        // No user code runs under the lock, so it is never poisoned by
-        // one; a poisoned lock is still consistent.
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> SpinGuard<'_, Inner<T>> {
+        self.inner.lock()
     }
 
     pub(crate) fn capacity(&self) -> Option<usize> {
@@ -155,8 +155,7 @@ impl<T> Chan<T> {
             // SAFETY: claimed just now under our lock, a receiver's slot of
             // this channel's `T`.
             unsafe { put(packet, Got::Message(message)) };
-            entry.cx().finish(Selected::Operation(entry.oper()));
-            wake.push(entry.into_unparker());
+            wake.push(entry.finish());
             return Ok(());
         }
         if reserved || inner.queue.len() + inner.reserved < self.cap {
@@ -216,8 +215,7 @@ impl<T> Chan<T> {
                     }
                     Kind::Watch | Kind::Notify => unreachable!("only packets are taken"),
                 };
-                entry.cx().finish(Selected::Operation(entry.oper()));
-                wake.push(entry.into_unparker());
+                wake.push(entry.finish());
                 Ok(got)
             }
             None if inner.disconnected => Err(TryRecvError::Disconnected),
@@ -232,20 +230,23 @@ impl<T> Chan<T> {
         }
         let admitted = inner.senders.take_first(me, |e| match e.kind() {
             Kind::Packet(_) => e.cx().claim(),
-            Kind::Lazy(_) => e.cx().try_select(Selected::Operation(e.oper())),
+            Kind::Lazy(_) => e.cx().claim(),
             Kind::Watch | Kind::Notify => false,
         });
         if let Some(entry) = admitted {
-            match entry.kind() {
+            let unparker = match entry.kind() {
                 Kind::Packet(packet) => {
                     // SAFETY: as in `recv_locked`.
                     let message = unsafe { take::<T>(packet) }.expect("a waiting sender's message");
                     inner.queue.push_back(message);
-                    entry.cx().finish(Selected::Operation(entry.oper()));
+                    entry.finish()
                 }
-                _ => inner.reserved += 1,
-            }
-            wake.push(entry.into_unparker());
+                _ => {
+                    inner.reserved += 1;
+                    entry.finish()
+                }
+            };
+            wake.push(unparker);
         }
     }
 
@@ -262,8 +263,7 @@ impl<T> Chan<T> {
                 };
                 // SAFETY: as in `send_locked`.
                 unsafe { put(packet, Got::Message(message)) };
-                entry.cx().finish(Selected::Operation(entry.oper()));
-                wake.push(entry.into_unparker());
+                wake.push(entry.finish());
             }
             None => {
                 inner.queue.push_front(message);

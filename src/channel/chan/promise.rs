@@ -26,16 +26,17 @@
 //! receive was served in time; its message is being made), as crossbeam's
 //! does.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 use super::Chan;
+use crate::channel::spin_lock::{SpinGuard, SpinLock};
 use crate::scheduler::park::{Unparker, park_current};
 use crate::scheduler::wait_on::WaitOn;
 
 /// The bond between a `select`'s send and the receiver it was paired with
 /// (see the module docs).
 pub(crate) struct Promise<T> {
-    state: Mutex<State<T>>,
+    state: SpinLock<State<T>>,
 }
 
 struct State<T> {
@@ -60,17 +61,17 @@ pub(crate) enum Got<T> {
 impl<T> Promise<T> {
     pub(crate) fn new() -> Arc<Promise<T>> {
         Arc::new(Promise {
-            state: Mutex::new(State {
+            state: SpinLock::new(State {
                 phase: Phase::Pending,
                 waiter: None,
             }),
         })
     }
 
-    fn lock(&self) -> MutexGuard<'_, State<T>> {
+    fn lock(&self) -> SpinGuard<'_, State<T>> {
         // No user code runs under the lock (a message's drop happens after
-        // it): never poisoned by one.
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        // it).
+        self.state.lock()
     }
 
     /// The sender's side: delivers `message` to the paired receiver, or,

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use super::{Chan, Got, Inner, Promise, put};
-use crate::channel::context::{Context, Kind, Selected};
+use crate::channel::context::{Context, Kind};
 use crate::channel::err::{TryRecvError, TrySendError};
 use crate::sync::waiters::Wakeups;
 
@@ -59,8 +59,7 @@ impl<T> Chan<T> {
         // SAFETY: claimed just now under our lock, a receiver's slot of
         // this channel's `T`.
         unsafe { put(packet, Got::Promised(promise.clone())) };
-        entry.cx().finish(Selected::Operation(entry.oper()));
-        wake.push(entry.into_unparker());
+        wake.push(entry.finish());
         drop(inner);
         wake.wake();
         Some(Ok(SendGo::Promised(promise)))

@@ -3,12 +3,12 @@
 //! channel's line of waiters (see `context.rs` for the protocol).
 
 use std::cell::UnsafeCell;
-use std::sync::MutexGuard;
 
 use super::{Chan, Inner, RecvSlot, Slot};
 use crate::channel::backoff::Backoff;
 use crate::channel::context::{Context, Kind, OnUnwind, Selected, wait};
 use crate::channel::err::{RecvTimeoutError, SendTimeoutError, TryRecvError, TrySendError};
+use crate::channel::spin_lock::SpinGuard;
 use crate::sync::waiters::Wakeups;
 use crate::timer::clock;
 
@@ -48,7 +48,7 @@ impl<T> Chan<T> {
     fn send_waiting(
         &self,
         message: T,
-        held: Option<(MutexGuard<'_, Inner<T>>, Wakeups)>,
+        held: Option<(SpinGuard<'_, Inner<T>>, Wakeups)>,
         deadline: Option<u64>,
     ) -> Result<(), SendTimeoutError<T>> {
         let mut message = message;
@@ -166,7 +166,7 @@ impl<T> Chan<T> {
     #[inline(never)]
     fn recv_waiting(
         &self,
-        held: Option<(MutexGuard<'_, Inner<T>>, Wakeups)>,
+        held: Option<(SpinGuard<'_, Inner<T>>, Wakeups)>,
         deadline: Option<u64>,
     ) -> Result<T, RecvTimeoutError> {
         let mut held = held;

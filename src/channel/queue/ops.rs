@@ -79,9 +79,8 @@ impl<S: Slots> Queue<S> {
         };
         // SAFETY: claimed just now, a waiting receiver's `Packet<S::Message>`.
         unsafe { put(packet, unwrap(slot.take())) };
-        entry.cx().finish(Selected::Operation(entry.oper()));
         let mut wake = Wakeups::default();
-        wake.push(entry.into_unparker());
+        wake.push(entry.finish());
         wake.wake();
         true
     }
@@ -100,18 +99,22 @@ impl<S: Slots> Queue<S> {
         let Some(entry) = self.senders_line.take_first() else {
             return;
         };
-        if let Kind::Packet(packet) = entry.kind() {
-            // SAFETY: claimed by `take_first`: a waiting sender's
-            // `Packet<S::Message>` holding its message, ours until `finish`.
-            let slot = unsafe { &mut *packet.cast::<Option<S::Message>>() };
-            // Not waiting for a reader here: the sender's context is
-            // claimed and must be finished without a park. Left in the
-            // packet when another sender was faster: it tries again.
-            let _ = self.offer(slot, false);
-            entry.cx().finish(Selected::Operation(entry.oper()));
-        }
+        let unparker = match entry.kind() {
+            Kind::Packet(packet) => {
+                // SAFETY: claimed by `take_first`: a waiting sender's
+                // `Packet<S::Message>` holding its message, ours until
+                // `finish`.
+                let slot = unsafe { &mut *packet.cast::<Option<S::Message>>() };
+                // Not waiting for a reader here: the sender's context is
+                // claimed and must be finished without a park. Left in the
+                // packet when another sender was faster: it tries again.
+                let _ = self.offer(slot, false);
+                entry.finish()
+            }
+            _ => entry.finish(),
+        };
         let mut wake = Wakeups::default();
-        wake.push(entry.into_unparker());
+        wake.push(unparker);
         wake.wake();
     }
 

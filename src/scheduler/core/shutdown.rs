@@ -45,5 +45,9 @@ impl Core {
         }
         l.live = 0;
         while l.run_queue.pop_front().is_some() {}
+        // A leaked fiber may still be in a channel's wait list, and a
+        // waker on another thread reaches its runtime through a raw
+        // pointer (`RawUnparker`): the runtime's `Shared` is leaked too.
+        std::mem::forget(self.shared.clone());
     }
 }
