@@ -358,7 +358,15 @@ impl<'a> Select<'a> {
             // Registered in the same shuffled order: a notifier takes the
             // first entry in a channel's line, so two operations of one
             // select on one channel are chosen as fairly as the try.
-            let mut slots: Vec<Option<Erased>> = (0..self.ops.len()).map(|_| None).collect();
+            // Inline for a select of up to four operations (no allocation).
+            let mut inline: [Option<Erased>; 4] = Default::default();
+            let mut heap: Vec<Option<Erased>>;
+            let slots: &mut [Option<Erased>] = if self.ops.len() <= inline.len() {
+                &mut inline[..self.ops.len()]
+            } else {
+                heap = (0..self.ops.len()).map(|_| None).collect();
+                &mut heap
+            };
             let mut registered = 0;
             let mut ready = false;
             for &i in order.iter() {
@@ -374,7 +382,7 @@ impl<'a> Select<'a> {
                 }
             }
             let ops = &self.ops;
-            let unregister = |_: &mut Vec<Option<Erased>>| {
+            let unregister = |_: &mut [Option<Erased>]| {
                 for &i in &order[..registered] {
                     ops[i].handle.get().unregister(i, &cx);
                 }
@@ -383,7 +391,7 @@ impl<'a> Select<'a> {
                 cx.abort()
             } else {
                 let on_unwind = OnUnwind::new(&cx, |selected| {
-                    unregister(&mut slots);
+                    unregister(slots);
                     if let Selected::Operation(i) = selected {
                         ops[i].handle.get().pass_on(slots[i].take());
                     }
@@ -392,7 +400,7 @@ impl<'a> Select<'a> {
                 on_unwind.defuse();
                 selected
             };
-            unregister(&mut slots);
+            unregister(slots);
             if let Selected::Operation(i) = selected
                 && let Some(token) = self.ops[i].handle.get().accept(slots[i].take())
             {
