@@ -11,7 +11,8 @@
 //! senders selecting a send over T channels and T receivers selecting a
 //! receive. Each for bounded(0), bounded(1), bounded(N) and unbounded
 //! (`seq` only where the channel holds all N). Every figure is ns per
-//! message, median of REPEATS runs (taken in turns), and its spread,
+//! message, median of REPEATS runs (taken in turns; 3, or
+//! `CHANNELS_REPEATS`), and its spread,
 //! (max - min) / median.
 
 use std::hint::black_box;
@@ -19,7 +20,15 @@ use std::process::Command;
 use std::time::Instant;
 
 const THREADS: usize = 4;
-const REPEATS: usize = 3;
+/// Runs of each row (`CHANNELS_REPEATS`, 3 by default): rows between
+/// threads on two cores spread by ±50 % from run to run; more runs steady
+/// their medians.
+fn repeats() -> usize {
+    std::env::var("CHANNELS_REPEATS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3)
+}
 const PINGS: usize = 100_000;
 
 // ----- the channels, behind one interface --------------------------------
@@ -357,7 +366,7 @@ fn go_rows(procs: u32, n: usize) -> Option<Vec<(String, Vec<f64>)>> {
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/go");
     let out = Command::new("go")
         .args(["run", "channels.go"])
-        .args([n, REPEATS, PINGS].map(|v| v.to_string()))
+        .args([n, repeats(), PINGS].map(|v| v.to_string()))
         .env("GOMAXPROCS", procs.to_string())
         .current_dir(dir)
         .output()
@@ -424,7 +433,7 @@ fn line(width: usize, name: &str, cols: &[impl std::fmt::Display]) {
 /// shape does not exist for one).
 fn rounds(imps: &[&dyn Fn() -> Option<f64>]) -> Vec<Option<Vec<f64>>> {
     let mut all: Vec<Option<Vec<f64>>> = vec![Some(Vec::new()); imps.len()];
-    for _ in 0..REPEATS {
+    for _ in 0..repeats() {
         for (slot, f) in all.iter_mut().zip(imps) {
             match f() {
                 Some(t) => slot.as_mut().map_or((), |v| v.push(t)),
@@ -442,7 +451,8 @@ pub fn run() {
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(
         "\nChannels: crossbeam-channel's benchmark shapes, {n} messages, {THREADS} senders/receivers; \
-         ns/message, median of {REPEATS} ±spread ((max-min)/median); load {}",
+         ns/message, median of {} ±spread ((max-min)/median); load {}",
+        repeats(),
         load.split(' ').next().unwrap_or("?")
     );
     let go1 = go_rows(1, n);
@@ -500,7 +510,8 @@ pub fn run() {
 
     println!(
         "\nChannel ping-pong between two fibers of one thread (Go: two goroutines, GOMAXPROCS=1): \
-         ns/round trip, median of {REPEATS} ±spread"
+         ns/round trip, median of {} ±spread",
+        repeats()
     );
     let imps: [&dyn Fn() -> Option<f64>; 3] = [
         &|| Some(fibra_ping_pong(0)),
