@@ -316,6 +316,15 @@ impl Waiters {
         me: *const Context,
         mut accept: impl FnMut(&Entry) -> bool,
     ) -> Option<Entry> {
+        // The common case first: the head of the line is taken.
+        if let Some(entry) = self.entries.front()
+            && !std::ptr::eq(entry.cx, me)
+            && entry.kind != Kind::Watch
+            && entry.cx().is_waiting()
+            && accept(entry)
+        {
+            return self.entries.pop_front();
+        }
         let mut i = 0;
         while i < self.entries.len() {
             let entry = &self.entries[i];

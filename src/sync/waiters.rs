@@ -295,11 +295,29 @@ impl Wakeups {
     }
 
     /// Wakes them all; call with no lock held.
+    #[inline]
     pub(crate) fn wake(self) {
-        if let Some(first) = self.first {
+        if self.first.is_none() {
+            // The common case of a lock that woke nobody. `rest` is pushed
+            // to only after `first`, so it never allocated: nothing to free.
+            debug_assert_eq!(self.rest.capacity(), 0);
+            std::mem::forget(self);
+            return;
+        }
+        self.wake_all();
+    }
+
+    #[inline(never)]
+    fn wake_all(self) {
+        let Wakeups { first, rest } = self;
+        if let Some(first) = first {
             first.unpark();
         }
-        for unparker in self.rest {
+        if rest.capacity() == 0 {
+            std::mem::forget(rest); // nothing to free
+            return;
+        }
+        for unparker in rest {
             unparker.unpark();
         }
     }
