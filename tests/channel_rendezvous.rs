@@ -212,3 +212,67 @@ fn try_select_does_not_miss_an_always_ready_pair() {
     }
     other.join().unwrap();
 }
+
+/// A select's waits on rendezvous channels keep their slots in place,
+/// inline when small and boxed when not: messages of both sizes cross
+/// selects waiting on both sides, and those a chosen receive could not
+/// keep (its operation dropped) go back; each is dropped once.
+#[test]
+fn small_and_large_messages_cross_waiting_selects_and_drop_once() {
+    struct Big([u64; 16], Arc<AtomicUsize>);
+    impl Drop for Big {
+        fn drop(&mut self) {
+            self.1.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+    const ROUNDS: u64 = 200;
+    let drops = Arc::new(AtomicUsize::new(0));
+    let big_sent = Arc::new(AtomicUsize::new(0));
+    fibra::run({
+        let (drops, big_sent) = (drops.clone(), big_sent.clone());
+        move || {
+            let (big_s, big_r) = bounded::<Big>(0);
+            let (small_s, small_r) = bounded::<u64>(0);
+            let sender = {
+                let (big_s, small_s) = (big_s.clone(), small_s.clone());
+                let (drops, big_sent) = (drops.clone(), big_sent.clone());
+                fibra::spawn(move || {
+                    for i in 0..ROUNDS {
+                        // Waits (the receiver is not there yet) on both.
+                        fibra::select! {
+                            send(big_s, Big([i; 16], drops.clone())) -> res => {
+                                res.unwrap();
+                                big_sent.fetch_add(1, Ordering::SeqCst);
+                            }
+                            send(small_s, i) -> res => res.unwrap(),
+                        }
+                    }
+                })
+            };
+            let mut sum = 0;
+            for round in 0..ROUNDS {
+                fibra::yield_now(); // the sender waits now
+                if round % 10 == 9 {
+                    // Chosen and dropped: the message goes back to the
+                    // channel's next receiver, this loop's next select.
+                    let mut sel = Select::new();
+                    sel.recv(&big_r);
+                    sel.recv(&small_r);
+                    let op = sel.select();
+                    let dropped =
+                        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(op)));
+                    assert!(dropped.is_err(), "an uncompleted operation panics");
+                }
+                sum += fibra::select! {
+                    recv(big_r) -> m => m.unwrap().0[15],
+                    recv(small_r) -> m => m.unwrap(),
+                };
+            }
+            sender.join().unwrap();
+            assert_eq!(sum, ROUNDS * (ROUNDS - 1) / 2, "every message once");
+        }
+    });
+    let sent = big_sent.load(Ordering::SeqCst);
+    assert!(sent > 0, "some large messages crossed");
+    assert_eq!(drops.load(Ordering::SeqCst), sent, "each dropped once");
+}

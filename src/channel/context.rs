@@ -135,6 +135,12 @@ impl Context {
         self.state.store(selected.word(), Ordering::Release);
     }
 
+    /// Whether a hand-over holds the context (between `claim` and
+    /// `finish`).
+    fn is_claimed(&self) -> bool {
+        self.state.load(Ordering::Relaxed) == CLAIMED
+    }
+
     /// Whether the context still waits (a notifier may choose it).
     pub(crate) fn is_waiting(&self) -> bool {
         self.state.load(Ordering::Relaxed) == WAITING
@@ -225,12 +231,23 @@ impl Entry {
     }
 
     /// Ends the selection of an entry the caller claimed
-    /// (`Context::claim`), a hand-over written or not: selects the entry's
-    /// own operation and returns what wakes its waiter (after releasing
-    /// the lock).
+    /// (`Context::claim`) and took out of its line, a hand-over written or
+    /// not: selects the entry's own operation and returns what wakes its
+    /// waiter (after releasing the lock).
+    ///
+    /// # Panics
+    ///
+    /// If the entry's context is not claimed.
     pub(crate) fn finish(self) -> Unparker {
-        // SAFETY: the caller claimed this entry (the contract of this
-        // method) and it is finished once, here.
+        assert!(
+            self.cx().is_claimed(),
+            "an entry is claimed before it is finished"
+        );
+        // SAFETY: claimed, and by the caller: an entry is claimed only in
+        // its line, under the line's lock, by whoever then takes it out
+        // (`Waiters::take_first`), and the caller holds it, out of the
+        // line (the waiter itself never claims). Finished once, here:
+        // `self` is consumed.
         unsafe { self.finish_claimed(Selected::Operation(self.oper)) }
     }
 

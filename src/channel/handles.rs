@@ -6,6 +6,7 @@
 
 use std::cell::UnsafeCell;
 use std::io;
+use std::mem::{MaybeUninit, align_of, size_of};
 use std::os::fd::RawFd;
 
 use std::sync::Arc;
@@ -17,14 +18,29 @@ use crate::channel::receiver::{Flavor, Receiver};
 use crate::channel::sender::{SendFlavor, Sender};
 use crate::io::Interest;
 
-/// A box of some type, its type forgotten: a receive's slot.
+/// A value of some type, its type forgotten: a receive's slot, a send's
+/// promise. Kept inline when it fits in four words (a select's wait on a
+/// rendezvous channel then allocates nothing), boxed otherwise. A pointer
+/// to it ([`Erased::ptr`]) is good until the `Erased` moves.
 pub(crate) struct Erased {
-    ptr: *mut (),
+    inline: MaybeUninit<[usize; 4]>,
+    /// Null: the value is in `inline`.
+    boxed: *mut (),
+    /// Drops the value behind the pointer `ptr` gives.
     drop: unsafe fn(*mut ()),
 }
 
 impl Erased {
-    pub(crate) fn new<T>(value: Box<T>) -> Erased {
+    pub(crate) fn new<T>(value: T) -> Erased {
+        /// Drops the value in place.
+        ///
+        /// # Safety
+        ///
+        /// `ptr` points at a `T` in an `Erased`'s `inline`, dropped once.
+        unsafe fn drop_inline<T>(ptr: *mut ()) {
+            // SAFETY: the caller's contract.
+            unsafe { ptr.cast::<T>().drop_in_place() };
+        }
         /// Drops the box `ptr` came from.
         ///
         /// # Safety
@@ -34,34 +50,61 @@ impl Erased {
             // SAFETY: the caller's contract.
             drop(unsafe { Box::from_raw(ptr.cast::<T>()) });
         }
-        Erased {
-            ptr: Box::into_raw(value).cast(),
-            drop: drop_box::<T>,
+        let mut inline = MaybeUninit::<[usize; 4]>::uninit();
+        if size_of::<T>() <= size_of::<[usize; 4]>() && align_of::<T>() <= align_of::<usize>() {
+            // SAFETY: the buffer is large and aligned enough for a `T`
+            // (checked above), and uninitialised: nothing is overwritten.
+            unsafe { inline.as_mut_ptr().cast::<T>().write(value) };
+            Erased {
+                inline,
+                boxed: std::ptr::null_mut(),
+                drop: drop_inline::<T>,
+            }
+        } else {
+            Erased {
+                inline,
+                boxed: Box::into_raw(Box::new(value)).cast(),
+                drop: drop_box::<T>,
+            }
         }
     }
 
-    pub(crate) fn ptr(&self) -> *mut () {
-        self.ptr
+    /// Where the value is (good until `self` moves).
+    pub(crate) fn ptr(&mut self) -> *mut () {
+        if self.boxed.is_null() {
+            self.inline.as_mut_ptr().cast()
+        } else {
+            self.boxed
+        }
     }
 
-    /// The box back.
+    /// The value back.
     ///
     /// # Safety
     ///
-    /// `T` is the type the box was made with.
-    pub(crate) unsafe fn into_box<T>(self) -> Box<T> {
-        let this = std::mem::ManuallyDrop::new(self);
-        // SAFETY: the caller's contract; `this` is never dropped, so the
-        // box is taken back once.
-        unsafe { Box::from_raw(this.ptr.cast::<T>()) }
+    /// `T` is the type it was made with.
+    pub(crate) unsafe fn into_value<T>(self) -> T {
+        let mut this = std::mem::ManuallyDrop::new(self);
+        let ptr = this.ptr().cast::<T>();
+        if this.boxed.is_null() {
+            // SAFETY: the caller's contract: a `T` in `inline`, read once
+            // (`this` is never dropped).
+            unsafe { ptr.read() }
+        } else {
+            // SAFETY: the caller's contract: the box of a `T`, taken back
+            // once (`this` is never dropped).
+            *unsafe { Box::from_raw(ptr) }
+        }
     }
 }
 
 impl Drop for Erased {
     fn drop(&mut self) {
-        // SAFETY: `drop` is `drop_box` of the type `ptr` was made from, and
-        // this is the one drop (`into_box` forgets the value).
-        unsafe { (self.drop)(self.ptr) };
+        let ptr = self.ptr();
+        // SAFETY: `drop` is the dropper made with the value's type and
+        // where it is kept, and this is the one drop (`into_value` forgets
+        // the `Erased`).
+        unsafe { (self.drop)(ptr) };
     }
 }
 
@@ -96,9 +139,11 @@ pub(crate) trait SelectHandle {
     /// is completed with any handle of the same identity (a clone of a
     /// sender, say). Null for `never` and fds.
     fn identity(&self) -> *const u8;
-    /// Registers operation `oper` of the wait `cx`: `Ok` with the slot it
-    /// registered, if any, or `Err` if it can go ahead now (not registered).
-    fn register(&self, oper: usize, cx: &Context) -> Result<Option<Erased>, ()>;
+    /// Registers operation `oper` of the wait `cx`, with its slot (if it
+    /// has one) made in `slot`, where it stays until it is unregistered:
+    /// `Ok`, or `Err` if it can go ahead now (not registered, `slot` left
+    /// empty).
+    fn register(&self, oper: usize, cx: &Context, slot: &mut Option<Erased>) -> Result<(), ()>;
     /// Removes the registration (if still there).
     fn unregister(&self, oper: usize, cx: &Context);
     /// The token of a registration the wait was chosen for; `None` when
@@ -152,31 +197,32 @@ impl<T> SelectHandle for Sender<T> {
             Ok(SendGo::Reserved) => Some(Token::Reserved),
             Ok(SendGo::Promised(promise)) => {
                 let slot: PromiseSlot<T> = UnsafeCell::new(Some(promise));
-                Some(Token::Promised(Erased::new(Box::new(slot))))
+                Some(Token::Promised(Erased::new(slot)))
             }
             Err(()) => Some(Token::Closed),
         }
     }
 
-    fn register(&self, oper: usize, cx: &Context) -> Result<Option<Erased>, ()> {
+    fn register(&self, oper: usize, cx: &Context, slot: &mut Option<Erased>) -> Result<(), ()> {
         let SendFlavor::Chan(chan) = &self.flavor else {
             let queue = self.flavor.queue().expect("a queue");
             return if queue.register(false, oper, cx, Kind::Notify) {
-                Ok(None)
+                Ok(())
             } else {
                 Err(())
             };
         };
         // A rendezvous send gets a slot for the promise a receiver pairs it
         // by; a buffered one has room reserved for it, no slot.
-        let slot = (chan.capacity() == Some(0)).then(|| {
-            let slot: Box<PromiseSlot<T>> = Box::new(UnsafeCell::new(None));
-            Erased::new(slot)
-        });
-        let ptr = slot.as_ref().map_or(std::ptr::null_mut(), Erased::ptr);
+        if chan.capacity() == Some(0) {
+            let promise: PromiseSlot<T> = UnsafeCell::new(None);
+            *slot = Some(Erased::new(promise));
+        }
+        let ptr = slot.as_mut().map_or(std::ptr::null_mut(), Erased::ptr);
         if chan.register_send(oper, cx, ptr) {
-            Ok(slot)
+            Ok(())
         } else {
+            *slot = None;
             Err(())
         }
     }
@@ -220,7 +266,7 @@ impl<T> SelectHandle for Sender<T> {
             }
             (Token::Promised(slot), _) => {
                 // SAFETY: a promise slot of this sender's `T` (made above).
-                let slot = unsafe { slot.into_box::<PromiseSlot<T>>() };
+                let slot = unsafe { slot.into_value::<PromiseSlot<T>>() };
                 if let Some(promise) = slot.into_inner() {
                     promise.break_off();
                 }
@@ -258,7 +304,7 @@ impl<T> SelectHandle for Sender<T> {
 /// A slot holding what a receive got, as a token.
 fn message_token<T>(got: Got<T>) -> Token {
     let slot: RecvSlot<T> = UnsafeCell::new(Some(got));
-    Token::Message(Erased::new(Box::new(slot)))
+    Token::Message(Erased::new(slot))
 }
 
 impl<T> SelectHandle for Receiver<T> {
@@ -293,28 +339,29 @@ impl<T> SelectHandle for Receiver<T> {
         }
     }
 
-    fn register(&self, oper: usize, cx: &Context) -> Result<Option<Erased>, ()> {
+    fn register(&self, oper: usize, cx: &Context, slot: &mut Option<Erased>) -> Result<(), ()> {
         match &self.flavor {
             Flavor::Chan(chan) => {
-                let slot: Box<RecvSlot<T>> = Box::new(UnsafeCell::new(None));
-                let slot = Erased::new(slot);
-                if chan.register_recv(oper, cx, slot.ptr()) {
-                    Ok(Some(slot))
+                let empty: RecvSlot<T> = UnsafeCell::new(None);
+                let ptr = slot.insert(Erased::new(empty)).ptr();
+                if chan.register_recv(oper, cx, ptr) {
+                    Ok(())
                 } else {
+                    *slot = None;
                     Err(())
                 }
             }
             Flavor::Array(_) | Flavor::List(_) => {
                 let queue = self.flavor.queue().expect("a queue");
                 if queue.register(true, oper, cx, Kind::Notify) {
-                    Ok(None)
+                    Ok(())
                 } else {
                     Err(())
                 }
             }
             // Timers wake the select by its deadline; `never` never does.
             _ if self.is_ready() => Err(()),
-            _ => Ok(None),
+            _ => Ok(()),
         }
     }
 
@@ -363,7 +410,7 @@ impl<T> SelectHandle for Receiver<T> {
             }
             Token::Message(slot) => {
                 // SAFETY: a receive's slot of this receiver's `T`.
-                let slot = unsafe { slot.into_box::<RecvSlot<T>>() };
+                let slot = unsafe { slot.into_value::<RecvSlot<T>>() };
                 if let Some(got) = slot.into_inner() {
                     match &self.flavor {
                         Flavor::Chan(chan) => got.give_back(chan),

@@ -19,12 +19,12 @@ impl<T> SelectHandle for JoinHandle<T> {
         self.is_finished().then_some(Token::Finished)
     }
 
-    fn register(&self, _oper: usize, cx: &Context) -> Result<Option<Erased>, ()> {
+    fn register(&self, _oper: usize, cx: &Context, _slot: &mut Option<Erased>) -> Result<(), ()> {
         // The fiber wakes the wait when it finishes (a wake-up the select
         // checks); a waiter left behind after the select wakes nobody who
         // still waits (a spent token, or a spurious thread wake-up).
         if self.wake_when_finished(cx.unparker()) {
-            Ok(None)
+            Ok(())
         } else {
             Err(())
         }
@@ -47,7 +47,7 @@ impl<T> SelectHandle for JoinHandle<T> {
     }
 
     fn watch(&self, oper: usize, cx: &Context) -> bool {
-        self.register(oper, cx).is_ok()
+        self.register(oper, cx, &mut None).is_ok()
     }
 
     fn unwatch(&self, _oper: usize, _cx: &Context) {}
@@ -84,10 +84,10 @@ impl SelectHandle for IoOp {
         self.poll_now().map(Token::Io)
     }
 
-    fn register(&self, _oper: usize, _cx: &Context) -> Result<Option<Erased>, ()> {
+    fn register(&self, _oper: usize, _cx: &Context, _slot: &mut Option<Erased>) -> Result<(), ()> {
         // Armed by the select itself, with its other fds, just before it
         // parks (see `Select::run`).
-        Ok(None)
+        Ok(())
     }
 
     fn unregister(&self, _oper: usize, _cx: &Context) {}

@@ -370,11 +370,9 @@ impl<'a> Select<'a> {
             let mut registered = 0;
             let mut ready = false;
             for &i in order.iter() {
-                match self.ops[i].handle.get().register(i, &cx) {
-                    Ok(slot) => {
-                        slots[i] = slot;
-                        registered += 1;
-                    }
+                // The slot is made in place: it stays there, registered.
+                match self.ops[i].handle.get().register(i, &cx, &mut slots[i]) {
+                    Ok(()) => registered += 1,
                     Err(()) => {
                         ready = true;
                         break;

@@ -84,7 +84,7 @@ impl<'a> SelectedOperation<'a> {
                 // SAFETY: the slot was made for a send on `s`'s channel (the
                 // identity check above: the same `Arc`, so the same `T`), a
                 // `PromiseSlot<T>`.
-                let slot = unsafe { slot.into_box::<PromiseSlot<T>>() };
+                let slot = unsafe { slot.into_value::<PromiseSlot<T>>() };
                 let promise = slot.into_inner().expect("a paired send's promise");
                 let SendFlavor::Chan(chan) = &s.flavor else {
                     unreachable!("only the locked channel pairs")
@@ -127,7 +127,7 @@ impl<'a> SelectedOperation<'a> {
                 // SAFETY: the slot was made for a receive on `r`'s channel
                 // (the identity check above: the same `Arc`, so the same
                 // `T`), a `RecvSlot<T>`.
-                let slot = unsafe { slot.into_box::<RecvSlot<T>>() };
+                let slot = unsafe { slot.into_value::<RecvSlot<T>>() };
                 let got = slot.into_inner().expect("a chosen receive's message");
                 r.settle(got)
             }
