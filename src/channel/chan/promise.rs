@@ -30,7 +30,7 @@ use std::sync::Arc;
 
 use super::Chan;
 use crate::channel::spin_lock::{SpinGuard, SpinLock};
-use crate::scheduler::park::{Unparker, park_current};
+use crate::scheduler::park::{RawUnparker, park_current};
 use crate::scheduler::wait_on::WaitOn;
 
 /// The bond between a `select`'s send and the receiver it was paired with
@@ -42,7 +42,11 @@ pub(crate) struct Promise<T> {
 struct State<T> {
     phase: Phase<T>,
     /// The receiver's next park, once it waits.
-    waiter: Option<Unparker>,
+    /// Without a reference count: made into an `Unparker` under the
+    /// lock, while the receiver cannot leave (it leaves once it sees,
+    /// under this lock, a phase other than `Pending`, or by `abandon`,
+    /// which takes the lock too).
+    waiter: Option<RawUnparker>,
 }
 
 enum Phase<T> {
@@ -83,7 +87,10 @@ impl<T> Promise<T> {
         match state.phase {
             Phase::Pending => {
                 state.phase = Phase::Kept(message);
-                let waiter = state.waiter.take();
+                // SAFETY: under the lock: the receiver sees the new phase
+                // only once it is released, so it has not ended its park
+                // (see the field).
+                let waiter = state.waiter.take().map(|w| unsafe { w.pinned() });
                 drop(state);
                 if let Some(w) = waiter {
                     w.unpark();
@@ -104,7 +111,8 @@ impl<T> Promise<T> {
         let mut state = self.lock();
         if let Phase::Pending = state.phase {
             state.phase = Phase::Broken;
-            let waiter = state.waiter.take();
+            // SAFETY: as in `keep`.
+            let waiter = state.waiter.take().map(|w| unsafe { w.pinned() });
             drop(state);
             if let Some(w) = waiter {
                 w.unpark();
@@ -139,7 +147,7 @@ impl<T> Promise<T> {
             match std::mem::replace(&mut state.phase, Phase::Pending) {
                 Phase::Kept(message) => break Some(message),
                 Phase::Broken => break None,
-                Phase::Pending => state.waiter = Some(Unparker::current()),
+                Phase::Pending => state.waiter = Some(RawUnparker::current()),
                 Phase::Abandoned => unreachable!("only the receiver abandons"),
             }
             drop(state);
