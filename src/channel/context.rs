@@ -235,6 +235,10 @@ impl Entry {
     /// not: selects the entry's own operation and returns what wakes its
     /// waiter (after releasing the lock).
     ///
+    /// A claimed entry was claimed by its holder: an entry is claimed only
+    /// in its line, under the line's lock, by whoever then takes it out
+    /// (`Waiters::take_first`); the waiter itself never claims.
+    ///
     /// # Panics
     ///
     /// If the entry's context is not claimed.
@@ -243,11 +247,8 @@ impl Entry {
             self.cx().is_claimed(),
             "an entry is claimed before it is finished"
         );
-        // SAFETY: claimed, and by the caller: an entry is claimed only in
-        // its line, under the line's lock, by whoever then takes it out
-        // (`Waiters::take_first`), and the caller holds it, out of the
-        // line (the waiter itself never claims). Finished once, here:
-        // `self` is consumed.
+        // SAFETY: claimed (asserted) by the caller, its holder (see above);
+        // finished once, here: `self` is consumed.
         unsafe { self.finish_claimed(Selected::Operation(self.oper)) }
     }
 
