@@ -182,7 +182,6 @@ pub(crate) fn park(core: &Core, deadline: Option<u64>, on: WaitOn) -> Parked {
 }
 
 /// How a park that must not unwind ended (see [`park_without_unwind`]).
-#[cfg_attr(not(feature = "hook"), allow(dead_code))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Halted {
     /// Woken (possibly spuriously): re-check and park again if needed.
@@ -199,8 +198,8 @@ pub(crate) enum Halted {
 /// Parks the current fiber as [`park`] does, but reports cancellation and
 /// an expired `fibra::timeout` instead of unwinding: for code that must
 /// not unwind, such as an `extern "C"` hook called by code that declared it
-/// cannot. The fiber unwinds at its next [`park`].
-#[cfg_attr(not(feature = "hook"), allow(dead_code))]
+/// cannot, or a channel wait that keeps what it was served before the cancel
+/// (`channel::context::wait`). The fiber unwinds at its next [`park`].
 pub(crate) fn park_without_unwind(core: &Core, deadline: Option<u64>, on: WaitOn) -> Halted {
     if core.current_is_unwinding() {
         // A destructor's call during an unwind: wait plainly, as `park` does.
@@ -241,7 +240,6 @@ pub(crate) fn park_without_unwind(core: &Core, deadline: Option<u64>, on: WaitOn
 /// returns early for them): a hooked `sleep`, which sleeps its time out.
 ///
 /// Inlined: see `Core::switch_to` on frames above a switch.
-#[cfg_attr(not(feature = "hook"), allow(dead_code))]
 #[inline(always)]
 pub(crate) fn park_regardless(core: &Core, deadline: Option<u64>, on: WaitOn) {
     if core.current_is_unwinding() {
