@@ -16,7 +16,7 @@
 //! (`WAITING` → `CLAIMED`), then `finish` (`CLAIMED` → the selected
 //! operation, release). In between, a hand-over writes the waiter's packet,
 //! and the notifier makes the unparker it will wake the waiter with (the
-//! entry keeps a fiber's without a reference count, which may be taken only
+//! context keeps a fiber's without a reference count, which may be taken only
 //! while the claim pins the waiter: see `RawUnparker`). A notifier never
 //! parks between the two, so a waiter that finds its context `CLAIMED`
 //! (from another thread) spins a moment for `finish`. The notifier wakes
@@ -84,42 +84,38 @@ impl Selected {
 pub(crate) struct Context {
     state: AtomicUsize,
     /// What wakes the waiter: its next park, or (a thread waiting on fds
-    /// too) the eventfd it polls. `None` for a wait of one operation,
-    /// whose one entry makes the unparker of its park itself (a fiber's
-    /// holds a reference count: made once, not made and cloned).
-    unparker: Option<Unparker>,
+    /// too) the eventfd it polls. A fiber's is kept without a reference
+    /// count: a notifier makes the real unparker while its claim pins the
+    /// waiter (`Entry::finish`). One per wait, whatever the number of its
+    /// entries.
+    unparker: RawUnparker,
 }
 
 impl Context {
-    /// A wait of the calling fiber or thread on several operations, woken
-    /// at its next park.
+    /// A wait of the calling fiber or thread, woken at its next park.
+    #[inline]
     pub(crate) fn new() -> Context {
-        match crate::scheduler::context::current() {
-            // Each entry keeps the fiber's unparker without a reference
-            // count (`RawUnparker`).
-            Some(_) => Context::single(),
-            None => Context::with_unparker(Unparker::current()),
-        }
-    }
-
-    /// A wait of the calling fiber or thread on one operation.
-    pub(crate) fn single() -> Context {
         Context {
             state: AtomicUsize::new(WAITING),
-            unparker: None,
+            unparker: RawUnparker::current(),
         }
     }
 
+    /// A wait woken by `unparker` (not the calling context's next park).
     pub(crate) fn with_unparker(unparker: Unparker) -> Context {
         Context {
             state: AtomicUsize::new(WAITING),
-            unparker: Some(unparker),
+            unparker: RawUnparker::Other(unparker),
         }
     }
 
-    /// What wakes the waiter (of a wait on several operations).
+    /// What wakes the waiter, for a wake-up that does not select (a join
+    /// finishing): counted, to be kept anywhere.
     pub(crate) fn unparker(&self) -> Unparker {
-        self.unparker.clone().unwrap_or_else(Unparker::current)
+        match &self.unparker {
+            RawUnparker::Other(unparker) => unparker.clone(),
+            RawUnparker::Fiber(_) => Unparker::current(),
+        }
     }
 
     /// Takes the context for a hand-over (see the module docs); `finish`
@@ -202,7 +198,6 @@ pub(crate) struct Entry {
     cx: *const Context,
     oper: usize,
     kind: Kind,
-    unparker: RawUnparker,
 }
 
 impl Entry {
@@ -257,9 +252,9 @@ impl Entry {
     /// The entry's context was claimed by the caller and is not finished.
     unsafe fn finish_claimed(&self, selected: Selected) -> Unparker {
         // SAFETY: claimed and not finished: the waiter does not end its
-        // park until `finish` below. Made before it: after, the waiter may
-        // be gone.
-        let unparker = unsafe { self.unparker.pinned() };
+        // park until `finish` below. Made before it: after, the waiter (and
+        // its context) may be gone.
+        let unparker = unsafe { self.cx().unparker.pinned() };
         self.cx().finish(selected);
         unparker
     }
@@ -281,7 +276,7 @@ pub(crate) struct Waiters {
 
 // SAFETY: the raw context pointers are only dereferenced under the lock of
 // the channel that owns this list, while their waiters keep them alive
-// (module docs); the unparkers are `Send`.
+// (module docs); a context is `Sync` (an atomic word and an unparker).
 unsafe impl Send for Waiters {}
 
 impl Waiters {
@@ -291,15 +286,7 @@ impl Waiters {
         if kind == Kind::Watch {
             self.watchers += 1;
         }
-        self.entries.push_back(Entry {
-            cx,
-            oper,
-            kind,
-            unparker: match &cx.unparker {
-                Some(unparker) => RawUnparker::Other(unparker.clone()),
-                None => RawUnparker::current(),
-            },
-        });
+        self.entries.push_back(Entry { cx, oper, kind });
     }
 
     /// Removes the entry of `oper` of `cx`, if still there.

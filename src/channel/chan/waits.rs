@@ -106,7 +106,7 @@ impl<T> Chan<T> {
                 wake.wake();
                 return Err(SendTimeoutError::Timeout(message));
             }
-            let cx = Context::single();
+            let cx = Context::new();
             let slot: Slot<T> = UnsafeCell::new(Some(message));
             inner
                 .senders
@@ -219,7 +219,7 @@ impl<T> Chan<T> {
                 wake.wake();
                 return Err(RecvTimeoutError::Timeout);
             }
-            let cx = Context::single();
+            let cx = Context::new();
             let slot: RecvSlot<T> = UnsafeCell::new(None);
             inner
                 .receivers

@@ -187,7 +187,7 @@ impl<S: Slots> Queue<S> {
             if deadline.is_some_and(|d| d <= clock::now_ns()) {
                 return Err(SendTimeoutError::Timeout(take()));
             }
-            let cx = Context::single();
+            let cx = Context::new();
             line.register(&cx, 0, Kind::Packet(packet.get().cast()));
             if self.send_ready() {
                 line.unregister(&cx, 0);
@@ -258,7 +258,7 @@ impl<S: Slots> Queue<S> {
             if deadline.is_some_and(|d| d <= clock::now_ns()) {
                 return Err(RecvTimeoutError::Timeout);
             }
-            let cx = Context::single();
+            let cx = Context::new();
             line.register(&cx, 0, Kind::Packet(packet.get().cast()));
             if self.recv_ready() {
                 line.unregister(&cx, 0);
