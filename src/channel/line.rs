@@ -76,12 +76,13 @@ impl Line {
         let first = waiters.take_first(std::ptr::null(), |e| {
             matches!(e.kind(), Kind::Notify | Kind::Packet(_)) && e.cx().claim()
         });
-        if let Some(entry) = first {
-            wake.push(entry.finish());
-        }
+        let first = first.map(Entry::finish);
         waiters.wake_watchers(&mut wake);
         self.settle(&waiters);
         drop(waiters);
+        if let Some(unparker) = first {
+            unparker.unpark();
+        }
         wake.wake();
     }
 

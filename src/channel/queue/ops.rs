@@ -14,7 +14,6 @@ use std::cell::UnsafeCell;
 use crate::channel::backoff::Backoff;
 use crate::channel::context::{Context, Kind, OnUnwind, Selected, wait};
 use crate::channel::err::{RecvTimeoutError, SendTimeoutError, TryRecvError, TrySendError};
-use crate::sync::waiters::Wakeups;
 use crate::timer::clock;
 
 use super::{NoClaim, Queue, Slots};
@@ -79,9 +78,8 @@ impl<S: Slots> Queue<S> {
         };
         // SAFETY: claimed just now, a waiting receiver's `Packet<S::Message>`.
         unsafe { put(packet, unwrap(slot.take())) };
-        let mut wake = Wakeups::default();
-        wake.push(entry.finish());
-        wake.wake();
+        // The line's lock is released: wake it now.
+        entry.finish().unpark();
         true
     }
 
@@ -113,9 +111,7 @@ impl<S: Slots> Queue<S> {
             }
             _ => entry.finish(),
         };
-        let mut wake = Wakeups::default();
-        wake.push(unparker);
-        wake.wake();
+        unparker.unpark();
     }
 
     /// Receives into `out` without waiting.
