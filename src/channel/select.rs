@@ -24,7 +24,7 @@ use crate::channel::receiver::Receiver;
 use crate::channel::select_wait::Parking;
 pub use crate::channel::selected::SelectedOperation;
 use crate::channel::sender::Sender;
-use crate::channel::small::Small;
+use crate::channel::small::{Order, Rng, Small};
 use crate::fiber::JoinHandle;
 use crate::io::Interest;
 use crate::timer::clock;
@@ -293,13 +293,13 @@ impl<'a> Select<'a> {
 
     /// The order to try the operations in: as added, or shuffled.
     #[inline]
-    fn order(&self) -> Small<usize, 8> {
-        let mut order = Small::new(0);
-        (0..self.ops.len()).for_each(|i| order.push(i));
-        if !self.biased && order.len() > 1 {
-            shuffle(&mut order);
+    fn order(&self) -> Order {
+        let len = self.ops.len();
+        if self.biased || len < 2 {
+            Order::identity(len)
+        } else {
+            shuffled(len)
         }
-        order
     }
 
     /// The earliest of `deadline` and the operations' own.
@@ -336,7 +336,7 @@ impl<'a> Select<'a> {
         let mut parking: Option<Parking> = None;
         loop {
             let order = self.order();
-            for &i in order.iter() {
+            for i in order.iter() {
                 if let Some(token) = self.ops[i].handle.get().try_op(std::ptr::null()) {
                     return Some(self.selected(i, token));
                 }
@@ -346,7 +346,7 @@ impl<'a> Select<'a> {
                 // pass does: an operation found not ready early in the
                 // first pass may have become ready while a later one was
                 // emptied, though one of them was ready at every moment.
-                for &i in order.iter() {
+                for i in order.iter() {
                     if let Some(token) = self.ops[i].handle.get().try_op(std::ptr::null()) {
                         return Some(self.selected(i, token));
                     }
@@ -369,7 +369,7 @@ impl<'a> Select<'a> {
             };
             let mut registered = 0;
             let mut ready = false;
-            for &i in order.iter() {
+            for i in order.iter() {
                 // The slot is made in place: it stays there, registered.
                 match self.ops[i].handle.get().register(i, &cx, &mut slots[i]) {
                     Ok(()) => registered += 1,
@@ -381,7 +381,7 @@ impl<'a> Select<'a> {
             }
             let ops = &self.ops;
             let unregister = |_: &mut [Option<Erased>]| {
-                for &i in &order[..registered] {
+                for i in order.first(registered) {
                     ops[i].handle.get().unregister(i, &cx);
                 }
             };
@@ -416,15 +416,15 @@ impl<'a> Select<'a> {
         let mut parking: Option<Parking> = None;
         loop {
             let order = self.order();
-            for &i in order.iter() {
+            for i in order.iter() {
                 if self.ops[i].handle.get().is_ready() {
                     return Some(self.ops[i].index);
                 }
             }
             if deadline.is_some_and(|d| d <= clock::now_ns()) {
                 // Once more before giving up: see `run`.
-                let ready = order.iter().find(|&&i| self.ops[i].handle.get().is_ready());
-                return ready.map(|&i| self.ops[i].index);
+                let ready = order.iter().find(|&i| self.ops[i].handle.get().is_ready());
+                return ready.map(|i| self.ops[i].index);
             }
             let parking = &*parking.get_or_insert_with(|| self.parking());
             let cx = parking.context();
@@ -482,11 +482,9 @@ impl fmt::Debug for Select<'_> {
     }
 }
 
-/// A number below `n`, from a per-thread xorshift generator: the order a
-/// select tries its operations in.
-/// Shuffles `order` (Fisher-Yates) with one read and one write of the
-/// thread's generator state.
-fn shuffle(order: &mut [usize]) {
+/// `0..len` shuffled, drawn from the thread's generator (one read and one
+/// write of its state).
+fn shuffled(len: usize) -> Order {
     use std::cell::Cell;
     thread_local! {
         static STATE: Cell<u64> = const { Cell::new(0) };
@@ -498,13 +496,10 @@ fn shuffle(order: &mut [usize]) {
             // lives.
             x = (clock::now_ns() ^ std::ptr::from_ref(s) as u64) | 1;
         }
-        for i in (1..order.len()).rev() {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            let j = ((x >> 32) as usize * (i + 1)) >> 32;
-            order.swap(i, j);
-        }
-        s.set(x);
+        let mut rng = Rng::new(x);
+        let order = Order::shuffled(len, &mut rng);
+        // (A state of 0 would be seeded again: harmless.)
+        s.set(rng.state());
+        order
     })
 }
