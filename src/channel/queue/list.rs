@@ -22,7 +22,7 @@ use std::ptr;
 use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering, fence};
 
 use super::{Claim, NoClaim, Slots};
-use crate::channel::backoff::Pause;
+use crate::channel::backoff::{Contention, Pause};
 
 const SHIFT: usize = 1;
 /// In `tail`: disconnected.
@@ -166,6 +166,7 @@ impl<T> Slots for List<T> {
     type Message = T;
 
     fn start_send(&self, _wait_for_readers: bool) -> Result<Claim, NoClaim> {
+        let mut lost = Contention::default();
         let mut tail = self.tail.0.index.load(Ordering::Acquire);
         let mut block = self.tail.0.block.load(Ordering::Acquire);
         let mut next_block: *mut Block<T> = ptr::null_mut();
@@ -227,7 +228,7 @@ impl<T> Slots for List<T> {
                 Err(now) => {
                     tail = now;
                     block = self.tail.0.block.load(Ordering::Acquire);
-                    std::hint::spin_loop();
+                    lost.spin();
                 }
             }
         };
@@ -256,6 +257,7 @@ impl<T> Slots for List<T> {
     }
 
     fn start_recv(&self, wait_for_writers: bool, freed: &mut bool) -> Result<Claim, NoClaim> {
+        let mut lost = Contention::default();
         // An unbounded list has no room to free.
         let _ = freed;
         let mut head = self.head.0.index.load(Ordering::Acquire);
@@ -339,7 +341,7 @@ impl<T> Slots for List<T> {
                 Err(now) => {
                     head = now;
                     block = self.head.0.block.load(Ordering::Acquire);
-                    std::hint::spin_loop();
+                    lost.spin();
                 }
             }
         }

@@ -23,7 +23,7 @@ use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicUsize, Ordering, fence};
 
 use super::{Claim, NoClaim, Slots};
-use crate::channel::backoff::Pause;
+use crate::channel::backoff::{Contention, Pause};
 
 pub(crate) struct Ring<T> {
     head: Padded<AtomicUsize>,
@@ -115,6 +115,7 @@ impl<T> Slots for Ring<T> {
     type Message = T;
 
     fn start_send(&self, wait_for_readers: bool) -> Result<Claim, NoClaim> {
+        let mut lost = Contention::default();
         let mut pause = Pause::default();
         let mut tail = self.tail.load(Ordering::Relaxed);
         loop {
@@ -139,7 +140,7 @@ impl<T> Slots for Ring<T> {
                     }
                     Err(now) => {
                         tail = now;
-                        std::hint::spin_loop();
+                        lost.spin();
                         continue;
                     }
                 }
@@ -182,6 +183,7 @@ impl<T> Slots for Ring<T> {
     }
 
     fn start_recv(&self, wait_for_writers: bool, freed: &mut bool) -> Result<Claim, NoClaim> {
+        let mut lost = Contention::default();
         let mut pause = Pause::default();
         let mut head = self.head.load(Ordering::Relaxed);
         loop {
@@ -214,7 +216,7 @@ impl<T> Slots for Ring<T> {
                     }
                     Err(now) => {
                         head = now;
-                        std::hint::spin_loop();
+                        lost.spin();
                         continue;
                     }
                 }
