@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use crate::channel::chan::{Chan, Got};
 use crate::channel::err::{RecvError, RecvTimeoutError, TryRecvError};
-use crate::channel::queue::{Array, Chain, Face};
+use crate::channel::queue::{Array, Chain, QueueRef};
 use crate::channel::timers::{At, Tick, sleep_until};
 use crate::timer::clock;
 
@@ -66,10 +66,11 @@ pub(crate) enum Flavor<T> {
 
 impl<T> Flavor<T> {
     /// The lock-free channel behind the receiver, if it is one.
-    pub(crate) fn queue(&self) -> Option<&dyn Face<T>> {
+    #[inline]
+    pub(crate) fn queue(&self) -> Option<QueueRef<'_, T>> {
         match self {
-            Flavor::Array(q) => Some(&**q),
-            Flavor::List(q) => Some(&**q),
+            Flavor::Array(q) => Some(QueueRef::Ring(q)),
+            Flavor::List(q) => Some(QueueRef::List(q)),
             _ => None,
         }
     }

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use crate::channel::chan::Chan;
 use crate::channel::err::{SendError, SendTimeoutError, TrySendError};
-use crate::channel::queue::{Array, Chain, Face};
+use crate::channel::queue::{Array, Chain, QueueRef};
 use crate::timer::clock;
 
 /// The sending side of a channel; clone it for more senders (the channel
@@ -48,10 +48,11 @@ pub(crate) enum SendFlavor<T> {
 
 impl<T> SendFlavor<T> {
     /// The lock-free channel behind the sender, if it is one.
-    pub(crate) fn queue(&self) -> Option<&dyn Face<T>> {
+    #[inline]
+    pub(crate) fn queue(&self) -> Option<QueueRef<'_, T>> {
         match self {
-            SendFlavor::Array(q) => Some(&**q),
-            SendFlavor::List(q) => Some(&**q),
+            SendFlavor::Array(q) => Some(QueueRef::Ring(q)),
+            SendFlavor::List(q) => Some(QueueRef::List(q)),
             SendFlavor::Chan(_) => None,
         }
     }

@@ -118,8 +118,15 @@ impl Order {
         let mut order = Order::identity(len);
         if len <= 16 {
             let mut packed = IDENTITY;
-            for i in (1..len).rev() {
-                let j = rng.below(i + 1);
+            // Four swaps a draw, each from 16 bits of it (a bias of at most
+            // 16 in 65 536 towards some places: none worth a draw a swap).
+            let mut bits = 0u64;
+            for (k, i) in (1..len).rev().enumerate() {
+                if k % 4 == 0 {
+                    bits = rng.next_u64();
+                }
+                let j = (((bits & 0xFFFF) * (i as u64 + 1)) >> 16) as usize;
+                bits >>= 16;
                 let (si, sj) = (4 * i as u32, 4 * j as u32);
                 // Swaps nibbles `i` and `j` (nothing when they are one).
                 let diff = ((packed >> si) ^ (packed >> sj)) & 0xF;
@@ -155,9 +162,9 @@ impl Order {
     }
 }
 
-/// A random number generator for the order of selects: a 64-bit linear
-/// congruential generator whose high half is used (a full period from any
-/// seed; quality enough for a fair choice, at a multiply a draw).
+/// A random number generator for the order of selects: wyrand (a 64-bit
+/// counter, mixed by one wide multiply), small, fast and good enough for
+/// a fair choice.
 pub(crate) struct Rng(u64);
 
 impl Rng {
@@ -169,14 +176,18 @@ impl Rng {
         self.0
     }
 
+    /// 64 random bits.
+    #[inline]
+    pub(crate) fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0xa076_1d64_78bd_642f);
+        let t = u128::from(self.0) * u128::from(self.0 ^ 0xe703_7ed1_a0b4_28db);
+        ((t >> 64) ^ t) as u64
+    }
+
     /// A number below `n` (`n` ≤ 2^32).
     #[inline]
     pub(crate) fn below(&mut self, n: usize) -> usize {
-        self.0 = self
-            .0
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        (((self.0 >> 32) * n as u64) >> 32) as usize
+        (((self.next_u64() >> 32) * n as u64) >> 32) as usize
     }
 }
 

@@ -262,80 +262,98 @@ impl<S: Slots> Queue<S> {
 }
 
 /// A lock-free channel as a `select` and a `SelectedOperation` see it,
-/// whichever its storage (`&dyn Face<T>`): one code for both flavors.
-pub(crate) trait Face<T> {
-    fn identity(&self) -> *const u8;
-    fn start_send(&self) -> Result<Claim, NoClaim>;
+/// whichever its storage: one code for both flavors, each call a match
+/// whose arms inline (a `dyn` face cost a select of four operations a
+/// dozen calls that could not).
+pub(crate) enum QueueRef<'a, T> {
+    Ring(&'a Array<T>),
+    List(&'a Chain<T>),
+}
+
+impl<T> Clone for QueueRef<'_, T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for QueueRef<'_, T> {}
+
+/// `$body` with `$q` bound to the queue, whichever its storage.
+macro_rules! each {
+    ($self:expr, $q:ident => $body:expr) => {
+        match $self {
+            QueueRef::Ring($q) => $body,
+            QueueRef::List($q) => $body,
+        }
+    };
+}
+
+impl<T> QueueRef<'_, T> {
+    #[inline]
+    pub(crate) fn identity(self) -> *const u8 {
+        each!(self, q => std::ptr::from_ref(q).cast())
+    }
+
+    #[inline]
+    pub(crate) fn start_send(self) -> Result<Claim, NoClaim> {
+        each!(self, q => q.start_send(true))
+    }
+
     /// # Safety
     ///
     /// As for [`Slots::write`].
-    unsafe fn write(&self, claim: Claim, message: T);
+    #[inline]
+    pub(crate) unsafe fn write(self, claim: Claim, message: T) {
+        // SAFETY: the caller's contract.
+        each!(self, q => unsafe { q.write(claim, message) })
+    }
+
     /// # Safety
     ///
     /// As for [`Slots::write`].
-    unsafe fn write_hole(&self, claim: Claim);
-    fn start_recv(&self) -> Result<Claim, NoClaim>;
+    #[inline]
+    pub(crate) unsafe fn write_hole(self, claim: Claim) {
+        // SAFETY: the caller's contract.
+        each!(self, q => unsafe { q.write_hole(claim) })
+    }
+
+    #[inline]
+    pub(crate) fn start_recv(self) -> Result<Claim, NoClaim> {
+        each!(self, q => q.start_recv(true))
+    }
+
     /// # Safety
     ///
     /// As for [`Slots::read`].
-    unsafe fn read(&self, claim: Claim) -> T;
-    fn take_returned(&self) -> Option<T>;
-    fn give_back(&self, message: T) -> Result<(), T>;
-    fn register(&self, recv: bool, oper: usize, cx: &Context, kind: Kind) -> bool;
-    fn unregister(&self, recv: bool, oper: usize, cx: &Context);
-    fn pass_on(&self, recv: bool);
-    fn side_ready(&self, recv: bool) -> bool;
-}
-
-impl<S: Slots> Face<S::Message> for Queue<S> {
-    fn identity(&self) -> *const u8 {
-        std::ptr::from_ref(self).cast()
-    }
-
-    fn start_send(&self) -> Result<Claim, NoClaim> {
-        Queue::start_send(self, true)
-    }
-
-    unsafe fn write(&self, claim: Claim, message: S::Message) {
+    #[inline]
+    pub(crate) unsafe fn read(self, claim: Claim) -> T {
         // SAFETY: the caller's contract.
-        unsafe { Queue::write(self, claim, message) }
+        each!(self, q => unsafe { q.read(claim) })
     }
 
-    unsafe fn write_hole(&self, claim: Claim) {
-        // SAFETY: the caller's contract.
-        unsafe { Queue::write_hole(self, claim) }
+    #[inline]
+    pub(crate) fn take_returned(self) -> Option<T> {
+        each!(self, q => q.take_returned())
     }
 
-    fn start_recv(&self) -> Result<Claim, NoClaim> {
-        Queue::start_recv(self, true)
+    pub(crate) fn give_back(self, message: T) -> Result<(), T> {
+        each!(self, q => q.give_back(message))
     }
 
-    unsafe fn read(&self, claim: Claim) -> S::Message {
-        // SAFETY: the caller's contract.
-        unsafe { Queue::read(self, claim) }
+    pub(crate) fn register(self, recv: bool, oper: usize, cx: &Context, kind: Kind) -> bool {
+        each!(self, q => q.register(recv, oper, cx, kind))
     }
 
-    fn take_returned(&self) -> Option<S::Message> {
-        Queue::take_returned(self)
+    pub(crate) fn unregister(self, recv: bool, oper: usize, cx: &Context) {
+        each!(self, q => q.unregister(recv, oper, cx))
     }
 
-    fn give_back(&self, message: S::Message) -> Result<(), S::Message> {
-        Queue::give_back(self, message)
+    pub(crate) fn pass_on(self, recv: bool) {
+        each!(self, q => q.pass_on(recv))
     }
 
-    fn register(&self, recv: bool, oper: usize, cx: &Context, kind: Kind) -> bool {
-        Queue::register(self, recv, oper, cx, kind)
-    }
-
-    fn unregister(&self, recv: bool, oper: usize, cx: &Context) {
-        Queue::unregister(self, recv, oper, cx);
-    }
-
-    fn pass_on(&self, recv: bool) {
-        Queue::pass_on(self, recv);
-    }
-
-    fn side_ready(&self, recv: bool) -> bool {
-        Queue::side_ready(self, recv)
+    #[inline]
+    pub(crate) fn side_ready(self, recv: bool) -> bool {
+        each!(self, q => q.side_ready(recv))
     }
 }
