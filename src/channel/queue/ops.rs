@@ -56,7 +56,10 @@ impl<S: Slots> Queue<S> {
     /// Sends the message in `slot`, taking it: to a receiver waiting on an
     /// empty ring, or into the ring. Left in `slot` when it cannot.
     fn offer(&self, slot: &mut Option<S::Message>, wait_for_readers: bool) -> Result<(), NoClaim> {
-        if self.receivers_line.maybe_waiting() && self.hand_over(slot) {
+        // A hand-over only into an empty storage (looked at first without
+        // the line's lock: senders that find messages queued and a receiver
+        // still registered, about to be woken, do not all take it).
+        if self.receivers_line.maybe_waiting() && self.is_drained() && self.hand_over(slot) {
             return Ok(());
         }
         let claim = self.start_send(wait_for_readers)?;
