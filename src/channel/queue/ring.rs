@@ -8,8 +8,10 @@
 //! ready for:
 //!
 //! - stamp = position: empty, ready for a send at that position;
-//! - stamp = position + 1: holds the message sent at that position (or a
-//!   hole), ready for a receive;
+//! - stamp = position + 1: holds the message sent at that position, ready
+//!   for a receive; with the mark bit set too (never part of a position
+//!   below the lap count), a hole: a send claimed the slot and wrote
+//!   nothing;
 //! - stamp = position + one lap: read, ready for the send of the next lap.
 //!
 //! A send claims the slot at `tail` by moving `tail` on (compare-exchange)
@@ -49,10 +51,11 @@ impl<T> std::ops::Deref for Padded<T> {
 }
 
 struct Slot<T> {
+    /// The position it is ready for (see the module docs); with `mark`,
+    /// a hole. A slot is two words for a word-sized message, as
+    /// crossbeam's: a flag of its own made it three, and a sender that
+    /// streams into a large ring wrote half as much memory again.
     stamp: AtomicUsize,
-    /// A send claimed this slot and wrote nothing (see the module docs).
-    /// Written before the stamp that publishes the slot, read after it.
-    hole: UnsafeCell<bool>,
     message: UnsafeCell<MaybeUninit<T>>,
 }
 
@@ -82,7 +85,6 @@ impl<T> Ring<T> {
         let slots = (0..cap)
             .map(|i| Slot {
                 stamp: AtomicUsize::new(i),
-                hole: UnsafeCell::new(false),
                 message: UnsafeCell::new(MaybeUninit::uninit()),
             })
             .collect();
@@ -145,7 +147,7 @@ impl<T> Slots for Ring<T> {
                     }
                 }
             }
-            if stamp.wrapping_add(self.lap) == tail + 1 {
+            if (stamp & !self.mark).wrapping_add(self.lap) == tail + 1 {
                 // The slot holds the last lap's message: full, unless a
                 // receive has claimed it and is reading it.
                 fence(Ordering::SeqCst);
@@ -177,9 +179,11 @@ impl<T> Slots for Ring<T> {
     unsafe fn write_hole(&self, claim: Claim) {
         let slot = claim.slot.cast::<Slot<T>>();
         // SAFETY: as in `write`.
-        unsafe { *(*slot).hole.get() = true };
-        // SAFETY: as in `write`.
-        unsafe { (*slot).stamp.store(claim.pos + 1, Ordering::Release) };
+        unsafe {
+            (*slot)
+                .stamp
+                .store((claim.pos + 1) | self.mark, Ordering::Release)
+        };
     }
 
     fn start_recv(&self, wait_for_writers: bool, freed: &mut bool) -> Result<Claim, NoClaim> {
@@ -189,7 +193,7 @@ impl<T> Slots for Ring<T> {
         loop {
             let slot = self.slot(head);
             let stamp = slot.stamp.load(Ordering::Acquire);
-            if stamp == head + 1 {
+            if stamp & !self.mark == head + 1 {
                 let next = self.next(head);
                 match self.head.compare_exchange_weak(
                     head,
@@ -197,11 +201,8 @@ impl<T> Slots for Ring<T> {
                     Ordering::SeqCst,
                     Ordering::Relaxed,
                 ) {
-                    // SAFETY: claimed: the slot is ours until we free it,
-                    // and its stamp (acquire) published its hole flag.
-                    Ok(_) if unsafe { *slot.hole.get() } => {
-                        // SAFETY: as above.
-                        unsafe { *slot.hole.get() = false };
+                    // A hole: claimed, nothing to read; freed at once.
+                    Ok(_) if stamp & self.mark != 0 => {
                         slot.stamp
                             .store(head.wrapping_add(self.lap), Ordering::Release);
                         *freed = true;
@@ -313,7 +314,8 @@ impl<T> Drop for Ring<T> {
         while pos != tail {
             let next = self.next(pos);
             let slot = &mut self.slots[pos & (self.mark - 1)];
-            if *slot.stamp.get_mut() == pos + 1 && !*slot.hole.get_mut() {
+            // (A hole's stamp has the mark bit too: not equal.)
+            if *slot.stamp.get_mut() == pos + 1 {
                 // SAFETY: between head and tail with a full stamp: a
                 // message written and never read; nobody else is left.
                 unsafe { slot.message.get_mut().assume_init_drop() };
