@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread;
 use std::time::Duration;
 
-use fibra::channel::{Select, TryRecvError, bounded};
+use fibra::channel::{Receiver, Select, Sender, TryRecvError, bounded};
 
 const MS: Duration = Duration::from_millis(1);
 
@@ -275,4 +275,119 @@ fn small_and_large_messages_cross_waiting_selects_and_drop_once() {
     let sent = big_sent.load(Ordering::SeqCst);
     assert!(sent > 0, "some large messages crossed");
     assert_eq!(drops.load(Ordering::SeqCst), sent, "each dropped once");
+}
+
+/// Selects over rendezvous channels only go straight to registering, and
+/// take an operation found ready there: one that becomes ready while an
+/// earlier one is being registered races the notifier that chooses the
+/// earlier one. Select sends and receives, plain sends and receives, on
+/// threads and on fibers of two workers, all on two channels: every
+/// message arrives once and exactly one operation of each select
+/// completes.
+#[test]
+fn selects_that_meet_ready_operations_while_registering_complete_one() {
+    const EACH: u64 = 4_000; // messages a producer sends
+    let (s1, r1) = bounded::<u64>(0);
+    let (s2, r2) = bounded::<u64>(0);
+    let received = Arc::new(AtomicUsize::new(0));
+    let sum = Arc::new(AtomicUsize::new(0));
+    // Producer `p` sends `p * EACH + i`: a select send over both, or a
+    // plain send to one.
+    let produce = |p: u64, s1: Sender<u64>, s2: Sender<u64>| {
+        move || {
+            for i in 0..EACH {
+                let m = p * EACH + i;
+                if p % 2 == 0 {
+                    fibra::select! {
+                        send(s1, m) -> res => res.unwrap(),
+                        send(s2, m) -> res => res.unwrap(),
+                    }
+                } else if i % 2 == 0 {
+                    s1.send(m).unwrap();
+                } else {
+                    s2.send(m).unwrap();
+                }
+            }
+        }
+    };
+    // Consumers take until both channels are disconnected: a select
+    // receive over the open ones, or plain receives from each in turn.
+    let consume =
+        |c: usize, rs: [Receiver<u64>; 2], received: Arc<AtomicUsize>, sum: Arc<AtomicUsize>| {
+            move || {
+                let mut open = [true, true];
+                let mut turn = 0;
+                while open[0] || open[1] {
+                    // (channel, message or `Err(disconnected)`)
+                    let (i, got) = if c % 2 == 0 {
+                        let mut sel = Select::new();
+                        let opers: Vec<(usize, usize)> = (0..2)
+                            .filter(|&i| open[i])
+                            .map(|i| (sel.recv(&rs[i]), i))
+                            .collect();
+                        let op = sel.select();
+                        let i = opers.iter().find(|o| o.0 == op.index()).unwrap().1;
+                        (i, op.recv(&rs[i]).map_err(|_| true))
+                    } else {
+                        turn = (turn + 1) % 2;
+                        if !open[turn] {
+                            continue;
+                        }
+                        let got = rs[turn].recv_timeout(MS);
+                        (turn, got.map_err(|e| e.is_disconnected()))
+                    };
+                    match got {
+                        Ok(m) => {
+                            received.fetch_add(1, Ordering::SeqCst);
+                            sum.fetch_add(m as usize, Ordering::SeqCst);
+                        }
+                        Err(disconnected) => open[i] = !disconnected,
+                    }
+                }
+            }
+        };
+    const PRODUCERS: u64 = 4; // two on threads, two on fibers
+    let threads: Vec<_> = (0..2)
+        .map(|p| thread::spawn(produce(p, s1.clone(), s2.clone())))
+        .chain((0..2).map(|c| {
+            thread::spawn(consume(
+                c,
+                [r1.clone(), r2.clone()],
+                received.clone(),
+                sum.clone(),
+            ))
+        }))
+        .collect();
+    let rt = fibra::runtime::Builder::new().workers(2).build().unwrap();
+    rt.block_on(|| {
+        let fibers: Vec<_> = (2..PRODUCERS)
+            .map(|p| fibra::spawn(produce(p, s1.clone(), s2.clone())))
+            .chain((2..4).map(|c| {
+                fibra::spawn(consume(
+                    c,
+                    [r1.clone(), r2.clone()],
+                    received.clone(),
+                    sum.clone(),
+                ))
+            }))
+            .collect();
+        drop((s1, s2, r1, r2));
+        for f in fibers {
+            f.join().unwrap();
+        }
+    });
+    for t in threads {
+        t.join().unwrap();
+    }
+    let n = PRODUCERS * EACH;
+    assert_eq!(
+        received.load(Ordering::SeqCst) as u64,
+        n,
+        "every message once"
+    );
+    assert_eq!(
+        sum.load(Ordering::SeqCst) as u64,
+        n * (n - 1) / 2,
+        "the messages sent"
+    );
 }

@@ -11,7 +11,7 @@ use std::os::fd::RawFd;
 
 use std::sync::Arc;
 
-use crate::channel::chan::{Got, PromiseSlot, RecvSlot, SendGo};
+use crate::channel::chan::{Got, PromiseSlot, RecvSlot, Registered, SendGo};
 use crate::channel::context::{Context, Kind};
 use crate::channel::queue::{Claim, NoClaim};
 use crate::channel::receiver::{Flavor, Receiver};
@@ -129,6 +129,21 @@ pub(crate) enum Token {
     Io(io::Result<Interest>),
 }
 
+/// What registering an operation of a select came to.
+pub(crate) enum Registration {
+    /// Registered: the select may park.
+    Waiting,
+    /// Not registered, as the operation can go ahead now: the select looks
+    /// again (its context aborted).
+    Ready,
+    /// The operation could go ahead and went ahead, for the select whose
+    /// context was aborted first (so that no other of its operations can
+    /// be chosen): its token. Only a locked channel does this (see
+    /// `Chan::register_recv`), which lets a select of only such operations
+    /// skip its try pass.
+    Done(Token),
+}
+
 /// A channel operation as a select sees it (implemented by [`Sender`] and
 /// [`Receiver`]; the face other waits plug into).
 pub(crate) trait SelectHandle {
@@ -140,10 +155,10 @@ pub(crate) trait SelectHandle {
     /// sender, say). Null for `never` and fds.
     fn identity(&self) -> *const u8;
     /// Registers operation `oper` of the wait `cx`, with its slot (if it
-    /// has one) made in `slot`, where it stays until it is unregistered:
-    /// `Ok`, or `Err` if it can go ahead now (not registered, `slot` left
-    /// empty).
-    fn register(&self, oper: usize, cx: &Context, slot: &mut Option<Erased>) -> Result<(), ()>;
+    /// has one) made in `slot`, where it stays until it is unregistered,
+    /// unless it can go ahead now (see [`Registration`]; `slot` is left
+    /// empty then).
+    fn register(&self, oper: usize, cx: &Context, slot: &mut Option<Erased>) -> Registration;
     /// Removes the registration (if still there).
     fn unregister(&self, oper: usize, cx: &Context);
     /// The token of a registration the wait was chosen for; `None` when
@@ -193,23 +208,16 @@ impl<T> SelectHandle for Sender<T> {
                 Err(NoClaim::Disconnected) => Some(Token::Closed),
             };
         };
-        match chan.select_send(me)? {
-            Ok(SendGo::Reserved) => Some(Token::Reserved),
-            Ok(SendGo::Promised(promise)) => {
-                let slot: PromiseSlot<T> = UnsafeCell::new(Some(promise));
-                Some(Token::Promised(Erased::new(slot)))
-            }
-            Err(()) => Some(Token::Closed),
-        }
+        chan.select_send(me).map(send_token::<T>)
     }
 
-    fn register(&self, oper: usize, cx: &Context, slot: &mut Option<Erased>) -> Result<(), ()> {
+    fn register(&self, oper: usize, cx: &Context, slot: &mut Option<Erased>) -> Registration {
         let SendFlavor::Chan(chan) = &self.flavor else {
             let queue = self.flavor.queue().expect("a queue");
             return if queue.register(false, oper, cx, Kind::Notify) {
-                Ok(())
+                Registration::Waiting
             } else {
-                Err(())
+                Registration::Ready
             };
         };
         // A rendezvous send gets a slot for the promise a receiver pairs it
@@ -219,11 +227,16 @@ impl<T> SelectHandle for Sender<T> {
             *slot = Some(Erased::new(promise));
         }
         let ptr = slot.as_mut().map_or(std::ptr::null_mut(), Erased::ptr);
-        if chan.register_send(oper, cx, ptr) {
-            Ok(())
-        } else {
-            *slot = None;
-            Err(())
+        match chan.register_send(oper, cx, ptr) {
+            Registered::Waiting => Registration::Waiting,
+            Registered::Ready => {
+                *slot = None;
+                Registration::Ready
+            }
+            Registered::Done(result) => {
+                *slot = None;
+                Registration::Done(send_token::<T>(result))
+            }
         }
     }
 
@@ -301,6 +314,26 @@ impl<T> SelectHandle for Sender<T> {
     }
 }
 
+/// What a `select`'s send on a locked channel was given, as a token.
+fn send_token<T>(go: Result<SendGo<T>, ()>) -> Token {
+    match go {
+        Ok(SendGo::Reserved) => Token::Reserved,
+        Ok(SendGo::Promised(promise)) => {
+            let slot: PromiseSlot<T> = UnsafeCell::new(Some(promise));
+            Token::Promised(Erased::new(slot))
+        }
+        Err(()) => Token::Closed,
+    }
+}
+
+/// What a `select`'s receive on a locked channel got, as a token.
+fn recv_token<T>(got: Result<Got<T>, ()>) -> Token {
+    match got {
+        Ok(got) => message_token(got),
+        Err(()) => Token::Closed,
+    }
+}
+
 /// A slot holding what a receive got, as a token.
 fn message_token<T>(got: Got<T>) -> Token {
     let slot: RecvSlot<T> = UnsafeCell::new(Some(got));
@@ -320,10 +353,7 @@ impl<T> SelectHandle for Receiver<T> {
 
     fn try_op(&self, me: *const Context) -> Option<Token> {
         match &self.flavor {
-            Flavor::Chan(chan) => match chan.select_recv(me)? {
-                Ok(m) => Some(message_token(m)),
-                Err(()) => Some(Token::Closed),
-            },
+            Flavor::Chan(chan) => chan.select_recv(me).map(recv_token),
             Flavor::Array(_) | Flavor::List(_) => {
                 let queue = self.flavor.queue().expect("a queue");
                 if let Some(m) = queue.take_returned() {
@@ -339,29 +369,34 @@ impl<T> SelectHandle for Receiver<T> {
         }
     }
 
-    fn register(&self, oper: usize, cx: &Context, slot: &mut Option<Erased>) -> Result<(), ()> {
+    fn register(&self, oper: usize, cx: &Context, slot: &mut Option<Erased>) -> Registration {
         match &self.flavor {
             Flavor::Chan(chan) => {
                 let empty: RecvSlot<T> = UnsafeCell::new(None);
                 let ptr = slot.insert(Erased::new(empty)).ptr();
-                if chan.register_recv(oper, cx, ptr) {
-                    Ok(())
-                } else {
-                    *slot = None;
-                    Err(())
+                match chan.register_recv(oper, cx, ptr) {
+                    Registered::Waiting => Registration::Waiting,
+                    Registered::Ready => {
+                        *slot = None;
+                        Registration::Ready
+                    }
+                    Registered::Done(got) => {
+                        *slot = None;
+                        Registration::Done(recv_token(got))
+                    }
                 }
             }
             Flavor::Array(_) | Flavor::List(_) => {
                 let queue = self.flavor.queue().expect("a queue");
                 if queue.register(true, oper, cx, Kind::Notify) {
-                    Ok(())
+                    Registration::Waiting
                 } else {
-                    Err(())
+                    Registration::Ready
                 }
             }
             // Timers wake the select by its deadline; `never` never does.
-            _ if self.is_ready() => Err(()),
-            _ => Ok(()),
+            _ if self.is_ready() => Registration::Ready,
+            _ => Registration::Waiting,
         }
     }
 

@@ -5,7 +5,7 @@ use std::io;
 use std::os::fd::RawFd;
 
 use crate::channel::context::Context;
-use crate::channel::handles::{Erased, SelectHandle, Token};
+use crate::channel::handles::{Erased, Registration, SelectHandle, Token};
 use crate::fiber::JoinHandle;
 use crate::io::Interest;
 use crate::io::poll::{poll, pollfd, revents};
@@ -19,14 +19,14 @@ impl<T> SelectHandle for JoinHandle<T> {
         self.is_finished().then_some(Token::Finished)
     }
 
-    fn register(&self, _oper: usize, cx: &Context, _slot: &mut Option<Erased>) -> Result<(), ()> {
+    fn register(&self, _oper: usize, cx: &Context, _slot: &mut Option<Erased>) -> Registration {
         // The fiber wakes the wait when it finishes (a wake-up the select
         // checks); a waiter left behind after the select wakes nobody who
         // still waits (a spent token, or a spurious thread wake-up).
         if self.wake_when_finished(cx.unparker()) {
-            Ok(())
+            Registration::Waiting
         } else {
-            Err(())
+            Registration::Ready
         }
     }
 
@@ -47,7 +47,7 @@ impl<T> SelectHandle for JoinHandle<T> {
     }
 
     fn watch(&self, oper: usize, cx: &Context) -> bool {
-        self.register(oper, cx, &mut None).is_ok()
+        matches!(self.register(oper, cx, &mut None), Registration::Waiting)
     }
 
     fn unwatch(&self, _oper: usize, _cx: &Context) {}
@@ -84,10 +84,10 @@ impl SelectHandle for IoOp {
         self.poll_now().map(Token::Io)
     }
 
-    fn register(&self, _oper: usize, _cx: &Context, _slot: &mut Option<Erased>) -> Result<(), ()> {
+    fn register(&self, _oper: usize, _cx: &Context, _slot: &mut Option<Erased>) -> Registration {
         // Armed by the select itself, with its other fds, just before it
         // parks (see `Select::run`).
-        Ok(())
+        Registration::Waiting
     }
 
     fn unregister(&self, _oper: usize, _cx: &Context) {}

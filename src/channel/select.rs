@@ -18,12 +18,12 @@ use std::time::{Duration, Instant};
 
 use crate::channel::context::{OnUnwind, Selected};
 use crate::channel::err::{ReadyTimeoutError, SelectTimeoutError, TryReadyError, TrySelectError};
-use crate::channel::handles::{Erased, SelectHandle, Token};
+use crate::channel::handles::{Erased, Registration, SelectHandle, Token};
 use crate::channel::handles_other::IoOp;
-use crate::channel::receiver::Receiver;
+use crate::channel::receiver::{Flavor, Receiver};
 use crate::channel::select_wait::Parking;
 pub use crate::channel::selected::SelectedOperation;
-use crate::channel::sender::Sender;
+use crate::channel::sender::{SendFlavor, Sender};
 use crate::channel::small::{Order, Rng, Small};
 use crate::fiber::JoinHandle;
 use crate::io::Interest;
@@ -85,6 +85,9 @@ pub struct Select<'a> {
     ops: Small<Op<'a>, 4>,
     next_index: usize,
     biased: bool,
+    /// Every operation is on a locked channel (`bounded(0)`, say), whose
+    /// registration also tries it: a wait needs no try pass first.
+    locked_only: bool,
 }
 
 // SAFETY: a `Select` holds shared references to senders and receivers,
@@ -110,6 +113,7 @@ impl<'a> Select<'a> {
             }),
             next_index: 0,
             biased: false,
+            locked_only: true,
         }
     }
 
@@ -132,11 +136,13 @@ impl<'a> Select<'a> {
 
     /// Adds a send on `s`; returns its index.
     pub fn send<T>(&mut self, s: &'a Sender<T>) -> usize {
+        self.locked_only &= matches!(s.flavor, SendFlavor::Chan(_));
         self.add(Handle::Borrowed(s), s.identity())
     }
 
     /// Adds a receive on `r`; returns its index.
     pub fn recv<T>(&mut self, r: &'a Receiver<T>) -> usize {
+        self.locked_only &= matches!(r.flavor, Flavor::Chan(_));
         self.add(Handle::Borrowed(r), r.identity())
     }
 
@@ -163,6 +169,7 @@ impl<'a> Select<'a> {
     /// });
     /// ```
     pub fn join<T>(&mut self, h: &'a JoinHandle<T>) -> usize {
+        self.locked_only = false;
         self.add(Handle::Borrowed(h), h.identity())
     }
 
@@ -191,6 +198,7 @@ impl<'a> Select<'a> {
     /// ```
     pub fn io(&mut self, fd: &impl AsRawFd, interest: Interest) -> usize {
         let fd = fd.as_raw_fd();
+        self.locked_only = false;
         self.add(Handle::Io(IoOp { fd, interest }), std::ptr::null())
     }
 
@@ -304,6 +312,9 @@ impl<'a> Select<'a> {
 
     /// The earliest of `deadline` and the operations' own.
     fn earliest(&self, deadline: Option<u64>) -> Option<u64> {
+        if self.locked_only {
+            return deadline; // no timers among them
+        }
         self.ops
             .iter()
             .filter_map(|op| op.handle.get().deadline())
@@ -319,6 +330,9 @@ impl<'a> Select<'a> {
     /// How this select's waits park: on the wait's context alone, or with
     /// its fds too.
     fn parking(&self) -> Parking {
+        if self.locked_only {
+            return Parking::new(Vec::new(), false); // no fds, no joins
+        }
         let fds = self
             .ops
             .iter()
@@ -334,11 +348,19 @@ impl<'a> Select<'a> {
         // Made at the first wait only: a select that finds an operation
         // ready on its first try looks at nothing else.
         let mut parking: Option<Parking> = None;
+        // On locked channels only, a wait without deadline goes straight
+        // to registering: each registration tries its operation under the
+        // lock it takes anyway (`Registration::Done`), in the same random
+        // order, so a select that then parks locks each channel once
+        // before, not twice.
+        let try_first = !(self.locked_only && deadline.is_none());
         loop {
             let order = self.order();
-            for i in order.iter() {
-                if let Some(token) = self.ops[i].handle.get().try_op(std::ptr::null()) {
-                    return Some(self.selected(i, token));
+            if try_first {
+                for i in order.iter() {
+                    if let Some(token) = self.ops[i].handle.get().try_op(std::ptr::null()) {
+                        return Some(self.selected(i, token));
+                    }
                 }
             }
             if deadline.is_some_and(|d| d <= clock::now_ns()) {
@@ -369,27 +391,40 @@ impl<'a> Select<'a> {
             };
             let mut registered = 0;
             let mut ready = false;
+            let mut done = None;
             for i in order.iter() {
                 // The slot is made in place: it stays there, registered.
                 match self.ops[i].handle.get().register(i, &cx, &mut slots[i]) {
-                    Ok(()) => registered += 1,
-                    Err(()) => {
+                    Registration::Waiting => registered += 1,
+                    Registration::Ready => {
                         ready = true;
+                        break;
+                    }
+                    Registration::Done(token) => {
+                        done = Some((i, token));
                         break;
                     }
                 }
             }
             let ops = &self.ops;
-            let unregister = |_: &mut [Option<Erased>]| {
+            // `taken`: an operation whose entry its notifier took out of
+            // the line, as a locked channel's does when it chooses it.
+            let unregister = |_: &mut [Option<Erased>], taken: Option<usize>| {
                 for i in order.first(registered) {
-                    ops[i].handle.get().unregister(i, &cx);
+                    if Some(i) != taken {
+                        ops[i].handle.get().unregister(i, &cx);
+                    }
                 }
             };
+            if let Some((i, token)) = done {
+                unregister(slots, None);
+                return Some(self.selected(i, token));
+            }
             let selected = if ready {
                 cx.abort()
             } else {
                 let on_unwind = OnUnwind::new(&cx, |selected| {
-                    unregister(slots);
+                    unregister(slots, None);
                     if let Selected::Operation(i) = selected {
                         ops[i].handle.get().pass_on(slots[i].take());
                     }
@@ -398,7 +433,11 @@ impl<'a> Select<'a> {
                 on_unwind.defuse();
                 selected
             };
-            unregister(slots);
+            let taken = match selected {
+                Selected::Operation(i) if self.locked_only => Some(i),
+                _ => None,
+            };
+            unregister(slots, taken);
             if let Selected::Operation(i) = selected
                 && let Some(token) = self.ops[i].handle.get().accept(slots[i].take())
             {
@@ -472,6 +511,7 @@ impl Clone for Select<'_> {
             ops: self.ops.clone(),
             next_index: self.next_index,
             biased: self.biased,
+            locked_only: self.locked_only,
         }
     }
 }

@@ -6,9 +6,23 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use super::{Chan, Got, Inner, Promise, put};
-use crate::channel::context::{Context, Kind};
+use crate::channel::context::{Context, Kind, Selected};
 use crate::channel::err::{TryRecvError, TrySendError};
 use crate::sync::waiters::Wakeups;
+
+/// What registering a `select`'s operation came to.
+pub(crate) enum Registered<G> {
+    /// Registered: the select may park.
+    Waiting,
+    /// Not registered: the operation looked ready, but the select must
+    /// look again (its context is aborted, or another of its operations
+    /// was chosen meanwhile, which `Context::abort` then says).
+    Ready,
+    /// The operation was ready and went ahead here, under the channel's
+    /// lock, after the select's context was aborted: no other operation
+    /// of the select can be chosen any more. `Err(())`: disconnected.
+    Done(Result<G, ()>),
+}
 
 /// A `select`'s send that may go ahead.
 pub(crate) enum SendGo<T> {
@@ -37,7 +51,17 @@ impl<T> Chan<T> {
     /// `None` (would wait).
     pub(crate) fn select_send(&self, me: *const Context) -> Option<Result<SendGo<T>, ()>> {
         let mut wake = Wakeups::default();
-        let mut inner = self.lock();
+        let result = self.select_send_locked(&mut self.lock(), me, &mut wake);
+        wake.wake();
+        result
+    }
+
+    fn select_send_locked(
+        &self,
+        inner: &mut Inner<T>,
+        me: *const Context,
+        wake: &mut Wakeups,
+    ) -> Option<Result<SendGo<T>, ()>> {
         if inner.disconnected {
             return Some(Err(()));
         }
@@ -60,8 +84,6 @@ impl<T> Chan<T> {
         // this channel's `T`.
         unsafe { put(packet, Got::Promised(promise.clone())) };
         wake.push(entry.finish());
-        drop(inner);
-        wake.wake();
         Some(Ok(SendGo::Promised(promise)))
     }
 
@@ -120,34 +142,63 @@ impl<T> Chan<T> {
     }
 
     /// Registers a `select`'s receive into `packet` (a `*mut Slot<T>`),
-    /// unless it can go ahead now (`false`).
-    pub(crate) fn register_recv(&self, oper: usize, cx: &Context, packet: *mut ()) -> bool {
+    /// or, if it can go ahead now, completes it for the select whose
+    /// context `cx` is (see [`Registered`]).
+    pub(crate) fn register_recv(
+        &self,
+        oper: usize,
+        cx: &Context,
+        packet: *mut (),
+    ) -> Registered<Got<T>> {
         let mut wake = Wakeups::default();
         let mut inner = self.lock();
-        if self.recv_ready(&inner, cx) {
-            return false;
-        }
-        inner.receivers.register(cx, oper, Kind::Packet(packet));
-        inner.senders.wake_watchers(&mut wake);
+        let registered = if self.recv_ready(&inner, cx) {
+            if cx.abort() != Selected::Aborted {
+                return Registered::Ready;
+            }
+            match self.recv_locked(&mut inner, cx, &mut wake) {
+                Ok(got) => Registered::Done(Ok(got)),
+                Err(TryRecvError::Disconnected) => Registered::Done(Err(())),
+                Err(TryRecvError::Empty) => Registered::Ready,
+            }
+        } else {
+            inner.receivers.register(cx, oper, Kind::Packet(packet));
+            inner.senders.wake_watchers(&mut wake);
+            Registered::Waiting
+        };
         drop(inner);
         wake.wake();
-        true
+        registered
     }
 
     /// Registers a `select`'s send (its message not made yet), with the
     /// slot its promise is written to on a channel of capacity 0 (a
-    /// `*mut PromiseSlot<T>`), unless it can go ahead now (`false`).
-    pub(crate) fn register_send(&self, oper: usize, cx: &Context, slot: *mut ()) -> bool {
+    /// `*mut PromiseSlot<T>`), or, if it can go ahead now, lets it go for
+    /// the select whose context `cx` is (see [`Registered`]).
+    pub(crate) fn register_send(
+        &self,
+        oper: usize,
+        cx: &Context,
+        slot: *mut (),
+    ) -> Registered<SendGo<T>> {
         let mut wake = Wakeups::default();
         let mut inner = self.lock();
-        if self.send_ready(&inner, cx) {
-            return false;
-        }
-        inner.senders.register(cx, oper, Kind::Lazy(slot));
-        inner.receivers.wake_watchers(&mut wake);
+        let registered = if self.send_ready(&inner, cx) {
+            if cx.abort() != Selected::Aborted {
+                return Registered::Ready;
+            }
+            match self.select_send_locked(&mut inner, cx, &mut wake) {
+                Some(result) => Registered::Done(result),
+                None => Registered::Ready,
+            }
+        } else {
+            inner.senders.register(cx, oper, Kind::Lazy(slot));
+            inner.receivers.wake_watchers(&mut wake);
+            Registered::Waiting
+        };
         drop(inner);
         wake.wake();
-        true
+        registered
     }
 
     /// Registers a watcher of the receive (`recv`) or send side, unless
