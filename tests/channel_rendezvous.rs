@@ -297,12 +297,12 @@ fn selects_that_meet_ready_operations_while_registering_complete_one() {
         move || {
             for i in 0..EACH {
                 let m = p * EACH + i;
-                if p % 2 == 0 {
+                if p.is_multiple_of(2) {
                     fibra::select! {
                         send(s1, m) -> res => res.unwrap(),
                         send(s2, m) -> res => res.unwrap(),
                     }
-                } else if i % 2 == 0 {
+                } else if i.is_multiple_of(2) {
                     s1.send(m).unwrap();
                 } else {
                     s2.send(m).unwrap();
@@ -319,7 +319,7 @@ fn selects_that_meet_ready_operations_while_registering_complete_one() {
                 let mut turn = 0;
                 while open[0] || open[1] {
                     // (channel, message or `Err(disconnected)`)
-                    let (i, got) = if c % 2 == 0 {
+                    let (i, got) = if c.is_multiple_of(2) {
                         let mut sel = Select::new();
                         let opers: Vec<(usize, usize)> = (0..2)
                             .filter(|&i| open[i])

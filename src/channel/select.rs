@@ -11,6 +11,14 @@
 //! room reserved, which [`SelectedOperation::send`] uses. What a select
 //! was handed but cannot use (it unwound, or the `SelectedOperation` was
 //! dropped) goes back: a message to the channel, room to the next sender.
+//!
+//! A select without deadline whose operations are all on locked channels
+//! (`bounded(0)`, say) skips the try: registering an operation there
+//! looks at it under the lock the registration takes anyway, and an
+//! operation found ready goes ahead then, once the select's context is
+//! aborted (no other of its operations can be chosen after that). A
+//! select that waits so locks each channel once before it parks, not
+//! twice.
 
 use std::fmt;
 use std::os::fd::AsRawFd;
@@ -329,6 +337,7 @@ impl<'a> Select<'a> {
 
     /// How this select's waits park: on the wait's context alone, or with
     /// its fds too.
+    #[inline]
     fn parking(&self) -> Parking {
         if self.locked_only {
             return Parking::new(Vec::new(), false); // no fds, no joins

@@ -429,15 +429,19 @@ fn line(width: usize, name: &str, cols: &[impl std::fmt::Display]) {
     println!();
 }
 
-/// Runs each of `imps` REPEATS times, in turns: their times (None where a
-/// shape does not exist for one).
+/// Runs each of `imps` REPEATS times, in turns, the turn's first moving
+/// one place each round: no implementation always runs right after the
+/// same other (a run between threads right after one between fibers was
+/// slower, whichever library it was). Their times (None where a shape
+/// does not exist for one).
 fn rounds(imps: &[&dyn Fn() -> Option<f64>]) -> Vec<Option<Vec<f64>>> {
     let mut all: Vec<Option<Vec<f64>>> = vec![Some(Vec::new()); imps.len()];
-    for _ in 0..repeats() {
-        for (slot, f) in all.iter_mut().zip(imps) {
-            match f() {
-                Some(t) => slot.as_mut().map_or((), |v| v.push(t)),
-                None => *slot = None,
+    for round in 0..repeats() {
+        for k in 0..imps.len() {
+            let i = (round + k) % imps.len();
+            match imps[i]() {
+                Some(t) => all[i].as_mut().map_or((), |v| v.push(t)),
+                None => all[i] = None,
             }
         }
     }
@@ -479,13 +483,18 @@ pub fn run() {
         ("boundedN", "boundedN", Some(n)),
         ("unbounded", "boundedN", None),
     ];
-    // CHANNELS_ONLY=bounded0,bounded1 runs only those flavors' rows.
+    // CHANNELS_ONLY=bounded0,bounded1 runs only those flavors' rows, and
+    // CHANNELS_SHAPES=spsc,mpsc only those shapes.
     let only = std::env::var("CHANNELS_ONLY").unwrap_or_default();
+    let shapes = std::env::var("CHANNELS_SHAPES").unwrap_or_default();
     for (flavor, go_flavor, cap) in flavors {
         if !only.is_empty() && !only.split(',').any(|o| o == flavor) {
             continue;
         }
         for shape in SHAPES {
+            if !shapes.is_empty() && !shapes.split(',').any(|s| s == shape) {
+                continue;
+            }
             if shape == "seq" && cap.is_some_and(|c| c < n) {
                 continue; // one task alone would wait forever
             }
