@@ -15,96 +15,19 @@
 //! each earlier slot not yet read to free the block when it is (the last
 //! of those readers does). A hole is a slot written without a message.
 
-use std::alloc::{Layout, alloc_zeroed, dealloc, handle_alloc_error};
-use std::cell::UnsafeCell;
 use std::mem::MaybeUninit;
 use std::ptr;
 use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering, fence};
 
+use super::block::{BLOCK_CAP, Block, HOLE, LAP, WRITE, written};
 use super::{Claim, NoClaim, Slots};
-use crate::channel::backoff::{Contention, Pause};
+use crate::channel::backoff::Contention;
 
 const SHIFT: usize = 1;
 /// In `tail`: disconnected.
 const MARK: usize = 1;
 /// In `head`: the tail is in a later block.
 const HAS_NEXT: usize = 1;
-const LAP: usize = 32;
-const BLOCK_CAP: usize = LAP - 1;
-
-const WRITE: usize = 1;
-const READ: usize = 2;
-const DESTROY: usize = 4;
-const HOLE: usize = 8;
-
-struct Slot<T> {
-    message: UnsafeCell<MaybeUninit<T>>,
-    state: AtomicUsize,
-}
-
-struct Block<T> {
-    next: AtomicPtr<Block<T>>,
-    slots: [Slot<T>; BLOCK_CAP],
-}
-
-impl<T> Block<T> {
-    /// A new block, straight on the heap (a block of large messages
-    /// would not fit a fiber's stack).
-    fn alloc() -> *mut Block<T> {
-        let layout = Layout::new::<Block<T>>();
-        // SAFETY: a block is never zero-sized (it holds an `AtomicPtr`).
-        let block = unsafe { alloc_zeroed(layout) }.cast::<Block<T>>();
-        if block.is_null() {
-            handle_alloc_error(layout);
-        }
-        // All zeroes is a valid block: a null `next`, states 0 (nothing
-        // written) and uninitialised messages.
-        block
-    }
-
-    /// # Safety
-    ///
-    /// `block` came from [`Block::alloc`] and nothing uses it any more.
-    unsafe fn free(block: *mut Block<T>) {
-        // SAFETY: the caller's contract; its messages were read or
-        // dropped already (a `MaybeUninit` drops nothing).
-        unsafe { dealloc(block.cast(), Layout::new::<Block<T>>()) };
-    }
-
-    /// The next block, waited for: its installer is between two stores.
-    fn wait_next(&self) -> *mut Block<T> {
-        loop {
-            let next = self.next.load(Ordering::Acquire);
-            if !next.is_null() {
-                return next;
-            }
-            std::hint::spin_loop();
-        }
-    }
-
-    /// Frees `block` once every slot from `start` on has been read: a
-    /// slot not read yet is asked to do it when it is.
-    ///
-    /// # Safety
-    ///
-    /// Called by the reader of the block's last slot (`start` 0), or by a
-    /// reader that found its slot asked to (`start` its index + 1).
-    unsafe fn destroy(block: *mut Block<T>, start: usize) {
-        for i in start..BLOCK_CAP - 1 {
-            // SAFETY: the block lives until this walk frees it or hands
-            // the freeing to a slot's reader.
-            let slot = unsafe { &(*block).slots[i] };
-            if slot.state.load(Ordering::Acquire) & READ == 0
-                && slot.state.fetch_or(DESTROY, Ordering::AcqRel) & READ == 0
-            {
-                // That slot's reader goes on from there.
-                return;
-            }
-        }
-        // SAFETY: every slot is read, and no one else is left to free it.
-        unsafe { Block::free(block) };
-    }
-}
 
 struct Position<T> {
     index: AtomicUsize,
@@ -139,33 +62,9 @@ impl<T> List<T> {
         }
     }
 
-    /// Marks a slot read; the reader of the block's last slot, or one
-    /// asked to, frees the block.
-    ///
-    /// # Safety
-    ///
-    /// `block` holds the slot `offset`, claimed by the caller, whose
-    /// message is out (read, or a hole).
-    unsafe fn release(block: *mut Block<T>, offset: usize) {
-        if offset + 1 == BLOCK_CAP {
-            // SAFETY: the caller read the block's last slot.
-            unsafe { Block::destroy(block, 0) };
-        } else {
-            // SAFETY: the block lives until every slot is read (ours not
-            // yet: marked now).
-            let slot = unsafe { &(*block).slots[offset] };
-            if slot.state.fetch_or(READ, Ordering::AcqRel) & DESTROY != 0 {
-                // SAFETY: asked to go on freeing from the next slot.
-                unsafe { Block::destroy(block, offset + 1) };
-            }
-        }
-    }
-}
-
-impl<T> Slots for List<T> {
-    type Message = T;
-
-    fn start_send(&self, _wait_for_readers: bool) -> Result<Claim, NoClaim> {
+    /// `start_send` past its first try: every case.
+    #[inline(never)]
+    fn start_send_slow(&self, _wait_for_readers: bool) -> Result<Claim, NoClaim> {
         let mut lost = Contention::default();
         let mut tail = self.tail.0.index.load(Ordering::Acquire);
         let mut block = self.tail.0.block.load(Ordering::Acquire);
@@ -239,24 +138,9 @@ impl<T> Slots for List<T> {
         result
     }
 
-    unsafe fn write(&self, claim: Claim, message: T) {
-        let (block, offset) = claim.block::<T>();
-        // SAFETY: the caller's contract: a slot we alone hold until its
-        // state publishes it; its block lives until it is read.
-        let slot = unsafe { &(*block).slots[offset] };
-        // SAFETY: as above.
-        unsafe { slot.message.get().write(MaybeUninit::new(message)) };
-        slot.state.fetch_or(WRITE, Ordering::Release);
-    }
-
-    unsafe fn write_hole(&self, claim: Claim) {
-        let (block, offset) = claim.block::<T>();
-        // SAFETY: as in `write`.
-        let slot = unsafe { &(*block).slots[offset] };
-        slot.state.fetch_or(WRITE | HOLE, Ordering::Release);
-    }
-
-    fn start_recv(&self, wait_for_writers: bool, freed: &mut bool) -> Result<Claim, NoClaim> {
+    /// `start_recv` past its first try: every case, waits included.
+    #[inline(never)]
+    fn start_recv_slow(&self, wait_for_writers: bool, freed: &mut bool) -> Result<Claim, NoClaim> {
         let mut lost = Contention::default();
         // An unbounded list has no room to free.
         let _ = freed;
@@ -293,11 +177,16 @@ impl<T> Slots for List<T> {
                 block = self.head.0.block.load(Ordering::Acquire);
                 continue;
             }
-            // SAFETY: the head's block lives until its slots are all read,
-            // which needs the head to pass them.
-            let slot = unsafe { &(*block).slots[offset] };
-            if !wait_for_writers && slot.state.load(Ordering::Acquire) & WRITE == 0 {
-                return Err(NoClaim::NotReady);
+            // Not waiting for writers is for the last receiver, dropping
+            // (`Queue::disconnect`): no other receiver reads and frees
+            // the head's block meanwhile.
+            if !wait_for_writers {
+                // SAFETY: so the block lives: only the head passing every
+                // slot, which takes a receiver, frees it.
+                let slot = unsafe { &(*block).slots[offset] };
+                if slot.state.load(Ordering::Acquire) & WRITE == 0 {
+                    return Err(NoClaim::NotReady);
+                }
             }
             match self.head.0.index.compare_exchange_weak(
                 head,
@@ -317,21 +206,13 @@ impl<T> Slots for List<T> {
                         self.head.0.block.store(next, Ordering::Release);
                         self.head.0.index.store(next_index, Ordering::Release);
                     }
-                    // Claimed: wait for its writer, a send between its
-                    // claim and its write (a `select!` arm's message being
-                    // made, perhaps: the pause lets it run). Not a point
-                    // to unwind at: the claim must be completed.
-                    let mut wait = Pause::uncancellable();
-                    let state = loop {
-                        let state = slot.state.load(Ordering::Acquire);
-                        if state & WRITE != 0 {
-                            break state;
-                        }
-                        wait.pause();
-                    };
-                    if state & HOLE != 0 {
+                    // SAFETY: the slot is ours: its block lives until we
+                    // read it (looked at only now: before the claim, other
+                    // receivers could have read and freed the block).
+                    let slot = unsafe { &(*block).slots[offset] };
+                    if written(slot) & HOLE != 0 {
                         // SAFETY: our claim, its hole out.
-                        unsafe { List::release(block, offset) };
+                        unsafe { Block::release(block, offset) };
                         head = self.head.0.index.load(Ordering::Acquire);
                         block = self.head.0.block.load(Ordering::Acquire);
                         continue;
@@ -346,6 +227,98 @@ impl<T> Slots for List<T> {
             }
         }
     }
+}
+
+impl<T> Slots for List<T> {
+    type Message = T;
+
+    #[inline]
+    fn start_send(&self, wait_for_readers: bool) -> Result<Claim, NoClaim> {
+        // The common case in line: a slot of the tail's block that is not
+        // its last, and the tail ours at the first try. The rest (a block
+        // to install, a disconnection, a lost race) takes a frame of its
+        // own.
+        let tail = self.tail.0.index.load(Ordering::Acquire);
+        let block = self.tail.0.block.load(Ordering::Acquire);
+        let offset = (tail >> SHIFT) % LAP;
+        if tail & MARK == 0
+            && offset + 1 < BLOCK_CAP
+            && !block.is_null()
+            && self
+                .tail
+                .0
+                .index
+                .compare_exchange_weak(
+                    tail,
+                    tail + (1 << SHIFT),
+                    Ordering::SeqCst,
+                    Ordering::Acquire,
+                )
+                .is_ok()
+        {
+            return Ok(Claim::of_block(block, offset));
+        }
+        self.start_send_slow(wait_for_readers)
+    }
+
+    unsafe fn write(&self, claim: Claim, message: T) {
+        let (block, offset) = claim.block::<T>();
+        // SAFETY: the caller's contract: a slot we alone hold until its
+        // state publishes it; its block lives until it is read.
+        let slot = unsafe { &(*block).slots[offset] };
+        // SAFETY: as above.
+        unsafe { slot.message.get().write(MaybeUninit::new(message)) };
+        slot.state.fetch_or(WRITE, Ordering::Release);
+    }
+
+    unsafe fn write_hole(&self, claim: Claim) {
+        let (block, offset) = claim.block::<T>();
+        // SAFETY: as in `write`.
+        let slot = unsafe { &(*block).slots[offset] };
+        slot.state.fetch_or(WRITE | HOLE, Ordering::Release);
+    }
+
+    #[inline]
+    fn start_recv(&self, wait_for_writers: bool, freed: &mut bool) -> Result<Claim, NoClaim> {
+        // The common case in line, as in `start_send`: a slot of the head's
+        // block that is not its last, the head ours at once, and a message
+        // (not a hole) in it.
+        let head = self.head.0.index.load(Ordering::Acquire);
+        let block = self.head.0.block.load(Ordering::Acquire);
+        let offset = (head >> SHIFT) % LAP;
+        if wait_for_writers && offset + 1 < BLOCK_CAP && !block.is_null() {
+            let mut new_head = head + (1 << SHIFT);
+            let mut ahead = true;
+            if new_head & HAS_NEXT == 0 {
+                fence(Ordering::SeqCst);
+                let tail = self.tail.0.index.load(Ordering::Relaxed);
+                ahead = head >> SHIFT != tail >> SHIFT;
+                if (head >> SHIFT) / LAP != (tail >> SHIFT) / LAP {
+                    new_head |= HAS_NEXT;
+                }
+            }
+            if ahead
+                && self
+                    .head
+                    .0
+                    .index
+                    .compare_exchange_weak(head, new_head, Ordering::SeqCst, Ordering::Acquire)
+                    .is_ok()
+            {
+                // Looked at only now: before the claim, other receivers
+                // could have read and freed the block.
+                // SAFETY: the slot is ours: its block lives until we read
+                // it.
+                let slot = unsafe { &(*block).slots[offset] };
+                if written(slot) & HOLE == 0 {
+                    return Ok(Claim::of_block(block, offset));
+                }
+                // SAFETY: our claim, its hole out.
+                unsafe { Block::release(block, offset) };
+            }
+        }
+        self.start_recv_slow(wait_for_writers, freed)
+    }
 
     unsafe fn read(&self, claim: Claim) -> T {
         let (block, offset) = claim.block::<T>();
@@ -353,7 +326,7 @@ impl<T> Slots for List<T> {
         // block lives until we release it.
         let message = unsafe { (*block).slots[offset].message.get().read().assume_init() };
         // SAFETY: our claim, its message out.
-        unsafe { List::release(block, offset) };
+        unsafe { Block::release(block, offset) };
         message
     }
 

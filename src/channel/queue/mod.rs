@@ -33,6 +33,7 @@ use crate::channel::chan::drop_one_by_one;
 use crate::channel::context::{Context, Kind};
 use crate::channel::line::Line;
 
+mod block;
 mod list;
 mod ops;
 mod ring;
@@ -89,7 +90,9 @@ pub(crate) trait Slots {
     /// Claims a message for a receive, passing over holes (`freed` is set
     /// when it passed one: a place was freed). `wait_for_writers`: a place
     /// a send claimed and has not written is waited for; otherwise it
-    /// ends the search as `NotReady`.
+    /// ends the search as `NotReady` — only where no other receive can run
+    /// (the last receiver dropping): a list looks at the head's block
+    /// before claiming, which another receive could free.
     fn start_recv(&self, wait_for_writers: bool, freed: &mut bool) -> Result<Claim, NoClaim>;
 
     /// Reads the message of a place claimed for a receive and frees it.

@@ -98,25 +98,9 @@ impl<T> Ring<T> {
         }
     }
 
-    fn slot(&self, pos: usize) -> &Slot<T> {
-        &self.slots[pos & (self.mark - 1)]
-    }
-
-    /// The position after `pos`: the next slot, or the first of the next
-    /// lap.
-    fn next(&self, pos: usize) -> usize {
-        if (pos & (self.mark - 1)) + 1 < self.cap {
-            pos + 1
-        } else {
-            (pos & !(self.lap - 1)).wrapping_add(self.lap)
-        }
-    }
-}
-
-impl<T> Slots for Ring<T> {
-    type Message = T;
-
-    fn start_send(&self, wait_for_readers: bool) -> Result<Claim, NoClaim> {
+    /// `start_send` past its first try: every case, waits included.
+    #[inline(never)]
+    fn start_send_slow(&self, wait_for_readers: bool) -> Result<Claim, NoClaim> {
         let mut lost = Contention::default();
         let mut pause = Pause::default();
         let mut tail = self.tail.load(Ordering::Relaxed);
@@ -167,26 +151,9 @@ impl<T> Slots for Ring<T> {
         }
     }
 
-    unsafe fn write(&self, claim: Claim, message: T) {
-        let slot = claim.slot.cast::<Slot<T>>();
-        // SAFETY: the caller's contract: a slot of this ring that we alone
-        // hold until the stamp below publishes it.
-        unsafe { (*slot).message.get().write(MaybeUninit::new(message)) };
-        // SAFETY: as above.
-        unsafe { (*slot).stamp.store(claim.pos + 1, Ordering::Release) };
-    }
-
-    unsafe fn write_hole(&self, claim: Claim) {
-        let slot = claim.slot.cast::<Slot<T>>();
-        // SAFETY: as in `write`.
-        unsafe {
-            (*slot)
-                .stamp
-                .store((claim.pos + 1) | self.mark, Ordering::Release)
-        };
-    }
-
-    fn start_recv(&self, wait_for_writers: bool, freed: &mut bool) -> Result<Claim, NoClaim> {
+    /// `start_recv` past its first try: every case, waits included.
+    #[inline(never)]
+    fn start_recv_slow(&self, wait_for_writers: bool, freed: &mut bool) -> Result<Claim, NoClaim> {
         let mut lost = Contention::default();
         let mut pause = Pause::default();
         let mut head = self.head.load(Ordering::Relaxed);
@@ -240,6 +207,85 @@ impl<T> Slots for Ring<T> {
             pause.pause();
             head = self.head.load(Ordering::Relaxed);
         }
+    }
+
+    fn slot(&self, pos: usize) -> &Slot<T> {
+        &self.slots[pos & (self.mark - 1)]
+    }
+
+    /// The position after `pos`: the next slot, or the first of the next
+    /// lap.
+    fn next(&self, pos: usize) -> usize {
+        if (pos & (self.mark - 1)) + 1 < self.cap {
+            pos + 1
+        } else {
+            (pos & !(self.lap - 1)).wrapping_add(self.lap)
+        }
+    }
+}
+
+impl<T> Slots for Ring<T> {
+    type Message = T;
+
+    #[inline]
+    fn start_send(&self, wait_for_readers: bool) -> Result<Claim, NoClaim> {
+        // The common case in line: the slot at the tail is free and the
+        // tail ours at the first try. The rest takes a frame of its own.
+        // (A disconnected tail has the mark bit, which no free slot's
+        // stamp has: the slow path reports it.)
+        let tail = self.tail.load(Ordering::Relaxed);
+        let slot = self.slot(tail);
+        if slot.stamp.load(Ordering::Acquire) == tail
+            && self
+                .tail
+                .compare_exchange_weak(tail, self.next(tail), Ordering::SeqCst, Ordering::Relaxed)
+                .is_ok()
+        {
+            return Ok(Claim {
+                slot: std::ptr::from_ref(slot).cast(),
+                pos: tail,
+            });
+        }
+        self.start_send_slow(wait_for_readers)
+    }
+
+    unsafe fn write(&self, claim: Claim, message: T) {
+        let slot = claim.slot.cast::<Slot<T>>();
+        // SAFETY: the caller's contract: a slot of this ring that we alone
+        // hold until the stamp below publishes it.
+        unsafe { (*slot).message.get().write(MaybeUninit::new(message)) };
+        // SAFETY: as above.
+        unsafe { (*slot).stamp.store(claim.pos + 1, Ordering::Release) };
+    }
+
+    unsafe fn write_hole(&self, claim: Claim) {
+        let slot = claim.slot.cast::<Slot<T>>();
+        // SAFETY: as in `write`.
+        unsafe {
+            (*slot)
+                .stamp
+                .store((claim.pos + 1) | self.mark, Ordering::Release)
+        };
+    }
+
+    #[inline]
+    fn start_recv(&self, wait_for_writers: bool, freed: &mut bool) -> Result<Claim, NoClaim> {
+        // The common case in line, as in `start_send`: a message (not a
+        // hole: no mark bit) at the head, and the head ours at once.
+        let head = self.head.load(Ordering::Relaxed);
+        let slot = self.slot(head);
+        if slot.stamp.load(Ordering::Acquire) == head + 1
+            && self
+                .head
+                .compare_exchange_weak(head, self.next(head), Ordering::SeqCst, Ordering::Relaxed)
+                .is_ok()
+        {
+            return Ok(Claim {
+                slot: std::ptr::from_ref(slot).cast(),
+                pos: head,
+            });
+        }
+        self.start_recv_slow(wait_for_writers, freed)
     }
 
     unsafe fn read(&self, claim: Claim) -> T {
