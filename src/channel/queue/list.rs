@@ -288,22 +288,29 @@ impl<T> Slots for List<T> {
         let offset = (head >> SHIFT) % LAP;
         if wait_for_writers && offset + 1 < BLOCK_CAP && !block.is_null() {
             let mut new_head = head + (1 << SHIFT);
-            let mut ahead = true;
             if new_head & HAS_NEXT == 0 {
                 fence(Ordering::SeqCst);
                 let tail = self.tail.0.index.load(Ordering::Relaxed);
-                ahead = head >> SHIFT != tail >> SHIFT;
+                if head >> SHIFT == tail >> SHIFT {
+                    // Empty: said here, as the slow path would, without
+                    // its fence again (a receiver that keeps up with its
+                    // sender asks this at every turn).
+                    return Err(if tail & MARK != 0 {
+                        NoClaim::Disconnected
+                    } else {
+                        NoClaim::NotReady
+                    });
+                }
                 if (head >> SHIFT) / LAP != (tail >> SHIFT) / LAP {
                     new_head |= HAS_NEXT;
                 }
             }
-            if ahead
-                && self
-                    .head
-                    .0
-                    .index
-                    .compare_exchange_weak(head, new_head, Ordering::SeqCst, Ordering::Acquire)
-                    .is_ok()
+            if self
+                .head
+                .0
+                .index
+                .compare_exchange_weak(head, new_head, Ordering::SeqCst, Ordering::Acquire)
+                .is_ok()
             {
                 // Looked at only now: before the claim, other receivers
                 // could have read and freed the block.
