@@ -1,7 +1,7 @@
-//! Short waits without a waiter list: a thread's spin before it parks
-//! ([`Backoff`]), the wait for another party's few instructions between
-//! claiming a slot and filling it ([`Pause`]), and the spin after losing a
-//! race for a position ([`Contention`]).
+//! Short waits without a waiter list: a thread's spin before it parks and
+//! the spin after losing a race for a position ([`Backoff`]), and the wait
+//! for another party's few instructions between claiming a slot and
+//! filling it ([`Pause`]).
 
 use std::time::Duration;
 
@@ -10,8 +10,13 @@ use crate::scheduler::park::{park_current, park_regardless};
 use crate::scheduler::wait_on::WaitOn;
 use crate::timer::clock;
 
-/// A thread's short wait before it parks: spins that double, then yields
-/// of the thread; `snooze` says whether to try once more.
+/// A short wait that doubles: a thread's before it parks (`snooze`: spins,
+/// then yields of the thread; it says whether to try once more), or a
+/// retry's after a lost compare-exchange on a position (`spin`: spins
+/// only, up to 64). Parties that lost to each other come back at different
+/// times; a retry after one fixed spin kept the contended line moving
+/// between cores (four threads sending into one `unbounded()`: 1.45×
+/// crossbeam-channel's time a message, whose `Backoff` has both too).
 #[derive(Default)]
 pub(crate) struct Backoff {
     step: u32,
@@ -20,6 +25,16 @@ pub(crate) struct Backoff {
 impl Backoff {
     const SPIN_STEPS: u32 = 6;
     const YIELD_STEPS: u32 = 10;
+
+    #[inline]
+    pub(crate) fn spin(&mut self) {
+        for _ in 0..1u32 << self.step.min(Self::SPIN_STEPS) {
+            std::hint::spin_loop();
+        }
+        if self.step <= Self::SPIN_STEPS {
+            self.step += 1;
+        }
+    }
 
     pub(crate) fn snooze(&mut self) -> bool {
         if self.step <= Self::SPIN_STEPS {
@@ -33,30 +48,6 @@ impl Backoff {
         }
         self.step += 1;
         true
-    }
-}
-
-/// The spin after a lost compare-exchange on a position: doubles up to 64
-/// spins, never yields. Parties that lost to each other come back at
-/// different times; a retry after one fixed spin kept the contended line
-/// moving between cores (four threads sending into one `unbounded()`: 1.45×
-/// crossbeam-channel's time a message, which backs off the same way).
-#[derive(Default)]
-pub(crate) struct Contention {
-    step: u32,
-}
-
-impl Contention {
-    const MAX_STEP: u32 = 6;
-
-    #[inline]
-    pub(crate) fn spin(&mut self) {
-        for _ in 0..1u32 << self.step {
-            std::hint::spin_loop();
-        }
-        if self.step < Self::MAX_STEP {
-            self.step += 1;
-        }
     }
 }
 

@@ -403,7 +403,10 @@ pub(crate) fn wait(
     on: &'static &'static str,
     any_wake: bool,
 ) -> Selected {
-    if crate::scheduler::context::current().is_none() {
+    // Looked up once: a started fiber never moves to another worker, so
+    // its core is the same after each park.
+    let core = crate::scheduler::context::current();
+    if core.is_none() {
         // A thread spins a moment on its own context first, as
         // crossbeam's waits do: a partner that comes within microseconds
         // selects it without a sleep in the kernel and a wake-up after.
@@ -424,7 +427,7 @@ pub(crate) fn wait(
         if deadline.is_some_and(|d| d <= clock::now_ns()) {
             return cx.abort();
         }
-        let parked = match crate::scheduler::context::current() {
+        let parked = match core {
             Some(core) => match park_without_unwind(core, deadline, WaitOn::Sync(on)) {
                 Halted::Woken => Parked::Woken,
                 Halted::TimedOut => Parked::TimedOut,
@@ -447,8 +450,7 @@ pub(crate) fn wait(
         if selected != Selected::Waiting {
             return selected;
         }
-        if any_wake || parked == Parked::TimedOut || crate::scheduler::context::current().is_some()
-        {
+        if any_wake || parked == Parked::TimedOut || core.is_some() {
             return cx.abort();
         }
         // A thread woken for nothing: its unparker stays good; park again.

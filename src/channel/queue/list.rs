@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering, fence};
 
 use super::block::{BLOCK_CAP, Block, HOLE, LAP, WRITE, written};
 use super::{Claim, NoClaim, Slots};
-use crate::channel::backoff::Contention;
+use crate::channel::backoff::Backoff;
 
 const SHIFT: usize = 1;
 /// In `tail`: disconnected.
@@ -65,7 +65,7 @@ impl<T> List<T> {
     /// `start_send` past its first try: every case.
     #[inline(never)]
     fn start_send_slow(&self, _wait_for_readers: bool) -> Result<Claim, NoClaim> {
-        let mut lost = Contention::default();
+        let mut lost = Backoff::default();
         let mut tail = self.tail.0.index.load(Ordering::Acquire);
         let mut block = self.tail.0.block.load(Ordering::Acquire);
         let mut next_block: *mut Block<T> = ptr::null_mut();
@@ -141,7 +141,7 @@ impl<T> List<T> {
     /// `start_recv` past its first try: every case, waits included.
     #[inline(never)]
     fn start_recv_slow(&self, wait_for_writers: bool, freed: &mut bool) -> Result<Claim, NoClaim> {
-        let mut lost = Contention::default();
+        let mut lost = Backoff::default();
         // An unbounded list has no room to free.
         let _ = freed;
         let mut head = self.head.0.index.load(Ordering::Acquire);

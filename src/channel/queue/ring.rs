@@ -25,7 +25,7 @@ use std::mem::MaybeUninit;
 use std::sync::atomic::{AtomicUsize, Ordering, fence};
 
 use super::{Claim, NoClaim, Slots};
-use crate::channel::backoff::{Contention, Pause};
+use crate::channel::backoff::{Backoff, Pause};
 
 pub(crate) struct Ring<T> {
     head: Padded<AtomicUsize>,
@@ -101,7 +101,7 @@ impl<T> Ring<T> {
     /// `start_send` past its first try: every case, waits included.
     #[inline(never)]
     fn start_send_slow(&self, wait_for_readers: bool) -> Result<Claim, NoClaim> {
-        let mut lost = Contention::default();
+        let mut lost = Backoff::default();
         let mut pause = Pause::default();
         let mut tail = self.tail.load(Ordering::Relaxed);
         loop {
@@ -154,7 +154,7 @@ impl<T> Ring<T> {
     /// `start_recv` past its first try: every case, waits included.
     #[inline(never)]
     fn start_recv_slow(&self, wait_for_writers: bool, freed: &mut bool) -> Result<Claim, NoClaim> {
-        let mut lost = Contention::default();
+        let mut lost = Backoff::default();
         let mut pause = Pause::default();
         let mut head = self.head.load(Ordering::Relaxed);
         loop {
