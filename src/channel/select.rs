@@ -32,7 +32,7 @@ use crate::channel::receiver::{Flavor, Receiver};
 use crate::channel::select_wait::Parking;
 pub use crate::channel::selected::SelectedOperation;
 use crate::channel::sender::{SendFlavor, Sender};
-use crate::channel::small::{Order, Rng, Small};
+use crate::channel::small::{Order, Small};
 use crate::fiber::JoinHandle;
 use crate::io::Interest;
 use crate::timer::clock;
@@ -314,7 +314,7 @@ impl<'a> Select<'a> {
         if self.biased || len < 2 {
             Order::identity(len)
         } else {
-            shuffled(len)
+            Order::random(len)
         }
     }
 
@@ -529,26 +529,4 @@ impl fmt::Debug for Select<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.pad("Select { .. }")
     }
-}
-
-/// `0..len` shuffled, drawn from the thread's generator (one read and one
-/// write of its state).
-fn shuffled(len: usize) -> Order {
-    use std::cell::Cell;
-    thread_local! {
-        static STATE: Cell<u64> = const { Cell::new(0) };
-    }
-    STATE.with(|s| {
-        let mut x = s.get();
-        if x == 0 {
-            // Seeded on first use: the clock and where this thread's state
-            // lives.
-            x = (clock::now_ns() ^ std::ptr::from_ref(s) as u64) | 1;
-        }
-        let mut rng = Rng::new(x);
-        let order = Order::shuffled(len, &mut rng);
-        // (A state of 0 would be seeded again: harmless.)
-        s.set(rng.state());
-        order
-    })
 }

@@ -1,7 +1,11 @@
 //! [`Small`]: a list of `Copy` items kept inline up to `N` and on the heap
-//! past that: a `select` of a few operations allocates nothing.
+//! past that: a `select` of a few operations allocates nothing. [`Order`]:
+//! the order a select tries them in, drawn from [`Rng`].
 
+use std::cell::Cell;
 use std::ops::{Deref, DerefMut};
+
+use crate::timer::clock;
 
 pub(crate) struct Small<T: Copy, const N: usize> {
     len: usize,
@@ -139,6 +143,27 @@ impl Order {
             }
         }
         order
+    }
+
+    /// `0..len` in a random order, drawn from this thread's generator (one
+    /// read and one write of its state).
+    pub(crate) fn random(len: usize) -> Order {
+        thread_local! {
+            static STATE: Cell<u64> = const { Cell::new(0) };
+        }
+        STATE.with(|s| {
+            let mut x = s.get();
+            if x == 0 {
+                // Seeded on first use: the clock and where this thread's
+                // state lives.
+                x = (clock::now_ns() ^ std::ptr::from_ref(s) as u64) | 1;
+            }
+            let mut rng = Rng::new(x);
+            let order = Order::shuffled(len, &mut rng);
+            // (A state of 0 would be seeded again: harmless.)
+            s.set(rng.state());
+            order
+        })
     }
 
     /// The `k`th operation to try.

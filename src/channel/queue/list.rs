@@ -62,6 +62,54 @@ impl<T> List<T> {
         }
     }
 
+    /// The head that claiming the slot at `head` makes (flagged when the
+    /// tail is in a later block, so the next receive need not look), or
+    /// why there is none: the list is empty (`NotReady`), or empty and
+    /// disconnected. `head` is not at a block's marker.
+    #[inline]
+    fn head_after(&self, head: usize) -> Result<usize, NoClaim> {
+        let mut new_head = head + (1 << SHIFT);
+        if new_head & HAS_NEXT == 0 {
+            fence(Ordering::SeqCst);
+            let tail = self.tail.0.index.load(Ordering::Relaxed);
+            if head >> SHIFT == tail >> SHIFT {
+                return Err(if tail & MARK != 0 {
+                    NoClaim::Disconnected
+                } else {
+                    NoClaim::NotReady
+                });
+            }
+            if (head >> SHIFT) / LAP != (tail >> SHIFT) / LAP {
+                new_head |= HAS_NEXT;
+            }
+        }
+        Ok(new_head)
+    }
+
+    /// The rest of a receive whose first try claimed a slot not written
+    /// yet, or a hole: waits for its writer; a hole is freed and the
+    /// receive goes on in the slow path.
+    ///
+    /// # Safety
+    ///
+    /// The caller claimed slot `offset` of `block` and has not released it.
+    #[inline(never)]
+    unsafe fn claimed_unwritten(
+        &self,
+        block: *mut Block<T>,
+        offset: usize,
+        freed: &mut bool,
+    ) -> Result<Claim, NoClaim> {
+        // SAFETY: the caller's claim: the block lives until we read the slot.
+        let slot = unsafe { &(*block).slots[offset] };
+        if written(slot) & HOLE == 0 {
+            return Ok(Claim::of_block(block, offset));
+        }
+        // SAFETY: our claim, its hole out.
+        unsafe { Block::release(block, offset) };
+        self.start_recv_slow(true, freed)
+    }
+
     /// `start_send` past its first try: every case.
     #[inline(never)]
     fn start_send_slow(&self, _wait_for_readers: bool) -> Result<Claim, NoClaim> {
@@ -155,21 +203,7 @@ impl<T> List<T> {
                 block = self.head.0.block.load(Ordering::Acquire);
                 continue;
             }
-            let mut new_head = head + (1 << SHIFT);
-            if new_head & HAS_NEXT == 0 {
-                fence(Ordering::SeqCst);
-                let tail = self.tail.0.index.load(Ordering::Relaxed);
-                if head >> SHIFT == tail >> SHIFT {
-                    return Err(if tail & MARK != 0 {
-                        NoClaim::Disconnected
-                    } else {
-                        NoClaim::NotReady
-                    });
-                }
-                if (head >> SHIFT) / LAP != (tail >> SHIFT) / LAP {
-                    new_head |= HAS_NEXT;
-                }
-            }
+            let new_head = self.head_after(head)?;
             if block.is_null() {
                 // The first block is being installed.
                 std::hint::spin_loop();
@@ -287,24 +321,9 @@ impl<T> Slots for List<T> {
         let block = self.head.0.block.load(Ordering::Acquire);
         let offset = (head >> SHIFT) % LAP;
         if wait_for_writers && offset + 1 < BLOCK_CAP && !block.is_null() {
-            let mut new_head = head + (1 << SHIFT);
-            if new_head & HAS_NEXT == 0 {
-                fence(Ordering::SeqCst);
-                let tail = self.tail.0.index.load(Ordering::Relaxed);
-                if head >> SHIFT == tail >> SHIFT {
-                    // Empty: said here, as the slow path would, without
-                    // its fence again (a receiver that keeps up with its
-                    // sender asks this at every turn).
-                    return Err(if tail & MARK != 0 {
-                        NoClaim::Disconnected
-                    } else {
-                        NoClaim::NotReady
-                    });
-                }
-                if (head >> SHIFT) / LAP != (tail >> SHIFT) / LAP {
-                    new_head |= HAS_NEXT;
-                }
-            }
+            // Empty: said here, not again after the slow path's fence (a
+            // receiver that keeps up with its sender asks at every turn).
+            let new_head = self.head_after(head)?;
             if self
                 .head
                 .0
@@ -317,11 +336,11 @@ impl<T> Slots for List<T> {
                 // SAFETY: the slot is ours: its block lives until we read
                 // it.
                 let slot = unsafe { &(*block).slots[offset] };
-                if written(slot) & HOLE == 0 {
+                if slot.state.load(Ordering::Acquire) & (WRITE | HOLE) == WRITE {
                     return Ok(Claim::of_block(block, offset));
                 }
-                // SAFETY: our claim, its hole out.
-                unsafe { Block::release(block, offset) };
+                // SAFETY: claimed just now, as above.
+                return unsafe { self.claimed_unwritten(block, offset, freed) };
             }
         }
         self.start_recv_slow(wait_for_writers, freed)
