@@ -101,6 +101,57 @@ pub(crate) struct Order {
 /// The identity permutation of 16, packed.
 const IDENTITY: u64 = 0xFEDC_BA98_7654_3210;
 
+/// Selects of up to this many operations draw their order from
+/// [`PERMUTATIONS`].
+const TABLED: usize = 5;
+const FACTORIAL: [usize; TABLED + 1] = [1, 1, 2, 6, 24, 120];
+/// Where the permutations of each length start in [`PERMUTATIONS`].
+const TABLE_START: [usize; TABLED + 1] = [0, 0, 0, 2, 8, 32];
+
+/// Every permutation of `0..len` for `len` from 2 to [`TABLED`], packed
+/// (the nibbles past `len` as in [`IDENTITY`]), the `k`th of each length
+/// the one whose Lehmer code is `k`.
+static PERMUTATIONS: [u64; 152] = permutations();
+
+const fn permutations() -> [u64; 152] {
+    let mut table = [0u64; 152];
+    let mut len = 2;
+    while len <= TABLED {
+        let mut code = 0;
+        while code < FACTORIAL[len] {
+            // Decode `code`: each digit picks one of the places not yet
+            // taken, in order.
+            let mut left = [0usize; TABLED];
+            let mut n = 0;
+            while n < len {
+                left[n] = n;
+                n += 1;
+            }
+            let mut packed = IDENTITY;
+            let mut rest = code;
+            let mut pos = 0;
+            while pos < len {
+                let radix = FACTORIAL[len - 1 - pos];
+                let digit = rest / radix;
+                rest %= radix;
+                let pick = left[digit];
+                // Close the gap.
+                let mut i = digit;
+                while i + 1 < len - pos {
+                    left[i] = left[i + 1];
+                    i += 1;
+                }
+                packed = (packed & !(0xF << (4 * pos))) | ((pick as u64) << (4 * pos));
+                pos += 1;
+            }
+            table[TABLE_START[len] + code] = packed;
+            code += 1;
+        }
+        len += 1;
+    }
+    table
+}
+
 impl Order {
     /// `0..len` in order.
     #[inline]
@@ -116,11 +167,20 @@ impl Order {
         }
     }
 
-    /// `0..len` in a random order (Fisher-Yates), drawn from `rng`.
+    /// `0..len` in a random order, drawn from `rng`: for up to five
+    /// operations, one of a table's permutations (one draw and a load);
+    /// for more, Fisher-Yates.
     #[inline]
     pub(crate) fn shuffled(len: usize, rng: &mut Rng) -> Order {
         let mut order = Order::identity(len);
-        if len <= 16 {
+        if (2..=TABLED).contains(&len) {
+            // A shuffle's swaps are a chain of dependent shifts: a hundred
+            // instructions a select of four (callgrind), where a select's
+            // try of one ready operation takes some three hundred.
+            let count = FACTORIAL[len] as u64;
+            let k = (((rng.next_u64() >> 32) * count) >> 32) as usize;
+            order.packed = PERMUTATIONS[TABLE_START[len] + k];
+        } else if len <= 16 {
             let mut packed = IDENTITY;
             // Four swaps a draw, each from 16 bits of it (a bias of at most
             // 16 in 65 536 towards some places: none worth a draw a swap).
@@ -252,6 +312,17 @@ mod tests {
             for (i, &n) in firsts.iter().enumerate() {
                 assert!((1000..3000).contains(&n), "len {len}: {i} first {n} times");
             }
+        }
+        // Every permutation of a tabled length comes, about as often.
+        for len in 2..=super::TABLED {
+            let mut seen = std::collections::HashMap::new();
+            let draws = super::FACTORIAL[len] * 500;
+            for _ in 0..draws {
+                let order: Vec<usize> = Order::shuffled(len, &mut rng).iter().collect();
+                *seen.entry(order).or_insert(0u32) += 1;
+            }
+            assert_eq!(seen.len(), super::FACTORIAL[len], "len {len}");
+            assert!(seen.values().all(|&n| (250..750).contains(&n)), "len {len}: {seen:?}");
         }
         let id: Vec<usize> = Order::identity(20).first(3).collect();
         assert_eq!(id, [0, 1, 2]);

@@ -487,6 +487,11 @@ pub fn run() {
     // CHANNELS_SHAPES=spsc,mpsc only those shapes.
     let only = std::env::var("CHANNELS_ONLY").unwrap_or_default();
     let shapes = std::env::var("CHANNELS_SHAPES").unwrap_or_default();
+    // CHANNELS_IMPS=fib-thread,crossbeam runs only those columns (a
+    // closer look at one ratio: the others' runs do not heat the machine
+    // between its turns).
+    let imps_only = std::env::var("CHANNELS_IMPS").unwrap_or_default();
+    let picked = |name: &str| imps_only.is_empty() || imps_only.split(',').any(|i| i == name);
     for (flavor, go_flavor, cap) in flavors {
         if !only.is_empty() && !only.split(',').any(|o| o == flavor) {
             continue;
@@ -498,13 +503,17 @@ pub fn run() {
             if shape == "seq" && cap.is_some_and(|c| c < n) {
                 continue; // one task alone would wait forever
             }
-            let imps: [&dyn Fn() -> Option<f64>; 5] = [
+            let all: [&dyn Fn() -> Option<f64>; 5] = [
                 &|| sel::<Fibra>(On::Fibers, shape, cap, n),
                 &|| sel::<Fibra>(On::Threads, shape, cap, n),
                 &|| sel::<Crossbeam>(On::Threads, shape, cap, n),
                 &|| multi::<Flume>(On::Threads, shape, cap, n),
                 &|| single::<Std>(On::Threads, shape, cap, n),
             ];
+            let skip = || -> Option<f64> { None };
+            let imps: Vec<&dyn Fn() -> Option<f64>> = (0..all.len())
+                .map(|i| if picked(head[i]) { all[i] } else { &skip as &dyn Fn() -> Option<f64> })
+                .collect();
             let t = rounds(&imps);
             let go_name = format!("{go_flavor}_{shape}");
             let (g1, g2) = (go_find(&go1, &go_name), go_find(&go2, &go_name));
