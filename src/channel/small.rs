@@ -322,7 +322,10 @@ mod tests {
                 *seen.entry(order).or_insert(0u32) += 1;
             }
             assert_eq!(seen.len(), super::FACTORIAL[len], "len {len}");
-            assert!(seen.values().all(|&n| (250..750).contains(&n)), "len {len}: {seen:?}");
+            assert!(
+                seen.values().all(|&n| (250..750).contains(&n)),
+                "len {len}: {seen:?}"
+            );
         }
         let id: Vec<usize> = Order::identity(20).first(3).collect();
         assert_eq!(id, [0, 1, 2]);
