@@ -512,7 +512,13 @@ pub fn run() {
             ];
             let skip = || -> Option<f64> { None };
             let imps: Vec<&dyn Fn() -> Option<f64>> = (0..all.len())
-                .map(|i| if picked(head[i]) { all[i] } else { &skip as &dyn Fn() -> Option<f64> })
+                .map(|i| {
+                    if picked(head[i]) {
+                        all[i]
+                    } else {
+                        &skip as &dyn Fn() -> Option<f64>
+                    }
+                })
                 .collect();
             let t = rounds(&imps);
             let go_name = format!("{go_flavor}_{shape}");
