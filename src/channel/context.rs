@@ -61,6 +61,7 @@ pub(crate) enum Selected {
 }
 
 impl Selected {
+    #[inline]
     fn from_word(word: usize) -> Selected {
         match word {
             WAITING | CLAIMED => Selected::Waiting,
@@ -120,6 +121,7 @@ impl Context {
 
     /// Takes the context for a hand-over (see the module docs); `finish`
     /// must follow without a park in between.
+    #[inline]
     pub(crate) fn claim(&self) -> bool {
         self.state
             .compare_exchange(WAITING, CLAIMED, Ordering::Acquire, Ordering::Relaxed)
@@ -127,23 +129,37 @@ impl Context {
     }
 
     /// Ends a hand-over begun by `claim`: the waiter may look now.
+    #[inline]
     pub(crate) fn finish(&self, selected: Selected) {
         self.state.store(selected.word(), Ordering::Release);
     }
 
     /// Whether a hand-over holds the context (between `claim` and
     /// `finish`).
+    #[inline]
     fn is_claimed(&self) -> bool {
         self.state.load(Ordering::Relaxed) == CLAIMED
     }
 
     /// Whether the context still waits (a notifier may choose it).
+    #[inline]
     pub(crate) fn is_waiting(&self) -> bool {
         self.state.load(Ordering::Relaxed) == WAITING
     }
 
     /// The selection, once made: waits out a hand-over in progress.
+    #[inline]
     pub(crate) fn selected(&self) -> Selected {
+        let word = self.state.load(Ordering::Acquire);
+        if word != CLAIMED {
+            return Selected::from_word(word);
+        }
+        self.selected_after_claim()
+    }
+
+    /// [`Context::selected`] once a hand-over was seen in progress.
+    #[inline(never)]
+    fn selected_after_claim(&self) -> Selected {
         let mut spins = 0u32;
         loop {
             let word = self.state.load(Ordering::Acquire);
@@ -162,6 +178,7 @@ impl Context {
     }
 
     /// Gives up waiting: `Aborted`, or the selection a notifier made first.
+    #[inline]
     pub(crate) fn abort(&self) -> Selected {
         match self
             .state
@@ -201,11 +218,13 @@ pub(crate) struct Entry {
 }
 
 impl Entry {
+    #[inline]
     pub(crate) fn kind(&self) -> Kind {
         self.kind
     }
 
     /// The entry's context.
+    #[inline]
     pub(crate) fn cx(&self) -> &Context {
         // An entry is reachable only through its channel's lock, which
         // the caller holds (`&Entry` from a locked `Waiters`).
@@ -237,6 +256,7 @@ impl Entry {
     /// # Panics
     ///
     /// If the entry's context is not claimed.
+    #[inline]
     pub(crate) fn finish(self) -> Unparker {
         assert!(
             self.cx().is_claimed(),
@@ -250,6 +270,7 @@ impl Entry {
     /// # Safety
     ///
     /// The entry's context was claimed by the caller and is not finished.
+    #[inline]
     unsafe fn finish_claimed(&self, selected: Selected) -> Unparker {
         // SAFETY: claimed and not finished: the waiter does not end its
         // park until `finish` below. Made before it: after, the waiter (and
@@ -282,6 +303,7 @@ unsafe impl Send for Waiters {}
 impl Waiters {
     /// Registers operation `oper` of the wait `cx` (which must stay alive
     /// and unregister before it goes: see [`Waiting`]).
+    #[inline]
     pub(crate) fn register(&mut self, cx: &Context, oper: usize, kind: Kind) {
         if kind == Kind::Watch {
             self.watchers += 1;
@@ -299,6 +321,7 @@ impl Waiters {
     }
 
     /// Whether no operation waits in the line.
+    #[inline]
     pub(crate) fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
@@ -360,10 +383,15 @@ impl Waiters {
     }
 
     /// Wakes every watcher (the operations they watch may go ahead now).
+    #[inline]
     pub(crate) fn wake_watchers(&mut self, wake: &mut Wakeups) {
-        if self.watchers == 0 {
-            return;
+        if self.watchers != 0 {
+            self.wake_watchers_slow(wake);
         }
+    }
+
+    #[inline(never)]
+    fn wake_watchers_slow(&mut self, wake: &mut Wakeups) {
         self.watchers = 0;
         self.entries.retain(|e| {
             if e.kind != Kind::Watch {

@@ -279,6 +279,11 @@ pub(crate) struct Wakeups {
 }
 
 impl Wakeups {
+    // Inlined: out of line, the unparker made by the caller went through
+    // memory, stored a word at a time and loaded in wider moves, which
+    // stalled on the failed store forwarding (perf: a twentieth of a
+    // rendezvous channel's message between fibers).
+    #[inline]
     pub(crate) fn push(&mut self, unparker: Unparker) {
         if self.first.is_none() {
             self.first = Some(unparker);
