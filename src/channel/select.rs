@@ -96,6 +96,9 @@ pub struct Select<'a> {
     /// Every operation is on a locked channel (`bounded(0)`, say), whose
     /// registration also tries it: a wait needs no try pass first.
     locked_only: bool,
+    /// Every operation is a channel's send or receive (no timer, join or
+    /// fd): none has a deadline or an fd, or wakes without selecting.
+    channels_only: bool,
 }
 
 // SAFETY: a `Select` holds shared references to senders and receivers,
@@ -122,6 +125,7 @@ impl<'a> Select<'a> {
             next_index: 0,
             biased: false,
             locked_only: true,
+            channels_only: true,
         }
     }
 
@@ -151,6 +155,10 @@ impl<'a> Select<'a> {
     /// Adds a receive on `r`; returns its index.
     pub fn recv<T>(&mut self, r: &'a Receiver<T>) -> usize {
         self.locked_only &= matches!(r.flavor, Flavor::Chan(_));
+        self.channels_only &= matches!(
+            r.flavor,
+            Flavor::Chan(_) | Flavor::Array(_) | Flavor::List(_)
+        );
         self.add(Handle::Borrowed(r), r.identity())
     }
 
@@ -178,6 +186,7 @@ impl<'a> Select<'a> {
     /// ```
     pub fn join<T>(&mut self, h: &'a JoinHandle<T>) -> usize {
         self.locked_only = false;
+        self.channels_only = false;
         self.add(Handle::Borrowed(h), h.identity())
     }
 
@@ -207,6 +216,7 @@ impl<'a> Select<'a> {
     pub fn io(&mut self, fd: &impl AsRawFd, interest: Interest) -> usize {
         let fd = fd.as_raw_fd();
         self.locked_only = false;
+        self.channels_only = false;
         self.add(Handle::Io(IoOp { fd, interest }), std::ptr::null())
     }
 
@@ -320,7 +330,7 @@ impl<'a> Select<'a> {
 
     /// The earliest of `deadline` and the operations' own.
     fn earliest(&self, deadline: Option<u64>) -> Option<u64> {
-        if self.locked_only {
+        if self.channels_only {
             return deadline; // no timers among them
         }
         self.ops
@@ -339,7 +349,7 @@ impl<'a> Select<'a> {
     /// its fds too.
     #[inline]
     fn parking(&self) -> Parking {
-        if self.locked_only {
+        if self.channels_only {
             return Parking::new(Vec::new(), false); // no fds, no joins
         }
         let fds = self
@@ -521,6 +531,7 @@ impl Clone for Select<'_> {
             next_index: self.next_index,
             biased: self.biased,
             locked_only: self.locked_only,
+            channels_only: self.channels_only,
         }
     }
 }
