@@ -327,7 +327,15 @@ impl Waiters {
     }
 
     fn remove(&mut self, i: usize) -> Option<Entry> {
-        let entry = self.entries.remove(i)?;
+        // At either end without `VecDeque::remove`'s general shift (a
+        // select's entries are often the last or first of a short line).
+        let entry = if i == 0 {
+            self.entries.pop_front()
+        } else if i + 1 == self.entries.len() {
+            self.entries.pop_back()
+        } else {
+            self.entries.remove(i)
+        }?;
         if entry.kind == Kind::Watch {
             self.watchers -= 1;
         }

@@ -373,11 +373,14 @@ impl<'a> Select<'a> {
         // order, so a select that then parks locks each channel once
         // before, not twice.
         let try_first = !(self.locked_only && deadline.is_none());
+        // The slice once: each `ops[i]` would ask again where a
+        // `Small` keeps its items.
+        let ops: &[Op<'a>] = &self.ops;
         loop {
             let order = self.order();
             if try_first {
                 for i in order.iter() {
-                    if let Some(token) = self.ops[i].handle.get().try_op(std::ptr::null()) {
+                    if let Some(token) = ops[i].handle.get().try_op(std::ptr::null()) {
                         return Some(self.selected(i, token));
                     }
                 }
@@ -388,7 +391,7 @@ impl<'a> Select<'a> {
                 // first pass may have become ready while a later one was
                 // emptied, though one of them was ready at every moment.
                 for i in order.iter() {
-                    if let Some(token) = self.ops[i].handle.get().try_op(std::ptr::null()) {
+                    if let Some(token) = ops[i].handle.get().try_op(std::ptr::null()) {
                         return Some(self.selected(i, token));
                     }
                 }
@@ -402,10 +405,10 @@ impl<'a> Select<'a> {
             // Inline for a select of up to four operations (no allocation).
             let mut inline: [Option<Erased>; 4] = Default::default();
             let mut heap: Vec<Option<Erased>>;
-            let slots: &mut [Option<Erased>] = if self.ops.len() <= inline.len() {
-                &mut inline[..self.ops.len()]
+            let slots: &mut [Option<Erased>] = if ops.len() <= inline.len() {
+                &mut inline[..ops.len()]
             } else {
-                heap = (0..self.ops.len()).map(|_| None).collect();
+                heap = (0..ops.len()).map(|_| None).collect();
                 &mut heap
             };
             let mut registered = 0;
@@ -413,7 +416,7 @@ impl<'a> Select<'a> {
             let mut done = None;
             for i in order.iter() {
                 // The slot is made in place: it stays there, registered.
-                match self.ops[i].handle.get().register(i, &cx, &mut slots[i]) {
+                match ops[i].handle.get().register(i, &cx, &mut slots[i]) {
                     Registration::Waiting => registered += 1,
                     Registration::Ready => {
                         ready = true;
@@ -425,7 +428,6 @@ impl<'a> Select<'a> {
                     }
                 }
             }
-            let ops = &self.ops;
             // `taken`: an operation whose entry its notifier took out of
             // the line, as a locked channel's does when it chooses it.
             let unregister = |_: &mut [Option<Erased>], taken: Option<usize>| {
@@ -458,7 +460,7 @@ impl<'a> Select<'a> {
             };
             unregister(slots, taken);
             if let Selected::Operation(i) = selected
-                && let Some(token) = self.ops[i].handle.get().accept(slots[i].take())
+                && let Some(token) = ops[i].handle.get().accept(slots[i].take())
             {
                 return Some(self.selected(i, token));
             }

@@ -40,6 +40,7 @@ impl Wake for Bell {
 }
 
 impl Parking {
+    #[inline]
     pub(crate) fn new(fds: Vec<(RawFd, Interest)>, any_wake: bool) -> Parking {
         // Without an eventfd (none left), the thread polls its fds in
         // slices and looks at its context between them.
@@ -56,6 +57,7 @@ impl Parking {
     }
 
     /// A context for one wait, woken the way this parking waits.
+    #[inline]
     pub(crate) fn context(&self) -> Context {
         match &self.bell {
             Some(bell) => Context::with_unparker(Unparker::Waker(Waker::from(bell.clone()))),

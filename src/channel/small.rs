@@ -238,7 +238,12 @@ impl Order {
 
     /// The first `n` operations, in order.
     pub(crate) fn first(&self, n: usize) -> impl Iterator<Item = usize> + '_ {
-        (0..n.min(self.len)).map(|k| self.at(k))
+        // Packed or listed asked once, not at each step.
+        let packed = (self.len <= 16).then_some(self.packed);
+        (0..n.min(self.len)).map(move |k| match packed {
+            Some(packed) => ((packed >> (4 * k as u32)) & 0xF) as usize,
+            None => self.listed[k],
+        })
     }
 
     /// Every operation, in order.
