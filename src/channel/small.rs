@@ -226,16 +226,6 @@ impl Order {
         })
     }
 
-    /// The `k`th operation to try.
-    #[inline]
-    pub(crate) fn at(&self, k: usize) -> usize {
-        if self.len <= 16 {
-            ((self.packed >> (4 * k as u32)) & 0xF) as usize
-        } else {
-            self.listed[k]
-        }
-    }
-
     /// The first `n` operations, in order.
     pub(crate) fn first(&self, n: usize) -> impl Iterator<Item = usize> + '_ {
         // Packed or listed asked once, not at each step.
