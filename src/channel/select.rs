@@ -318,7 +318,7 @@ impl<'a> Select<'a> {
     }
 
     /// The order to try the operations in: as added, or shuffled.
-    #[inline]
+    #[inline(always)]
     fn order(&self) -> Order {
         let len = self.ops.len();
         if self.biased || len < 2 {
@@ -347,11 +347,22 @@ impl<'a> Select<'a> {
 
     /// How this select's waits park: on the wait's context alone, or with
     /// its fds too.
-    #[inline]
+    ///
+    /// In line for channels only: a `Parking` returned from a call came
+    /// back through memory, stored a word at a time and loaded in wider
+    /// moves, and stalled on the failed store forwarding (perf: a sixth
+    /// of a rendezvous select's own time).
+    #[inline(always)]
     fn parking(&self) -> Parking {
         if self.channels_only {
-            return Parking::new(Vec::new(), false); // no fds, no joins
+            Parking::new(Vec::new(), false) // no fds, no joins
+        } else {
+            self.parking_with_others()
         }
+    }
+
+    #[inline(never)]
+    fn parking_with_others(&self) -> Parking {
         let fds = self
             .ops
             .iter()

@@ -28,6 +28,13 @@ pub(crate) struct Parking {
 /// An eventfd that a notifier rings to wake a thread polling it.
 struct Bell(EventFd);
 
+impl Bell {
+    #[inline(never)]
+    fn new() -> Option<Arc<Bell>> {
+        EventFd::new(0).ok().map(|efd| Arc::new(Bell(efd)))
+    }
+}
+
 impl Wake for Bell {
     fn wake(self: Arc<Self>) {
         self.wake_by_ref();
@@ -40,12 +47,12 @@ impl Wake for Bell {
 }
 
 impl Parking {
-    #[inline]
+    #[inline(always)]
     pub(crate) fn new(fds: Vec<(RawFd, Interest)>, any_wake: bool) -> Parking {
         // Without an eventfd (none left), the thread polls its fds in
         // slices and looks at its context between them.
         let bell = if !fds.is_empty() && context::current().is_none() {
-            EventFd::new(0).ok().map(|efd| Arc::new(Bell(efd)))
+            Bell::new()
         } else {
             None
         };

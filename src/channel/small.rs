@@ -170,17 +170,29 @@ impl Order {
     /// `0..len` in a random order, drawn from `rng`: for up to five
     /// operations, one of a table's permutations (one draw and a load);
     /// for more, Fisher-Yates.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn shuffled(len: usize, rng: &mut Rng) -> Order {
-        let mut order = Order::identity(len);
         if (2..=TABLED).contains(&len) {
             // A shuffle's swaps are a chain of dependent shifts: a hundred
             // instructions a select of four (callgrind), where a select's
             // try of one ready operation takes some three hundred.
             let count = FACTORIAL[len] as u64;
             let k = (((rng.next_u64() >> 32) * count) >> 32) as usize;
-            order.packed = PERMUTATIONS[TABLE_START[len] + k];
-        } else if len <= 16 {
+            Order {
+                len,
+                packed: PERMUTATIONS[TABLE_START[len] + k],
+                listed: Vec::new(),
+            }
+        } else {
+            Order::swapped(len, rng)
+        }
+    }
+
+    /// [`Order::shuffled`] past the table.
+    #[inline(never)]
+    fn swapped(len: usize, rng: &mut Rng) -> Order {
+        let mut order = Order::identity(len);
+        if len <= 16 {
             let mut packed = IDENTITY;
             // Four swaps a draw, each from 16 bits of it (a bias of at most
             // 16 in 65 536 towards some places: none worth a draw a swap).
@@ -206,7 +218,11 @@ impl Order {
     }
 
     /// `0..len` in a random order, drawn from this thread's generator (one
-    /// read and one write of its state).
+    /// read and one write of its state). In line, as is `shuffled`'s
+    /// table: the order is made in registers in the select's loop (an
+    /// `Order` returned from a call came back through memory and stalled
+    /// the first read of it).
+    #[inline(always)]
     pub(crate) fn random(len: usize) -> Order {
         thread_local! {
             static STATE: Cell<u64> = const { Cell::new(0) };
@@ -214,9 +230,7 @@ impl Order {
         STATE.with(|s| {
             let mut x = s.get();
             if x == 0 {
-                // Seeded on first use: the clock and where this thread's
-                // state lives.
-                x = (clock::now_ns() ^ std::ptr::from_ref(s) as u64) | 1;
+                x = seed(s);
             }
             let mut rng = Rng::new(x);
             let order = Order::shuffled(len, &mut rng);
@@ -240,6 +254,12 @@ impl Order {
     pub(crate) fn iter(&self) -> impl Iterator<Item = usize> + '_ {
         self.first(self.len)
     }
+}
+
+/// A thread's first seed: the clock and where its state lives.
+#[cold]
+fn seed(state: &Cell<u64>) -> u64 {
+    (clock::now_ns() ^ std::ptr::from_ref(state) as u64) | 1
 }
 
 /// A random number generator for the order of selects: wyrand (a 64-bit
