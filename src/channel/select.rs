@@ -24,7 +24,7 @@ use std::fmt;
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
-use crate::channel::context::{OnUnwind, Selected};
+use crate::channel::context::{Context, OnUnwind, Selected, wait};
 use crate::channel::err::{ReadyTimeoutError, SelectTimeoutError, TryReadyError, TrySelectError};
 use crate::channel::handles::{Erased, Registration, SelectHandle, Token};
 use crate::channel::handles_other::IoOp;
@@ -251,7 +251,10 @@ impl<'a> Select<'a> {
 
     /// Waits until an operation can go ahead, and selects it.
     pub fn select(&mut self) -> SelectedOperation<'a> {
-        self.run(None)
+        // The loop in line here: called, its result came back through
+        // memory and was copied again into this one's, stalling on the
+        // failed store forwarding (perf: a fourteenth of a select_both).
+        self.run_inline(None)
             .expect("a select without deadline returns an operation")
     }
 
@@ -347,22 +350,8 @@ impl<'a> Select<'a> {
 
     /// How this select's waits park: on the wait's context alone, or with
     /// its fds too.
-    ///
-    /// In line for channels only: a `Parking` returned from a call came
-    /// back through memory, stored a word at a time and loaded in wider
-    /// moves, and stalled on the failed store forwarding (perf: a sixth
-    /// of a rendezvous select's own time).
-    #[inline(always)]
-    fn parking(&self) -> Parking {
-        if self.channels_only {
-            Parking::new(Vec::new(), false) // no fds, no joins
-        } else {
-            self.parking_with_others()
-        }
-    }
-
     #[inline(never)]
-    fn parking_with_others(&self) -> Parking {
+    fn parking(&self) -> Parking {
         let fds = self
             .ops
             .iter()
@@ -374,7 +363,14 @@ impl<'a> Select<'a> {
 
     /// The select loop (see the module docs); `deadline` `Some(0)`: try
     /// only.
+    #[inline(never)]
     fn run(&mut self, deadline: Option<u64>) -> Option<SelectedOperation<'a>> {
+        self.run_inline(deadline)
+    }
+
+    /// [`Select::run`]'s body, for `select` to take in line.
+    #[inline(always)]
+    fn run_inline(&mut self, deadline: Option<u64>) -> Option<SelectedOperation<'a>> {
         // Made at the first wait only: a select that finds an operation
         // ready on its first try looks at nothing else.
         let mut parking: Option<Parking> = None;
@@ -408,8 +404,14 @@ impl<'a> Select<'a> {
                 }
                 return None;
             }
-            let parking = &*parking.get_or_insert_with(|| self.parking());
-            let cx = parking.context();
+            // A select of channels only waits on its context alone, made
+            // here in line (a `Parking` made and moved into its option
+            // stalled the loads after on failed store forwarding).
+            let parking = match self.channels_only {
+                true => None,
+                false => Some(&*parking.get_or_insert_with(|| self.parking())),
+            };
+            let cx = parking.map_or_else(Context::new, Parking::context);
             // Registered in the same shuffled order: a notifier takes the
             // first entry in a channel's line, so two operations of one
             // select on one channel are chosen as fairly as the try.
@@ -461,7 +463,11 @@ impl<'a> Select<'a> {
                         ops[i].handle.get().pass_on(slots[i].take());
                     }
                 });
-                let selected = parking.wait(&cx, self.earliest(deadline), &"select");
+                let earliest = self.earliest(deadline);
+                let selected = match parking {
+                    Some(parking) => parking.wait(&cx, earliest, &"select"),
+                    None => wait(&cx, earliest, &"select", false),
+                };
                 on_unwind.defuse();
                 selected
             };

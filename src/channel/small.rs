@@ -227,17 +227,15 @@ impl Order {
         thread_local! {
             static STATE: Cell<u64> = const { Cell::new(0) };
         }
-        STATE.with(|s| {
-            let mut x = s.get();
-            if x == 0 {
-                x = seed(s);
-            }
-            let mut rng = Rng::new(x);
-            let order = Order::shuffled(len, &mut rng);
-            // (A state of 0 would be seeded again: harmless.)
-            s.set(rng.state());
-            order
-        })
+        let mut x = STATE.get();
+        if x == 0 {
+            x = seed();
+        }
+        let mut rng = Rng::new(x);
+        let order = Order::shuffled(len, &mut rng);
+        // (A state of 0 would be seeded again: harmless.)
+        STATE.set(rng.state());
+        order
     }
 
     /// The first `n` operations, in order.
@@ -256,10 +254,12 @@ impl Order {
     }
 }
 
-/// A thread's first seed: the clock and where its state lives.
+/// A thread's first seed: the clock and where something of the thread's
+/// lives (two threads seeded at one time differ).
 #[cold]
-fn seed(state: &Cell<u64>) -> u64 {
-    (clock::now_ns() ^ std::ptr::from_ref(state) as u64) | 1
+fn seed() -> u64 {
+    let here = 0u8;
+    (clock::now_ns() ^ std::ptr::from_ref(&here) as u64) | 1
 }
 
 /// A random number generator for the order of selects: wyrand (a 64-bit

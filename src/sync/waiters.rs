@@ -78,6 +78,7 @@
 
 use std::cell::UnsafeCell;
 use std::marker::PhantomPinned;
+use std::mem::ManuallyDrop;
 use std::ptr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
@@ -271,11 +272,24 @@ impl<P> Drop for WaitList<P> {
 }
 
 /// Wake-ups collected under a lock, to deliver after releasing it (waking
-/// a thread or another runtime's fiber is a syscall).
+/// a thread or another runtime's fiber is a syscall). A batch dropped
+/// undelivered (a panic between its lock and its `wake`) wakes them then:
+/// a woken waiter looks again.
+///
+/// The fields are never dropped on their own: [`Wakeups::wake`] leaves
+/// both empty (`None`, a vector that never allocated), so `drop` is an
+/// inline check, not a call to the fields' drop glue at every lock.
 #[derive(Default)]
 pub(crate) struct Wakeups {
-    first: Option<Unparker>,
-    rest: Vec<Unparker>,
+    first: ManuallyDrop<Option<Unparker>>,
+    rest: ManuallyDrop<Vec<Unparker>>,
+}
+
+impl Drop for Wakeups {
+    #[inline]
+    fn drop(&mut self) {
+        self.wake();
+    }
 }
 
 impl Wakeups {
@@ -286,10 +300,15 @@ impl Wakeups {
     #[inline]
     pub(crate) fn push(&mut self, unparker: Unparker) {
         if self.first.is_none() {
-            self.first = Some(unparker);
+            *self.first = Some(unparker);
         } else {
             self.rest.push(unparker);
         }
+    }
+
+    /// Whether the batch wakes nobody.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.first.is_none()
     }
 
     /// Takes every waiter of `list` (served with `serve`) into the batch.
@@ -299,30 +318,29 @@ impl Wakeups {
         }
     }
 
-    /// Wakes them all; call with no lock held.
+    /// Wakes them all, leaving the batch empty; call with no lock held.
+    ///
+    /// By reference: moved into a call by value, the batch was copied in
+    /// wide moves from fields just stored a word at a time, which stalled
+    /// on the failed store forwarding (perf: a quarter of a rendezvous
+    /// select's registration).
     #[inline]
-    pub(crate) fn wake(self) {
-        if self.first.is_none() {
-            // The common case of a lock that woke nobody. `rest` is pushed
-            // to only after `first`, so it never allocated: nothing to free.
-            debug_assert_eq!(self.rest.capacity(), 0);
-            std::mem::forget(self);
-            return;
+    pub(crate) fn wake(&mut self) {
+        if self.first.is_some() {
+            self.wake_all();
         }
-        self.wake_all();
+        // `rest` is pushed to only after `first`: without a first, it
+        // never allocated.
+        debug_assert_eq!(self.rest.capacity(), 0);
     }
 
     #[inline(never)]
-    fn wake_all(self) {
-        let Wakeups { first, rest } = self;
-        if let Some(first) = first {
+    fn wake_all(&mut self) {
+        if let Some(first) = self.first.take() {
             first.unpark();
         }
-        if rest.capacity() == 0 {
-            std::mem::forget(rest); // nothing to free
-            return;
-        }
-        for unparker in rest {
+        // Taken out: the vector left behind never allocated.
+        for unparker in std::mem::take(&mut *self.rest) {
             unparker.unpark();
         }
     }

@@ -37,18 +37,22 @@ impl<T> Chan<T> {
                 Err(SendTimeoutError::Disconnected(m))
             }
             // Still under the lock: a fiber registers without taking it
-            // again.
-            Err(TrySendError::Full(m)) => self.send_waiting(m, Some((inner, wake)), deadline),
+            // again. (A send that found no room woke nobody.)
+            Err(TrySendError::Full(m)) => {
+                debug_assert!(wake.is_empty());
+                self.send_waiting(m, Some(inner), deadline)
+            }
         }
     }
 
-    /// The rest of `send`, `held` the lock (and its wake-ups) of a try that
-    /// found no room.
+    /// The rest of `send`, `held` the lock of a try that found no room.
+    /// (Only the guard is passed: a tuple with the wake-ups was copied
+    /// in wide moves from fields just stored, and stalled.)
     #[inline(never)]
     fn send_waiting(
         &self,
         message: T,
-        held: Option<(SpinGuard<'_, Inner<T>>, Wakeups)>,
+        held: Option<SpinGuard<'_, Inner<T>>>,
         deadline: Option<u64>,
     ) -> Result<(), SendTimeoutError<T>> {
         let mut message = message;
@@ -56,10 +60,7 @@ impl<T> Chan<T> {
         // A thread of a buffered channel spins a moment first (one of
         // capacity 0 waits for a partner: it registers, then spins).
         if self.cap != 0 && crate::scheduler::context::current().is_none() {
-            if let Some((inner, wake)) = held.take() {
-                drop(inner);
-                wake.wake();
-            }
+            drop(held.take());
             // A thread spins a moment first: a wait that ends within
             // microseconds is cheaper than a sleep in the kernel and the
             // wake-up after it. (A fiber parks at once: others run.)
@@ -80,7 +81,7 @@ impl<T> Chan<T> {
         loop {
             let (mut inner, mut wake) = match held.take() {
                 // Tried just now under this lock: no room.
-                Some(held) => held,
+                Some(inner) => (inner, Wakeups::default()),
                 None => {
                     let mut wake = Wakeups::default();
                     let mut inner = self.lock();
@@ -156,25 +157,24 @@ impl<T> Chan<T> {
                 Err(RecvTimeoutError::Disconnected)
             }
             // Still under the lock: a fiber registers without taking it
-            // again.
-            Err(TryRecvError::Empty) => self.recv_waiting(Some((inner, wake)), deadline),
+            // again. (A receive that found nothing woke nobody.)
+            Err(TryRecvError::Empty) => {
+                debug_assert!(wake.is_empty());
+                self.recv_waiting(Some(inner), deadline)
+            }
         }
     }
 
-    /// The rest of `recv`, `held` the lock (and its wake-ups) of a try that
-    /// found nothing.
+    /// The rest of `recv`, `held` the lock of a try that found nothing.
     #[inline(never)]
     fn recv_waiting(
         &self,
-        held: Option<(SpinGuard<'_, Inner<T>>, Wakeups)>,
+        held: Option<SpinGuard<'_, Inner<T>>>,
         deadline: Option<u64>,
     ) -> Result<T, RecvTimeoutError> {
         let mut held = held;
         if self.cap != 0 && crate::scheduler::context::current().is_none() {
-            if let Some((inner, wake)) = held.take() {
-                drop(inner);
-                wake.wake();
-            }
+            drop(held.take());
             // As in `send`: a thread spins a moment first.
             let mut spin = Backoff::default();
             while spin.snooze() {
@@ -191,7 +191,7 @@ impl<T> Chan<T> {
         loop {
             let (mut inner, mut wake) = match held.take() {
                 // Tried just now under this lock: nothing.
-                Some(held) => held,
+                Some(inner) => (inner, Wakeups::default()),
                 None => {
                     let mut wake = Wakeups::default();
                     let mut inner = self.lock();
