@@ -92,6 +92,7 @@ mod queue;
 mod receiver;
 mod select;
 mod select_macro;
+mod select_ready;
 mod select_wait;
 mod selected;
 mod sender;

@@ -25,7 +25,7 @@ use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 use crate::channel::context::{Context, OnUnwind, Selected, wait};
-use crate::channel::err::{ReadyTimeoutError, SelectTimeoutError, TryReadyError, TrySelectError};
+use crate::channel::err::{SelectTimeoutError, TrySelectError};
 use crate::channel::handles::{Erased, Registration, SelectHandle, Token};
 use crate::channel::handles_other::IoOp;
 use crate::channel::receiver::{Flavor, Receiver};
@@ -55,9 +55,9 @@ impl Handle<'_> {
 }
 
 #[derive(Clone, Copy)]
-struct Op<'a> {
-    handle: Handle<'a>,
-    index: usize,
+pub(super) struct Op<'a> {
+    pub(super) handle: Handle<'a>,
+    pub(super) index: usize,
     /// The channel (or join handle) of the operation, to check that it is
     /// completed with a handle of the same one.
     ptr: *const u8,
@@ -90,7 +90,7 @@ struct Op<'a> {
 /// # let _ = (i1, s1);
 /// ```
 pub struct Select<'a> {
-    ops: Small<Op<'a>, 4>,
+    pub(super) ops: Small<Op<'a>, 4>,
     next_index: usize,
     biased: bool,
     /// Every operation is on a locked channel (`bounded(0)`, say), whose
@@ -284,45 +284,9 @@ impl<'a> Select<'a> {
             .ok_or(SelectTimeoutError)
     }
 
-    /// The index of an operation that can go ahead now, without
-    /// completing it (another thread may still take its chance first).
-    ///
-    /// # Errors
-    ///
-    /// None can.
-    pub fn try_ready(&mut self) -> Result<usize, TryReadyError> {
-        self.ready_until(Some(0)).ok_or(TryReadyError)
-    }
-
-    /// Waits until an operation can go ahead; its index.
-    pub fn ready(&mut self) -> usize {
-        self.ready_until(None)
-            .expect("a wait without deadline returns an operation")
-    }
-
-    /// [`ready`](Select::ready), waiting at most `timeout`.
-    ///
-    /// # Errors
-    ///
-    /// None could go ahead in time.
-    pub fn ready_timeout(&mut self, timeout: Duration) -> Result<usize, ReadyTimeoutError> {
-        self.ready_until(Some(clock::after_ns(timeout)))
-            .ok_or(ReadyTimeoutError)
-    }
-
-    /// [`ready`](Select::ready), waiting at most until `deadline`.
-    ///
-    /// # Errors
-    ///
-    /// None could go ahead in time.
-    pub fn ready_deadline(&mut self, deadline: Instant) -> Result<usize, ReadyTimeoutError> {
-        self.ready_until(Some(clock::instant_ns(deadline)))
-            .ok_or(ReadyTimeoutError)
-    }
-
     /// The order to try the operations in: as added, or shuffled.
     #[inline(always)]
-    fn order(&self) -> Order {
+    pub(super) fn order(&self) -> Order {
         let len = self.ops.len();
         if self.biased || len < 2 {
             Order::identity(len)
@@ -332,7 +296,7 @@ impl<'a> Select<'a> {
     }
 
     /// The earliest of `deadline` and the operations' own.
-    fn earliest(&self, deadline: Option<u64>) -> Option<u64> {
+    pub(super) fn earliest(&self, deadline: Option<u64>) -> Option<u64> {
         if self.channels_only {
             return deadline; // no timers among them
         }
@@ -351,7 +315,7 @@ impl<'a> Select<'a> {
     /// How this select's waits park: on the wait's context alone, or with
     /// its fds too.
     #[inline(never)]
-    fn parking(&self) -> Parking {
+    pub(super) fn parking(&self) -> Parking {
         let fds = self
             .ops
             .iter()
@@ -483,56 +447,6 @@ impl<'a> Select<'a> {
             }
             // Disconnected, a deadline, woken to look again, or chosen to
             // try again and beaten to it: try again.
-        }
-    }
-
-    /// The readiness loop: as [`Select::run`], with watchers.
-    fn ready_until(&mut self, deadline: Option<u64>) -> Option<usize> {
-        // Made at the first wait only: a select that finds an operation
-        // ready on its first try looks at nothing else.
-        let mut parking: Option<Parking> = None;
-        loop {
-            let order = self.order();
-            for i in order.iter() {
-                if self.ops[i].handle.get().is_ready() {
-                    return Some(self.ops[i].index);
-                }
-            }
-            if deadline.is_some_and(|d| d <= clock::now_ns()) {
-                // Once more before giving up: see `run`.
-                let ready = order.iter().find(|&i| self.ops[i].handle.get().is_ready());
-                return ready.map(|i| self.ops[i].index);
-            }
-            let parking = &*parking.get_or_insert_with(|| self.parking());
-            let cx = parking.context();
-            let mut watched = 0;
-            let mut ready = None;
-            for (i, op) in self.ops.iter().enumerate() {
-                if !op.handle.get().watch(i, &cx) {
-                    ready = Some(i);
-                    break;
-                }
-                watched += 1;
-            }
-            let ops = &self.ops;
-            let unwatch = || {
-                for (i, op) in ops.iter().enumerate().take(watched) {
-                    op.handle.get().unwatch(i, &cx);
-                }
-            };
-            let selected = if ready.is_some() {
-                cx.abort()
-            } else {
-                let on_unwind = OnUnwind::new(&cx, |_| unwatch());
-                let selected = parking.wait(&cx, self.earliest(deadline), &"select ready");
-                on_unwind.defuse();
-                selected
-            };
-            unwatch();
-            match (selected, ready) {
-                (Selected::Operation(i), _) | (_, Some(i)) => return Some(self.ops[i].index),
-                _ => {}
-            }
         }
     }
 }
