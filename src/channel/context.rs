@@ -7,7 +7,7 @@
 //! A waiter makes a `Context` on its stack, registers an `Entry` pointing at
 //! it in each channel it waits on (under that channel's lock), parks, and
 //! unregisters every entry before the context goes out of scope, on every
-//! way out, unwinding included ([`Waiting`] does it on drop).
+//! way out, unwinding included ([`OnUnwind`] does it for an unwind).
 //!
 //! A notifier (a sender that finds a waiting receiver, say) holds the
 //! line's lock, removes the entry and moves the context out of `WAITING`
@@ -302,7 +302,7 @@ unsafe impl Send for Waiters {}
 
 impl Waiters {
     /// Registers operation `oper` of the wait `cx` (which must stay alive
-    /// and unregister before it goes: see [`Waiting`]).
+    /// and unregister before it goes: see [`OnUnwind`]).
     #[inline]
     pub(crate) fn register(&mut self, cx: &Context, oper: usize, kind: Kind) {
         if kind == Kind::Watch {

@@ -11,7 +11,8 @@ use std::os::fd::RawFd;
 
 use std::sync::Arc;
 
-use crate::channel::chan::{Got, PromiseSlot, RecvSlot, Registered, SendGo};
+pub(crate) use crate::channel::chan::Registration;
+use crate::channel::chan::{Got, PromiseSlot, RecvSlot, SendGo};
 use crate::channel::context::{Context, Kind};
 use crate::channel::queue::{Claim, NoClaim};
 use crate::channel::receiver::{Flavor, Receiver};
@@ -129,21 +130,6 @@ pub(crate) enum Token {
     Io(io::Result<Interest>),
 }
 
-/// What registering an operation of a select came to.
-pub(crate) enum Registration {
-    /// Registered: the select may park.
-    Waiting,
-    /// Not registered, as the operation can go ahead now: the select looks
-    /// again (its context aborted).
-    Ready,
-    /// The operation could go ahead and went ahead, for the select whose
-    /// context was aborted first (so that no other of its operations can
-    /// be chosen): its token. Only a locked channel does this (see
-    /// `Chan::register_recv`), which lets a select of only such operations
-    /// skip its try pass.
-    Done(Token),
-}
-
 /// A channel operation as a select sees it (implemented by [`Sender`] and
 /// [`Receiver`]; the face other waits plug into).
 pub(crate) trait SelectHandle {
@@ -158,7 +144,8 @@ pub(crate) trait SelectHandle {
     /// has one) made in `slot`, where it stays until it is unregistered,
     /// unless it can go ahead now (see [`Registration`]; `slot` is left
     /// empty then).
-    fn register(&self, oper: usize, cx: &Context, slot: &mut Option<Erased>) -> Registration;
+    fn register(&self, oper: usize, cx: &Context, slot: &mut Option<Erased>)
+    -> Registration<Token>;
     /// Removes the registration (if still there).
     fn unregister(&self, oper: usize, cx: &Context);
     /// The token of a registration the wait was chosen for; `None` when
@@ -211,7 +198,12 @@ impl<T> SelectHandle for Sender<T> {
         chan.select_send(me).map(send_token::<T>)
     }
 
-    fn register(&self, oper: usize, cx: &Context, slot: &mut Option<Erased>) -> Registration {
+    fn register(
+        &self,
+        oper: usize,
+        cx: &Context,
+        slot: &mut Option<Erased>,
+    ) -> Registration<Token> {
         let SendFlavor::Chan(chan) = &self.flavor else {
             let queue = self.flavor.queue().expect("a queue");
             return if queue.register(false, oper, cx, Kind::Notify) {
@@ -227,17 +219,11 @@ impl<T> SelectHandle for Sender<T> {
             *slot = Some(Erased::new(promise));
         }
         let ptr = slot.as_mut().map_or(std::ptr::null_mut(), Erased::ptr);
-        match chan.register_send(oper, cx, ptr) {
-            Registered::Waiting => Registration::Waiting,
-            Registered::Ready => {
-                *slot = None;
-                Registration::Ready
-            }
-            Registered::Done(result) => {
-                *slot = None;
-                Registration::Done(send_token::<T>(result))
-            }
+        let registered = chan.register_send(oper, cx, ptr);
+        if !matches!(registered, Registration::Waiting) {
+            *slot = None; // not registered: nothing points at it
         }
+        registered.map_done(send_token::<T>)
     }
 
     fn unregister(&self, oper: usize, cx: &Context) {
@@ -369,22 +355,21 @@ impl<T> SelectHandle for Receiver<T> {
         }
     }
 
-    fn register(&self, oper: usize, cx: &Context, slot: &mut Option<Erased>) -> Registration {
+    fn register(
+        &self,
+        oper: usize,
+        cx: &Context,
+        slot: &mut Option<Erased>,
+    ) -> Registration<Token> {
         match &self.flavor {
             Flavor::Chan(chan) => {
                 let empty: RecvSlot<T> = UnsafeCell::new(None);
                 let ptr = slot.insert(Erased::new(empty)).ptr();
-                match chan.register_recv(oper, cx, ptr) {
-                    Registered::Waiting => Registration::Waiting,
-                    Registered::Ready => {
-                        *slot = None;
-                        Registration::Ready
-                    }
-                    Registered::Done(got) => {
-                        *slot = None;
-                        Registration::Done(recv_token(got))
-                    }
+                let registered = chan.register_recv(oper, cx, ptr);
+                if !matches!(registered, Registration::Waiting) {
+                    *slot = None; // not registered: nothing points at it
                 }
+                registered.map_done(recv_token)
             }
             Flavor::Array(_) | Flavor::List(_) => {
                 let queue = self.flavor.queue().expect("a queue");

@@ -19,7 +19,12 @@ impl<T> SelectHandle for JoinHandle<T> {
         self.is_finished().then_some(Token::Finished)
     }
 
-    fn register(&self, _oper: usize, cx: &Context, _slot: &mut Option<Erased>) -> Registration {
+    fn register(
+        &self,
+        _oper: usize,
+        cx: &Context,
+        _slot: &mut Option<Erased>,
+    ) -> Registration<Token> {
         // The fiber wakes the wait when it finishes (a wake-up the select
         // checks); a waiter left behind after the select wakes nobody who
         // still waits (a spent token, or a spurious thread wake-up).
@@ -84,7 +89,12 @@ impl SelectHandle for IoOp {
         self.poll_now().map(Token::Io)
     }
 
-    fn register(&self, _oper: usize, _cx: &Context, _slot: &mut Option<Erased>) -> Registration {
+    fn register(
+        &self,
+        _oper: usize,
+        _cx: &Context,
+        _slot: &mut Option<Erased>,
+    ) -> Registration<Token> {
         // Armed by the select itself, with its other fds, just before it
         // parks (see `Select::run`).
         Registration::Waiting

@@ -37,7 +37,7 @@ mod select_ops;
 mod waits;
 
 pub(crate) use promise::{Got, Promise};
-pub(crate) use select_ops::{Registered, SendGo};
+pub(crate) use select_ops::{Registration, SendGo};
 
 pub(crate) struct Chan<T> {
     /// Held for a few steps, never across a park or user code.

@@ -10,8 +10,10 @@ use crate::channel::context::{Context, Kind, Selected};
 use crate::channel::err::{TryRecvError, TrySendError};
 use crate::sync::waiters::Wakeups;
 
-/// What registering a `select`'s operation came to.
-pub(crate) enum Registered<G> {
+/// What registering an operation of a `select` came to; `D` is what an
+/// operation that went ahead at once hands over (a channel's result here,
+/// the select's [`Token`](crate::channel::handles::Token) above).
+pub(crate) enum Registration<D> {
     /// Registered: the select may park.
     Waiting,
     /// Not registered: the operation looked ready, but the select must
@@ -20,8 +22,21 @@ pub(crate) enum Registered<G> {
     Ready,
     /// The operation was ready and went ahead here, under the channel's
     /// lock, after the select's context was aborted: no other operation
-    /// of the select can be chosen any more. `Err(())`: disconnected.
-    Done(Result<G, ()>),
+    /// of the select can be chosen any more. Only a locked channel does
+    /// this, which lets a select of only such operations skip its try
+    /// pass.
+    Done(D),
+}
+
+impl<D> Registration<D> {
+    /// The same outcome, what went ahead made into `f`'s.
+    pub(crate) fn map_done<E>(self, f: impl FnOnce(D) -> E) -> Registration<E> {
+        match self {
+            Registration::Waiting => Registration::Waiting,
+            Registration::Ready => Registration::Ready,
+            Registration::Done(d) => Registration::Done(f(d)),
+        }
+    }
 }
 
 /// A `select`'s send that may go ahead.
@@ -143,28 +158,28 @@ impl<T> Chan<T> {
 
     /// Registers a `select`'s receive into `packet` (a `*mut Slot<T>`),
     /// or, if it can go ahead now, completes it for the select whose
-    /// context `cx` is (see [`Registered`]).
+    /// context `cx` is (see [`Registration`]).
     pub(crate) fn register_recv(
         &self,
         oper: usize,
         cx: &Context,
         packet: *mut (),
-    ) -> Registered<Got<T>> {
+    ) -> Registration<Result<Got<T>, ()>> {
         let mut wake = Wakeups::default();
         let mut inner = self.lock();
         let registered = if self.recv_ready(&inner, cx) {
             if cx.abort() != Selected::Aborted {
-                return Registered::Ready;
+                return Registration::Ready;
             }
             match self.recv_locked(&mut inner, cx, &mut wake) {
-                Ok(got) => Registered::Done(Ok(got)),
-                Err(TryRecvError::Disconnected) => Registered::Done(Err(())),
-                Err(TryRecvError::Empty) => Registered::Ready,
+                Ok(got) => Registration::Done(Ok(got)),
+                Err(TryRecvError::Disconnected) => Registration::Done(Err(())),
+                Err(TryRecvError::Empty) => Registration::Ready,
             }
         } else {
             inner.receivers.register(cx, oper, Kind::Packet(packet));
             inner.senders.wake_watchers(&mut wake);
-            Registered::Waiting
+            Registration::Waiting
         };
         drop(inner);
         wake.wake();
@@ -174,27 +189,27 @@ impl<T> Chan<T> {
     /// Registers a `select`'s send (its message not made yet), with the
     /// slot its promise is written to on a channel of capacity 0 (a
     /// `*mut PromiseSlot<T>`), or, if it can go ahead now, lets it go for
-    /// the select whose context `cx` is (see [`Registered`]).
+    /// the select whose context `cx` is (see [`Registration`]).
     pub(crate) fn register_send(
         &self,
         oper: usize,
         cx: &Context,
         slot: *mut (),
-    ) -> Registered<SendGo<T>> {
+    ) -> Registration<Result<SendGo<T>, ()>> {
         let mut wake = Wakeups::default();
         let mut inner = self.lock();
         let registered = if self.send_ready(&inner, cx) {
             if cx.abort() != Selected::Aborted {
-                return Registered::Ready;
+                return Registration::Ready;
             }
             match self.select_send_locked(&mut inner, cx, &mut wake) {
-                Some(result) => Registered::Done(result),
-                None => Registered::Ready,
+                Some(result) => Registration::Done(result),
+                None => Registration::Ready,
             }
         } else {
             inner.senders.register(cx, oper, Kind::Lazy(slot));
             inner.receivers.wake_watchers(&mut wake);
-            Registered::Waiting
+            Registration::Waiting
         };
         drop(inner);
         wake.wake();
