@@ -339,9 +339,12 @@ impl Wakeups {
         if let Some(first) = self.first.take() {
             first.unpark();
         }
-        // Taken out: the vector left behind never allocated.
-        for unparker in std::mem::take(&mut *self.rest) {
-            unparker.unpark();
+        // Taken out: the vector left behind never allocated. (Most
+        // batches hold one: no iterator made and dropped for none.)
+        if self.rest.capacity() != 0 {
+            for unparker in std::mem::take(&mut *self.rest) {
+                unparker.unpark();
+            }
         }
     }
 }
