@@ -28,13 +28,6 @@ pub(crate) struct Parking {
 /// An eventfd that a notifier rings to wake a thread polling it.
 struct Bell(EventFd);
 
-impl Bell {
-    #[inline(never)]
-    fn new() -> Option<Arc<Bell>> {
-        EventFd::new(0).ok().map(|efd| Arc::new(Bell(efd)))
-    }
-}
-
 impl Wake for Bell {
     fn wake(self: Arc<Self>) {
         self.wake_by_ref();
@@ -47,12 +40,11 @@ impl Wake for Bell {
 }
 
 impl Parking {
-    #[inline(always)]
     pub(crate) fn new(fds: Vec<(RawFd, Interest)>, any_wake: bool) -> Parking {
         // Without an eventfd (none left), the thread polls its fds in
         // slices and looks at its context between them.
         let bell = if !fds.is_empty() && context::current().is_none() {
-            Bell::new()
+            EventFd::new(0).ok().map(|efd| Arc::new(Bell(efd)))
         } else {
             None
         };
@@ -64,7 +56,6 @@ impl Parking {
     }
 
     /// A context for one wait, woken the way this parking waits.
-    #[inline]
     pub(crate) fn context(&self) -> Context {
         match &self.bell {
             Some(bell) => Context::with_unparker(Unparker::Waker(Waker::from(bell.clone()))),

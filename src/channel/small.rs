@@ -107,14 +107,16 @@ const TABLED: usize = 5;
 const FACTORIAL: [usize; TABLED + 1] = [1, 1, 2, 6, 24, 120];
 /// Where the permutations of each length start in [`PERMUTATIONS`].
 const TABLE_START: [usize; TABLED + 1] = [0, 0, 0, 2, 8, 32];
+/// How many permutations the table holds, of every length it covers.
+const TABLE_LEN: usize = TABLE_START[TABLED] + FACTORIAL[TABLED];
 
 /// Every permutation of `0..len` for `len` from 2 to [`TABLED`], packed
 /// (the nibbles past `len` as in [`IDENTITY`]), the `k`th of each length
 /// the one whose Lehmer code is `k`.
-static PERMUTATIONS: [u64; 152] = permutations();
+static PERMUTATIONS: [u64; TABLE_LEN] = permutations();
 
-const fn permutations() -> [u64; 152] {
-    let mut table = [0u64; 152];
+const fn permutations() -> [u64; TABLE_LEN] {
+    let mut table = [0u64; TABLE_LEN];
     let mut len = 2;
     while len <= TABLED {
         let mut code = 0;
