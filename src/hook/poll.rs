@@ -37,14 +37,21 @@ pub unsafe extern "C" fn ppoll(
         // SAFETY: the caller's contract.
         return sys::ret(unsafe { poll_until(core, fds, nfds, deadline) }) as c_int;
     }
-    // SAFETY: the caller's contract, passed to the kernel (the size of the
-    // kernel's sigset: 8 bytes).
+    // The kernel writes the time left into the timespec, which the caller
+    // gave as `const`: give it a copy, as glibc does.
+    // SAFETY: the caller's contract: null or a valid timespec.
+    let mut ts = unsafe { timeout.as_ref() }.copied();
+    let tsp = ts
+        .as_mut()
+        .map_or(std::ptr::null_mut(), |t| t as *mut libc::timespec);
+    // SAFETY: the caller's fds and mask, our copy of the timeout (the size
+    // of the kernel's sigset: 8 bytes).
     let r = unsafe {
         sys::call6(
             libc::SYS_ppoll,
             fds as usize,
             nfds as usize,
-            timeout as usize,
+            tsp as usize,
             sigmask as usize,
             8,
             0,

@@ -15,6 +15,7 @@
 //! which `resolv.conf`'s `timeout` and `attempts` bound. Outside fibers,
 //! and in a signal handler, the call is glibc's, on the calling thread.
 
+use std::cell::RefCell;
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -142,23 +143,79 @@ pub unsafe extern "C" fn getnameinfo(
 
 type GetHostByName = unsafe extern "C" fn(*const c_char) -> *mut hostent;
 
-/// gethostbyname(3). Its answer lives in glibc's static storage, the same
-/// whichever thread made the call.
+/// One fiber's `gethostbyname` answer, which the pointer it returned
+/// points into until the fiber's next call (or its end). glibc keeps one
+/// per process, under a lock, for threads that cannot interleave between
+/// the call and the reading of its answer; fibers of one thread do
+/// interleave there (each parks during its lookup), so each has its own.
+struct HostAnswer {
+    ent: hostent,
+    buf: Vec<u8>,
+}
+
+crate::fiber_local! {
+    static HOST_ANSWER: RefCell<Option<Box<HostAnswer>>> = RefCell::new(None);
+}
+
+/// What glibc's `gethostbyname` starts its buffer at, and grows it by.
+const HOST_BUF_STEP: usize = 1024;
+/// Where the growing stops (glibc's stops only when memory runs out).
+const HOST_BUF_MAX: usize = 16 << 20;
+
+/// gethostbyname(3). In a fiber, its answer is the fiber's own (see
+/// [`HostAnswer`]); elsewhere it is glibc's, in glibc's static storage.
 ///
 /// # Safety
 ///
 /// As gethostbyname(3).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn gethostbyname(name: *const c_char) -> *mut hostent {
-    static REAL: AtomicUsize = AtomicUsize::new(0);
-    let Some(f) = real(&REAL, c"gethostbyname") else {
-        return std::ptr::null_mut();
-    };
-    // SAFETY: glibc's gethostbyname has this signature.
-    let f = unsafe { std::mem::transmute::<usize, GetHostByName>(f) };
-    let name = name as usize;
-    // SAFETY: the caller's name, valid until this hook returns.
-    on_pool(move || unsafe { f(name as _) } as usize) as *mut hostent
+    if super::parkable().is_none() {
+        static REAL: AtomicUsize = AtomicUsize::new(0);
+        let Some(f) = real(&REAL, c"gethostbyname") else {
+            return std::ptr::null_mut();
+        };
+        // SAFETY: glibc's gethostbyname has this signature.
+        let f = unsafe { std::mem::transmute::<usize, GetHostByName>(f) };
+        // SAFETY: the caller's contract.
+        return unsafe { f(name) };
+    }
+    HOST_ANSWER.with(|answer| {
+        // A fiber's own value: no other context borrows it (a signal
+        // handler's call is not parkable, above).
+        let mut answer = answer.borrow_mut();
+        let answer = answer.get_or_insert_with(|| {
+            Box::new(HostAnswer {
+                // SAFETY: all-zero is a valid hostent (null pointers).
+                ent: unsafe { std::mem::zeroed() },
+                buf: vec![0; HOST_BUF_STEP],
+            })
+        });
+        let mut result: *mut hostent = std::ptr::null_mut();
+        let mut herr: c_int = 0;
+        loop {
+            let (ent, buf, len) = (
+                &raw mut answer.ent,
+                answer.buf.as_mut_ptr(),
+                answer.buf.len(),
+            );
+            // SAFETY: our hostent and buffer of `len` bytes, the fiber's
+            // result and h_errno words: all valid for the call, which
+            // `gethostbyname_r` makes before it returns.
+            let r = unsafe { gethostbyname_r(name, ent, buf.cast(), len, &mut result, &mut herr) };
+            // As glibc's: a bigger buffer while the answer did not fit.
+            if r == libc::ERANGE && herr == -1 && len < HOST_BUF_MAX {
+                answer.buf.resize(len + HOST_BUF_STEP, 0);
+                continue;
+            }
+            break;
+        }
+        if herr != 0 {
+            // SAFETY: this thread's h_errno, always valid.
+            unsafe { *__h_errno_location() = herr };
+        }
+        result
+    })
 }
 
 type GetHostByNameR = unsafe extern "C" fn(

@@ -26,11 +26,15 @@ use crate::io::Interest;
 use crate::scheduler::core::Core;
 use crate::timer::clock;
 
-/// The fds `select` can name (`FD_SETSIZE`).
+/// The fds `select` can name (`FD_SETSIZE`); a call with more goes to the
+/// kernel (see [`Sets`]).
 const SETSIZE: c_int = 1024;
+/// The words of a set of `SETSIZE` fds.
+const SET_WORDS: usize = SETSIZE as usize / 64;
 
-/// select(2). On a timeout the sets are cleared and `timeout` is zero; on
-/// success `timeout` holds the time left, as Linux's select does.
+/// select(2), as glibc's: a timeout with a negative part fails with
+/// `EINVAL`, one of a million microseconds or more is normalized, and the
+/// time left is written back (on a timeout: zero).
 ///
 /// # Safety
 ///
@@ -44,44 +48,32 @@ pub unsafe extern "C" fn select(
     timeout: *mut timeval,
 ) -> c_int {
     // SAFETY: the caller's contract: null or a valid timeval.
-    let ts = unsafe { timeout.as_ref() }.map(|tv| timespec {
-        tv_sec: tv.tv_sec,
-        tv_nsec: if (0..1_000_000).contains(&tv.tv_usec) {
-            tv.tv_usec * 1000
-        } else {
-            -1
-        },
-    });
-    let tsp = ts
-        .as_ref()
-        .map_or(std::ptr::null(), |t| t as *const timespec);
-    if (0..=SETSIZE).contains(&nfds)
-        // SAFETY: null or our valid copy.
-        && let Some(deadline) = unsafe { wait::deadline_of(tsp) }
-        && let Some(core) = super::parkable()
-    {
-        // SAFETY: the caller's contract.
-        let n = unsafe { select_until(core, nfds, [r, w, e], deadline) };
-        // SAFETY: null or the caller's valid timeval.
-        if let Some(tv) = unsafe { timeout.as_mut() } {
-            let left = deadline.map_or(0, |d| d.saturating_sub(clock::now_ns()));
-            tv.tv_sec = (left / 1_000_000_000) as libc::time_t;
-            tv.tv_usec = ((left % 1_000_000_000) / 1000) as libc::suseconds_t;
+    let tv = unsafe { timeout.as_ref() }.copied();
+    let mut ts = match tv {
+        Some(tv) if tv.tv_sec < 0 || tv.tv_usec < 0 => {
+            sys::set_errno(libc::EINVAL);
+            return -1;
         }
-        return sys::ret(n) as c_int;
-    }
-    // SAFETY: the caller's contract, passed to the kernel.
-    let n = unsafe {
-        sys::call6(
-            libc::SYS_select,
-            nfds as usize,
-            r as usize,
-            w as usize,
-            e as usize,
-            timeout as usize,
-            0,
-        )
+        Some(tv) => {
+            let (sec, usec) = (tv.tv_usec / 1_000_000, tv.tv_usec % 1_000_000);
+            Some(timespec {
+                tv_sec: tv.tv_sec.saturating_add(sec),
+                tv_nsec: usec * 1000,
+            })
+        }
+        None => None,
     };
+    let tsp = ts
+        .as_mut()
+        .map_or(std::ptr::null_mut(), |t| t as *mut timespec);
+    // SAFETY: the caller's sets; our copy of the timeout, which the kernel
+    // (or `pselect_parked`) updates with the time left.
+    let n = unsafe { pselect_parked(nfds, [r, w, e], tsp, true) };
+    // SAFETY: null or the caller's valid timeval.
+    if let (Some(out), Some(ts)) = (unsafe { timeout.as_mut() }, ts) {
+        out.tv_sec = ts.tv_sec;
+        out.tv_usec = (ts.tv_nsec / 1000) as libc::suseconds_t;
+    }
     sys::ret(n) as c_int
 }
 
@@ -100,21 +92,31 @@ pub unsafe extern "C" fn pselect(
     timeout: *const timespec,
     sigmask: *const sigset_t,
 ) -> c_int {
-    if sigmask.is_null()
-        && (0..=SETSIZE).contains(&nfds)
-        // SAFETY: the caller's contract: null or a valid timespec.
-        && let Some(deadline) = unsafe { wait::deadline_of(timeout) }
-        && let Some(core) = super::parkable()
-    {
-        // SAFETY: the caller's contract.
-        return sys::ret(unsafe { select_until(core, nfds, [r, w, e], deadline) }) as c_int;
-    }
     // The kernel writes the time left into the timespec: give it a copy.
     // SAFETY: the caller's contract: null or a valid timespec.
     let mut ts = unsafe { timeout.as_ref() }.copied();
     let tsp = ts
         .as_mut()
         .map_or(std::ptr::null_mut(), |t| t as *mut timespec);
+    if sigmask.is_null() {
+        // SAFETY: the caller's sets, our copy of the timeout.
+        return sys::ret(unsafe { pselect_parked(nfds, [r, w, e], tsp, false) }) as c_int;
+    }
+    // SAFETY: the caller's sets and mask, our copy of the timeout.
+    sys::ret(unsafe { pselect_kernel(nfds, [r, w, e], tsp, sigmask) }) as c_int
+}
+
+/// The kernel's `pselect6`, with a signal mask or none.
+///
+/// # Safety
+///
+/// As pselect(2); `timeout` is ours to have written.
+unsafe fn pselect_kernel(
+    nfds: c_int,
+    sets: [*mut fd_set; 3],
+    timeout: *mut timespec,
+    sigmask: *const sigset_t,
+) -> isize {
     // The kernel's sixth argument: the mask and its size (8 bytes).
     let mask = [sigmask as usize, 8];
     let maskp = if sigmask.is_null() {
@@ -122,94 +124,179 @@ pub unsafe extern "C" fn pselect(
     } else {
         mask.as_ptr() as usize
     };
-    // SAFETY: the caller's sets and mask, our copy of the timeout and the
-    // mask's descriptor, all valid for the call.
-    let n = unsafe {
+    // SAFETY: the caller's contract; the mask's descriptor lives across
+    // the call.
+    unsafe {
         sys::call6(
             libc::SYS_pselect6,
             nfds as usize,
-            r as usize,
-            w as usize,
-            e as usize,
-            tsp as usize,
+            sets[0] as usize,
+            sets[1] as usize,
+            sets[2] as usize,
+            timeout as usize,
             maskp,
         )
-    };
-    sys::ret(n) as c_int
+    }
 }
 
-/// Waits, parked, until one of the fds of `sets` (read, write, except) is
-/// ready or `deadline` passes; the answer always from the kernel.
+/// `pselect` with no mask: parked in a fiber (when the call may wait:
+/// `0 <= nfds <= SETSIZE`, a timeout that is null or valid and not zero),
+/// else the kernel's. `timeout` gets the time left, as the kernel writes
+/// it (`select`), if `write_left`.
 ///
 /// # Safety
 ///
-/// Each of `sets` is null or a valid `fd_set`; `nfds <= SETSIZE`.
+/// As pselect(2); `timeout` is null or ours to write.
+unsafe fn pselect_parked(
+    nfds: c_int,
+    sets: [*mut fd_set; 3],
+    timeout: *mut timespec,
+    write_left: bool,
+) -> isize {
+    if (0..=SETSIZE).contains(&nfds)
+        // SAFETY: null or our valid copy.
+        && let Some(deadline) = unsafe { wait::deadline_of(timeout) }
+        && let Some(core) = super::parkable()
+    {
+        // SAFETY: the caller's contract.
+        let n = unsafe { select_until(core, nfds as usize, sets, deadline) };
+        // SAFETY: null or our copy.
+        if write_left && let Some(ts) = unsafe { timeout.as_mut() } {
+            let left = deadline.map_or(0, |d| d.saturating_sub(clock::now_ns()));
+            ts.tv_sec = (left / 1_000_000_000) as libc::time_t;
+            ts.tv_nsec = (left % 1_000_000_000) as libc::c_long;
+        }
+        return n;
+    }
+    // SAFETY: the caller's contract, passed to the kernel.
+    unsafe { pselect_kernel(nfds, sets, timeout, std::ptr::null()) }
+}
+
+/// The three sets of a `select`, as many words of each as its `nfds`
+/// needs (`ceil(nfds / 64)`): what the kernel reads and writes of the
+/// caller's sets, and no more (a C event loop sizes its sets by its
+/// highest fd, and one may end at the end of a page).
+struct Sets {
+    words: usize,
+    asked: [[u64; SET_WORDS]; 3],
+    /// Which of the caller's sets are not null.
+    given: [bool; 3],
+}
+
+impl Sets {
+    /// Copies the caller's sets.
+    ///
+    /// # Safety
+    ///
+    /// Each of `sets` is null or valid for `words` words (`words <=
+    /// SET_WORDS`).
+    unsafe fn copy(sets: [*mut fd_set; 3], words: usize) -> Sets {
+        let mut asked = [[0u64; SET_WORDS]; 3];
+        for (copy, &set) in asked.iter_mut().zip(&sets) {
+            if !set.is_null() {
+                // SAFETY: the caller's contract; a byte copy, whatever the
+                // set's alignment.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        set.cast::<u8>(),
+                        copy.as_mut_ptr().cast::<u8>(),
+                        words * 8,
+                    )
+                };
+            }
+        }
+        Sets {
+            words,
+            asked,
+            given: sets.map(|s| !s.is_null()),
+        }
+    }
+
+    /// Whether `fd` is in set `i` as asked.
+    fn has(&self, i: usize, fd: usize) -> bool {
+        self.given[i] && self.asked[i][fd / 64] & (1 << (fd % 64)) != 0
+    }
+
+    /// Asks the kernel with a fresh copy of the sets and `timeout`
+    /// (microseconds; `None`: no limit); on an answer (not an error),
+    /// writes the sets it returns to the caller's, as the kernel would.
+    ///
+    /// # Safety
+    ///
+    /// `sets` are the caller's sets [`Sets::copy`] was made from.
+    unsafe fn look(&self, nfds: usize, sets: [*mut fd_set; 3], timeout: Option<u64>) -> isize {
+        let mut work = self.asked;
+        let ptrs: [usize; 3] = std::array::from_fn(|i| {
+            if self.given[i] {
+                work[i].as_mut_ptr() as usize
+            } else {
+                0
+            }
+        });
+        let mut tv = timeout.map(|us| timeval {
+            tv_sec: (us / 1_000_000) as libc::time_t,
+            tv_usec: (us % 1_000_000) as libc::suseconds_t,
+        });
+        let tvp = tv.as_mut().map_or(0, |t| t as *mut timeval as usize);
+        // SAFETY: our sets of `nfds` fds (`words` words of each are read
+        // and written) and our timeval.
+        let n = unsafe { sys::call6(libc::SYS_select, nfds, ptrs[0], ptrs[1], ptrs[2], tvp, 0) };
+        if n >= 0 {
+            for (i, &set) in sets.iter().enumerate() {
+                if self.given[i] {
+                    // SAFETY: the caller's set, valid for `words` words.
+                    unsafe {
+                        std::ptr::copy_nonoverlapping(
+                            work[i].as_ptr().cast::<u8>(),
+                            set.cast::<u8>(),
+                            self.words * 8,
+                        )
+                    };
+                }
+            }
+        }
+        n
+    }
+}
+
+/// Waits, parked, until one of the fds of `sets` (read, write, except) is
+/// ready or `deadline` passes; the answer always from the kernel, and the
+/// caller's sets written only with it (an error leaves them alone).
+///
+/// # Safety
+///
+/// Each of `sets` is null or a valid set of `nfds` fds; `nfds <= SETSIZE`.
 unsafe fn select_until(
     core: &Core,
-    nfds: c_int,
+    nfds: usize,
     sets: [*mut fd_set; 3],
     deadline: Option<u64>,
 ) -> isize {
-    // The sets as the caller gave them: a select rewrites them.
     // SAFETY: the caller's contract.
-    let asked = sets.map(|s| unsafe { s.as_ref() }.copied());
-    let look = |timeout: Option<&mut timeval>| {
-        for (set, copy) in sets.iter().zip(&asked) {
-            if let Some(copy) = copy {
-                // SAFETY: the caller's valid set.
-                unsafe { **set = *copy };
-            }
-        }
-        let tv = timeout.map_or(0, |t| t as *mut timeval as usize);
-        // SAFETY: the caller's sets; a valid timeval or null.
-        unsafe {
-            sys::call6(
-                libc::SYS_select,
-                nfds as usize,
-                sets[0] as usize,
-                sets[1] as usize,
-                sets[2] as usize,
-                tv,
-                0,
-            )
-        }
-    };
-    let now = || {
-        let mut zero = timeval {
-            tv_sec: 0,
-            tv_usec: 0,
-        };
-        look(Some(&mut zero))
-    };
+    let asked = unsafe { Sets::copy(sets, nfds.div_ceil(64)) };
+    // SAFETY: `asked` was copied from `sets`.
+    let look = |timeout| unsafe { asked.look(nfds, sets, timeout) };
     let interests = [Interest::READABLE, Interest::WRITABLE, Interest::PRIORITY];
     loop {
-        let n = now();
+        let n = look(Some(0));
         if n != 0 {
             return n;
         }
         let watched = (0..nfds).filter_map(|fd| {
             let mut interest = Interest::EMPTY;
-            for (copy, &i) in asked.iter().zip(&interests) {
-                let asked_for = |s: &fd_set| {
-                    // SAFETY: `fd < nfds <= SETSIZE`: inside the set.
-                    unsafe { libc::FD_ISSET(fd, s) }
-                };
-                if copy.as_ref().is_some_and(asked_for) {
-                    interest = interest | i;
+            for (i, &want) in interests.iter().enumerate() {
+                if asked.has(i, fd) {
+                    interest = interest | want;
                 }
             }
-            (!interest.is_empty()).then_some((fd, interest))
+            (!interest.is_empty()).then_some((fd as c_int, interest))
         });
         match wait::fds(core, watched, deadline) {
             Waited::Woken => {}
-            Waited::TimedOut => return now(),
+            Waited::TimedOut => return look(Some(0)),
             Waited::Unwatchable => {
-                let ms = wait::ms_left(deadline);
-                let mut left = timeval {
-                    tv_sec: (ms / 1000) as libc::time_t,
-                    tv_usec: ((ms % 1000) * 1000) as libc::suseconds_t,
-                };
-                return look((ms >= 0).then_some(&mut left));
+                let left = deadline.map(|d| d.saturating_sub(clock::now_ns()).div_ceil(1000));
+                return look(left);
             }
             w => return -(w.errno(0) as isize),
         }
