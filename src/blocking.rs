@@ -162,9 +162,12 @@ fn submit(job: Job) {
     }
     state.spawner = true;
     drop(state);
-    let spawned = std::thread::Builder::new()
-        .name("fibra-blocking-spawner".into())
-        .spawn(spawner);
+    // The pool's threads are made by the spawner, and inherit its mask.
+    let spawned = crate::scheduler::helper::spawn_quiet(|| {
+        std::thread::Builder::new()
+            .name("fibra-blocking-spawner".into())
+            .spawn(spawner)
+    });
     if let Err(e) = spawned {
         let mut state = lock();
         state.spawner = false;

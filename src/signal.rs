@@ -1,13 +1,20 @@
 //! Waiting for Unix signals in blocking style.
 //!
 //! The first wait for a signal ([`wait`], [`ctrl_c`], [`Signals::new`])
-//! installs a process-wide handler for it. The handler does the one
-//! async-signal-safe thing it needs: it writes the signal's number to a
-//! non-blocking pipe. A dispatcher thread (`fibra-signal`, started on first
-//! use) reads the pipe and hands the signal to every listener whose set
+//! installs a process-wide handler for it. The handler does only
+//! async-signal-safe things: it sets the signal's bit in a set of arrived
+//! signals (an atomic OR), then writes a byte to a non-blocking pipe to
+//! wake the dispatcher. The dispatcher thread (`fibra-signal`, started on
+//! first use, with every signal blocked) reads the pipe, takes the whole
+//! set at once and hands each signal in it to every listener whose set
 //! contains it, waking those that wait, through the ordinary unpark path.
 //! So a signal reaches the waiting fibers (and threads) whichever thread
 //! the kernel happened to interrupt.
+//!
+//! The byte is only a wake-up: when the pipe is full (the dispatcher is
+//! behind), the handler's write fails and nothing is lost, since a byte
+//! written before it is still unread and the dispatcher takes the set
+//! after reading it. A burst of one signal can never crowd out another.
 //!
 //! ## No signal is lost
 //!
@@ -44,6 +51,7 @@
 use std::collections::HashSet;
 use std::io;
 use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use libc::c_int;
@@ -116,7 +124,10 @@ struct Dispatcher {
 
 static DISPATCHER: OnceLock<Result<Dispatcher, i32>> = OnceLock::new();
 /// The write end of the pipe, for the handler (-1 until set up).
-static PIPE: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
+static PIPE: AtomicI32 = AtomicI32::new(-1);
+/// The signals that arrived and the dispatcher has not taken yet: signal
+/// `n` is bit `n % 64` of word `n / 64` (the handler's one write).
+static ARRIVED: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -133,8 +144,8 @@ fn dispatcher() -> io::Result<&'static Dispatcher> {
                     .unwrap_or(libc::EIO));
             }
             let [read, write] = fds;
-            // The handler must never block: a full pipe drops the byte (the
-            // dispatcher is behind, and a burst of one signal merges anyway).
+            // The handler must never block: a full pipe drops the byte, a
+            // wake-up the dispatcher has already been given (module docs).
             // SAFETY: fcntl on our own fd; checked below.
             if unsafe { libc::fcntl(write, libc::F_SETFL, libc::O_NONBLOCK) } != 0 {
                 let errno = io::Error::last_os_error()
@@ -147,10 +158,12 @@ fn dispatcher() -> io::Result<&'static Dispatcher> {
                 }
                 return Err(errno);
             }
-            PIPE.store(write, std::sync::atomic::Ordering::Release);
-            let spawned = std::thread::Builder::new()
-                .name("fibra-signal".into())
-                .spawn(move || dispatch(read));
+            PIPE.store(write, Ordering::Release);
+            let spawned = crate::scheduler::helper::spawn_quiet(|| {
+                std::thread::Builder::new()
+                    .name("fibra-signal".into())
+                    .spawn(move || dispatch(read))
+            });
             match spawned {
                 Ok(_) => Ok(Dispatcher {
                     state: Mutex::new(State {
@@ -166,50 +179,69 @@ fn dispatcher() -> io::Result<&'static Dispatcher> {
         .map_err(|&code| io::Error::from_raw_os_error(code))
 }
 
-/// The dispatcher thread: one byte per delivered signal.
+/// The dispatcher thread: after each read of the pipe, the signals that
+/// arrived since the last one, each to its listeners.
 fn dispatch(read: RawFd) {
+    let mut bytes = [0u8; 64];
     loop {
-        let mut byte = 0u8;
-        // SAFETY: reading one byte from our pipe into a valid buffer.
-        let n = unsafe { libc::read(read, (&raw mut byte).cast(), 1) };
-        if n != 1 {
+        // SAFETY: reading into a valid buffer of its length, from our pipe.
+        let n = unsafe { libc::read(read, bytes.as_mut_ptr().cast(), bytes.len()) };
+        if n <= 0 {
             if n < 0 && io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
                 continue;
             }
             return;
         }
-        let signal = c_int::from(byte);
+        // Acquire: pairs with the handlers' Release, before their bytes.
+        let arrived = Mask::from(ARRIVED[0].swap(0, Ordering::Acquire))
+            | Mask::from(ARRIVED[1].swap(0, Ordering::Acquire)) << 64;
+        if arrived == 0 {
+            continue; // (a wake-up whose signal an earlier read took)
+        }
         let Ok(d) = dispatcher() else { return };
         let mut state = lock(&d.state);
-        let mut wanted = false;
-        for (_, listener) in state
-            .listeners
-            .iter()
-            .filter(|(_, l)| l.mask & bit(signal) != 0)
-        {
-            wanted = true;
-            let waiter = {
-                let mut inbox = lock(&listener.inbox);
-                inbox.pending |= bit(signal);
-                inbox.waiter.take()
-            };
-            if let Some(waiter) = waiter {
-                waiter.unpark();
-            }
-        }
-        if !wanted {
-            state.pending |= bit(signal);
+        for signal in (1..128).filter(|&s| arrived & bit(s) != 0) {
+            deliver(&mut state, signal);
         }
     }
 }
 
+/// Hands `signal` to every listener whose set has it, or keeps it for the
+/// next one.
+fn deliver(state: &mut State, signal: c_int) {
+    let mut wanted = false;
+    for (_, listener) in state
+        .listeners
+        .iter()
+        .filter(|(_, l)| l.mask & bit(signal) != 0)
+    {
+        wanted = true;
+        let waiter = {
+            let mut inbox = lock(&listener.inbox);
+            inbox.pending |= bit(signal);
+            inbox.waiter.take()
+        };
+        if let Some(waiter) = waiter {
+            waiter.unpark();
+        }
+    }
+    if !wanted {
+        state.pending |= bit(signal);
+    }
+}
+
 extern "C" fn handle(signal: c_int) {
+    let Ok(n) = usize::try_from(signal) else {
+        return;
+    };
+    // Release: the dispatcher that reads the byte below sees the bit.
+    ARRIVED[(n / 64) & 1].fetch_or(1 << (n % 64), Ordering::Release);
     // SAFETY: write(2) to a non-blocking pipe is async-signal-safe; errno
     // is saved and restored around it.
     unsafe {
         let errno = *libc::__errno_location();
-        let fd = PIPE.load(std::sync::atomic::Ordering::Acquire);
-        let byte = signal as u8;
+        let fd = PIPE.load(Ordering::Acquire);
+        let byte = 1u8;
         libc::write(fd, (&raw const byte).cast(), 1);
         *libc::__errno_location() = errno;
     }
@@ -221,18 +253,26 @@ pub(crate) fn install_handler(signal: c_int) -> io::Result<()> {
     install(dispatcher()?, signal)
 }
 
-/// Whether fibra may install its handler for `signal`.
-fn catchable(signal: c_int) -> bool {
-    (1..=libc::SIGRTMAX()).contains(&signal) && !FORBIDDEN.contains(&signal)
+/// Whether fibra may install its handler for `signal`: `Err` says why
+/// not.
+fn catchable(signal: c_int) -> io::Result<()> {
+    let why = if !(1..=libc::SIGRTMAX()).contains(&signal) {
+        format!("signal {signal} cannot be waited for: no such signal")
+    } else if FORBIDDEN.contains(&signal) {
+        format!("signal {signal} cannot be waited for: it cannot be caught, or reports a fault")
+    } else if signal == crate::scheduler::stack_trace::sample::signal() {
+        format!(
+            "signal {signal} (SIGRTMAX-3) cannot be waited for: it is fibra's own, \
+             the stall watchdog samples stacks with it"
+        )
+    } else {
+        return Ok(());
+    };
+    Err(io::Error::new(io::ErrorKind::InvalidInput, why))
 }
 
 fn install(d: &Dispatcher, signal: c_int) -> io::Result<()> {
-    if !catchable(signal) {
-        return Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("signal {signal} cannot be waited for"),
-        ));
-    }
+    catchable(signal)?;
     let mut installed = lock(&d.installed);
     if installed.contains(&signal) {
         return Ok(());
@@ -265,13 +305,7 @@ fn check(signals: &[c_int]) -> io::Result<()> {
             "a signal wait needs at least one signal",
         ));
     }
-    match signals.iter().find(|&&s| !catchable(s)) {
-        Some(signal) => Err(io::Error::new(
-            io::ErrorKind::InvalidInput,
-            format!("signal {signal} cannot be waited for"),
-        )),
-        None => Ok(()),
-    }
+    signals.iter().try_for_each(|&s| catchable(s))
 }
 
 /// Waits until one of `signals` is delivered to the process and returns
@@ -282,8 +316,9 @@ fn check(signals: &[c_int]) -> io::Result<()> {
 /// # Errors
 ///
 /// `InvalidInput` for an empty set, an unknown signal number, or one that
-/// may not be handled (`SIGKILL`, `SIGSTOP`, and the fault signals
-/// `SIGSEGV`, `SIGBUS`, `SIGILL`, `SIGFPE`).
+/// may not be handled (`SIGKILL`, `SIGSTOP`, the fault signals `SIGSEGV`,
+/// `SIGBUS`, `SIGILL`, `SIGFPE`, and `SIGRTMAX - 3`, with which fibra
+/// samples the stack of a stalled fiber).
 ///
 /// ```
 /// fibra::run(|| {
@@ -355,8 +390,8 @@ impl Signals {
         for &signal in signals {
             install(dispatcher, signal)?;
         }
-        static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let id = NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        static NEXT_ID: AtomicU64 = AtomicU64::new(0);
+        let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         let mask = signals.iter().fold(0, |m, &s| m | bit(s));
         let mut state = lock(&dispatcher.state);
         let kept = state.pending & mask;

@@ -185,13 +185,15 @@ pub fn dump_on_sigquit() -> std::io::Result<()> {
     // Install the handler before returning, so that a SIGQUIT right after
     // this call is caught rather than killing the process.
     crate::signal::install_handler(libc::SIGQUIT)?;
-    std::thread::Builder::new()
-        .name("fibra-sigquit".into())
-        .spawn(|| {
-            while crate::signal::wait(&[libc::SIGQUIT]).is_ok() {
-                eprintln!("fibra: SIGQUIT: fiber dump\n{}", all());
-            }
-        })?;
+    crate::scheduler::helper::spawn_quiet(|| {
+        std::thread::Builder::new()
+            .name("fibra-sigquit".into())
+            .spawn(|| {
+                while crate::signal::wait(&[libc::SIGQUIT]).is_ok() {
+                    eprintln!("fibra: SIGQUIT: fiber dump\n{}", all());
+                }
+            })
+    })?;
     *started = true;
     Ok(())
 }

@@ -39,10 +39,12 @@ fn send(request: Request) {
     static SENDER: OnceLock<Mutex<mpsc::Sender<Request>>> = OnceLock::new();
     let sender = SENDER.get_or_init(|| {
         let (tx, rx) = mpsc::channel();
-        std::thread::Builder::new()
-            .name("fibra-io".into())
-            .spawn(move || super::run(move || serve(rx)))
-            .expect("fibra: cannot start the fallback reactor's thread");
+        crate::scheduler::helper::spawn_quiet(|| {
+            std::thread::Builder::new()
+                .name("fibra-io".into())
+                .spawn(move || super::run(move || serve(rx)))
+        })
+        .expect("fibra: cannot start the fallback reactor's thread");
         Mutex::new(tx)
     });
     let sender = sender.lock().unwrap_or_else(|e| e.into_inner());

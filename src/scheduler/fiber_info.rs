@@ -173,10 +173,12 @@ impl Dump {
             .is_some_and(|core| core.current_key() != crate::scheduler::core::ROOT)
         {
             let named = std::thread::scope(|s| {
-                std::thread::Builder::new()
-                    .name("fibra-dump".into())
-                    .spawn_scoped(s, || resolve_all(&mut sections))
-                    .map(|named| named.join())
+                crate::scheduler::helper::spawn_quiet(|| {
+                    std::thread::Builder::new()
+                        .name("fibra-dump".into())
+                        .spawn_scoped(s, || resolve_all(&mut sections))
+                })
+                .map(|named| named.join())
             });
             match named {
                 Ok(Ok(())) => {}

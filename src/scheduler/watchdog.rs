@@ -67,9 +67,11 @@ fn start() {
     let mut state = lock();
     STARTED.store(true, Ordering::Relaxed);
     if !state.started {
-        let spawned = std::thread::Builder::new()
-            .name("fibra-watchdog".into())
-            .spawn(watch_loop);
+        let spawned = crate::scheduler::helper::spawn_quiet(|| {
+            std::thread::Builder::new()
+                .name("fibra-watchdog".into())
+                .spawn(watch_loop)
+        });
         match spawned {
             Ok(_) => state.started = true,
             Err(e) => {

@@ -48,15 +48,17 @@ fn send(job: Job) -> Result<(), Job> {
     static JOBS: OnceLock<Option<Mutex<mpsc::Sender<Job>>>> = OnceLock::new();
     let jobs = JOBS.get_or_init(|| {
         let (tx, rx) = mpsc::channel::<Job>();
-        std::thread::Builder::new()
-            .name("fibra-symbols".into())
-            .spawn(move || {
-                for job in rx {
-                    job();
-                }
-            })
-            .ok()
-            .map(|_| Mutex::new(tx))
+        crate::scheduler::helper::spawn_quiet(|| {
+            std::thread::Builder::new()
+                .name("fibra-symbols".into())
+                .spawn(move || {
+                    for job in rx {
+                        job();
+                    }
+                })
+        })
+        .ok()
+        .map(|_| Mutex::new(tx))
     });
     match jobs {
         Some(tx) => tx

@@ -65,7 +65,7 @@
 //! libgcc, which every panic already uses, does here without a lock.
 
 use std::cell::UnsafeCell;
-use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
@@ -76,8 +76,9 @@ use super::walk::{MAX_FRAMES, RawStack};
 const HOLD: Duration = Duration::from_millis(50);
 /// How long the sampler waits for the thread to take the signal.
 const DELIVERY: Duration = Duration::from_millis(100);
-/// Marks a signal as a sample of fibra's (`si_value`).
-const MAGIC: usize = 0x6669_6272_615f_7374; // "fibra_st"
+/// Marks a signal as a sample of fibra's: the high half of its
+/// `si_value` (the low half is the sample's generation).
+const MAGIC: u32 = 0x6669_6272; // "fibr"
 
 /// The real-time signal fibra samples with: `SIGRTMAX - 3` (glibc keeps
 /// the lowest ones for itself; profilers and runtimes mostly take
@@ -86,8 +87,13 @@ pub(crate) fn signal() -> libc::c_int {
     libc::SIGRTMAX() - 3
 }
 
-// The slot's states.
-const IDLE: u32 = 0;
+// The slot's states: the low half of its state word, whose high half is
+// the generation of the sample they belong to (`tagged`), so that a late
+// signal of an earlier sample (one withdrawn after `DELIVERY`) can never
+// take a later one's request, whatever thread it lands on. `IDLE` is the
+// whole word 0.
+/// (The whole word: no sample.)
+const IDLE: u64 = 0;
 /// The sampler has sent the signal.
 const ARMED: u32 = 1;
 /// The handler is checking the word and copying the registers.
@@ -102,9 +108,18 @@ const DECLINED: u32 = 6;
 /// The handler waited [`HOLD`] without the walk beginning.
 const GAVE_UP: u32 = 7;
 
+/// The state word of `state` for the sample of `generation`.
+const fn tagged(generation: u32, state: u32) -> u64 {
+    (generation as u64) << 32 | state as u64
+}
+
 /// The one sample in flight (samplers take [`SAMPLERS`] first).
 struct Slot {
-    state: AtomicU32,
+    /// [`tagged`] states.
+    state: AtomicU64,
+    /// The last sample's generation (written by samplers only, under
+    /// [`SAMPLERS`]).
+    generation: AtomicU32,
     /// The thread asked for.
     tid: AtomicI32,
     /// Its runtime's watch word, and the value it must still have.
@@ -120,7 +135,8 @@ struct Slot {
 unsafe impl Sync for Slot {}
 
 static SLOT: Slot = Slot {
-    state: AtomicU32::new(IDLE),
+    state: AtomicU64::new(0),
+    generation: AtomicU32::new(0),
     tid: AtomicI32::new(0),
     word: AtomicPtr::new(std::ptr::null_mut()),
     expect: AtomicUsize::new(0),
@@ -158,18 +174,23 @@ pub(crate) fn sample(tid: libc::pid_t, word: &AtomicUsize, expect: usize) -> Sam
     slot.word
         .store(std::ptr::from_ref(word).cast_mut(), Ordering::Relaxed);
     slot.expect.store(expect, Ordering::Relaxed);
-    slot.state.store(ARMED, Ordering::Release);
-    if let Err(why) = send(tid) {
+    let generation = slot.generation.load(Ordering::Relaxed).wrapping_add(1);
+    slot.generation.store(generation, Ordering::Relaxed);
+    let state = |s| tagged(generation, s);
+    slot.state.store(state(ARMED), Ordering::Release);
+    if let Err(why) = send(tid, generation) {
         slot.state.store(IDLE, Ordering::Release);
         return Sampled::Missing(why);
     }
     // Wait for the handler's answer; past the bound, withdraw the request
     // unless the handler has taken it meanwhile.
-    let taken = wait_until(DELIVERY, || slot.state.load(Ordering::Acquire) != ARMED);
+    let taken = wait_until(DELIVERY, || {
+        slot.state.load(Ordering::Acquire) != state(ARMED)
+    });
     if !taken
         && slot
             .state
-            .compare_exchange(ARMED, IDLE, Ordering::AcqRel, Ordering::Acquire)
+            .compare_exchange(state(ARMED), IDLE, Ordering::AcqRel, Ordering::Acquire)
             .is_ok()
     {
         return Sampled::Missing(
@@ -177,16 +198,21 @@ pub(crate) fn sample(tid: libc::pid_t, word: &AtomicUsize, expect: usize) -> Sam
         );
     }
     // Taken: `CAPTURING` lasts a few instructions.
-    while slot.state.load(Ordering::Acquire) == CAPTURING {
+    while slot.state.load(Ordering::Acquire) == state(CAPTURING) {
         std::hint::spin_loop();
     }
     if slot
         .state
-        .compare_exchange(CAPTURED, WALKING, Ordering::AcqRel, Ordering::Acquire)
+        .compare_exchange(
+            state(CAPTURED),
+            state(WALKING),
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        )
         .is_err()
     {
         // `DECLINED` or `GAVE_UP`: the handler has returned.
-        let why = match slot.state.swap(IDLE, Ordering::AcqRel) {
+        let why = match slot.state.swap(IDLE, Ordering::AcqRel) as u32 {
             DECLINED => "it stopped running before the signal came",
             _ => "its thread gave up waiting for the walk",
         };
@@ -202,7 +228,7 @@ pub(crate) fn sample(tid: libc::pid_t, word: &AtomicUsize, expect: usize) -> Sam
     // context cannot end while its thread is held).
     // SAFETY: as argued above.
     let (n, cut) = unsafe { interrupted::walk(&regs, &mut ips) };
-    slot.state.store(DONE, Ordering::Release);
+    slot.state.store(state(DONE), Ordering::Release);
     // Nothing is allocated before the thread runs again.
     if n == 0 {
         return Sampled::Missing("the unwinder found no frame to start from");
@@ -245,7 +271,7 @@ fn gettid() -> libc::pid_t {
 /// Sends the sample signal, marked with [`MAGIC`], to thread `tid` of this
 /// process (`rt_tgsigqueueinfo`: a tid that has exited gives `ESRCH`, where
 /// a stale `pthread_t` would be undefined behaviour).
-fn send(tid: libc::pid_t) -> Result<(), &'static str> {
+fn send(tid: libc::pid_t, generation: u32) -> Result<(), &'static str> {
     // The kernel's siginfo for SI_QUEUE on x86_64: si_signo at 0, si_code
     // at 8, si_pid at 16, si_uid at 20, si_value at 24.
     let mut info = [0u64; 16];
@@ -255,7 +281,7 @@ fn send(tid: libc::pid_t) -> Result<(), &'static str> {
     info[0] = sig as u32 as u64;
     info[1] = libc::SI_QUEUE as u32 as u64;
     info[2] = pid as u32 as u64 | (uid as u64) << 32;
-    info[3] = MAGIC as u64;
+    info[3] = u64::from(MAGIC) << 32 | u64::from(generation);
     // SAFETY: `info` is a 128-byte siginfo the kernel reads; a queued
     // signal to a thread of our own process is allowed with any si_code.
     let rc = unsafe { libc::syscall(libc::SYS_rt_tgsigqueueinfo, pid, tid, sig, info.as_ptr()) };
@@ -293,7 +319,11 @@ fn install() -> Result<(), &'static str> {
         // SAFETY: a zeroed sigaction is valid; the fields are set below.
         let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
         action.sa_sigaction = handler as *const () as usize;
-        action.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART;
+        // SA_ONSTACK: the handler's frame (3.4 KiB with AVX-512 state)
+        // goes on the thread's alternate stack, which every thread that
+        // runs fibers has (`stack::overflow::prepare_thread`), not on a
+        // stalled fiber's stack, which may have less room left than that.
+        action.sa_flags = libc::SA_SIGINFO | libc::SA_RESTART | libc::SA_ONSTACK;
         // SAFETY: `sa_mask` is ours to fill.
         unsafe { libc::sigfillset(&mut action.sa_mask) };
         // SAFETY: a valid action whose handler is async-signal-safe.
@@ -311,12 +341,13 @@ extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, uc: *mut lib
     let errno = unsafe { *libc::__errno_location() };
     // SAFETY: the kernel's siginfo for this signal (SA_SIGINFO), read at
     // the offsets of `send`, for a queued signal only.
-    let ours = unsafe {
-        (*info).si_code == libc::SI_QUEUE
-            && info.cast::<u8>().add(24).cast::<usize>().read() == MAGIC
+    let value = unsafe {
+        ((*info).si_code == libc::SI_QUEUE).then(|| info.cast::<u8>().add(24).cast::<u64>().read())
     };
-    if ours {
-        take(uc.cast());
+    if let Some(value) = value
+        && (value >> 32) as u32 == MAGIC
+    {
+        take(uc.cast(), value as u32);
     } else {
         // SAFETY: as the kernel called us; `PREVIOUS` was written before
         // this handler was installed.
@@ -326,48 +357,67 @@ extern "C" fn handler(sig: libc::c_int, info: *mut libc::siginfo_t, uc: *mut lib
     unsafe { *libc::__errno_location() = errno };
 }
 
-/// Our signal, on whichever thread it came: capture, if it is the thread
-/// asked for and the sample is still wanted.
-fn take(uc: *const libc::ucontext_t) {
+/// Our signal of sample `generation`, on whichever thread it came:
+/// capture, if that sample is still wanted (its request is the slot's)
+/// and this is the thread it asked for.
+fn take(uc: *const libc::ucontext_t, generation: u32) {
     let slot = &SLOT;
-    if slot.tid.load(Ordering::Relaxed) != gettid()
-        || slot
-            .state
-            .compare_exchange(ARMED, CAPTURING, Ordering::Acquire, Ordering::Relaxed)
-            .is_err()
+    let state = |s| tagged(generation, s);
+    // The generation in the state word makes a late signal's claim fail
+    // even when a later sample has armed the slot since: no ABA.
+    if slot
+        .state
+        .compare_exchange(
+            state(ARMED),
+            state(CAPTURING),
+            Ordering::Acquire,
+            Ordering::Relaxed,
+        )
+        .is_err()
     {
-        return; // late, or for another thread
+        return; // late: withdrawn, or taken
+    }
+    // Read after the claim: the tid of this very sample (stored before
+    // `ARMED`, Release; our CAS Acquire). It is always ours (the signal
+    // was sent to that thread alone), unless the tid was reused.
+    if slot.tid.load(Ordering::Relaxed) != gettid() {
+        slot.state.store(state(ARMED), Ordering::Release);
+        return;
     }
     // SAFETY: the sampler set `word` before `ARMED` (Release, our CAS
     // Acquire) and keeps its runtime alive until it sees a state past
     // `CAPTURING`.
     let word = unsafe { &*slot.word.load(Ordering::Relaxed) };
     if word.load(Ordering::Relaxed) != slot.expect.load(Ordering::Relaxed) {
-        slot.state.store(DECLINED, Ordering::Release);
+        slot.state.store(state(DECLINED), Ordering::Release);
         return;
     }
     // SAFETY: only this handler writes `regs`, in `CAPTURING`; `uc` is the
     // kernel's, for this handler.
     unsafe { interrupted::copy_regs(uc, &mut *slot.regs.get()) };
-    slot.state.store(CAPTURED, Ordering::Release);
+    slot.state.store(state(CAPTURED), Ordering::Release);
     let deadline = now_ns().saturating_add(HOLD.as_nanos() as u64);
     loop {
-        match slot.state.load(Ordering::Acquire) {
-            CAPTURED
-                if now_ns() >= deadline
-                    && slot
-                        .state
-                        .compare_exchange(CAPTURED, GAVE_UP, Ordering::AcqRel, Ordering::Acquire)
-                        .is_ok() =>
-            {
-                return;
-            }
-            DONE => {
-                slot.state.store(IDLE, Ordering::Release);
-                return;
-            }
-            _ => {} // CAPTURED in time, or WALKING: held until DONE, unbounded
+        let now = slot.state.load(Ordering::Acquire);
+        if now == state(CAPTURED)
+            && now_ns() >= deadline
+            && slot
+                .state
+                .compare_exchange(
+                    state(CAPTURED),
+                    state(GAVE_UP),
+                    Ordering::AcqRel,
+                    Ordering::Acquire,
+                )
+                .is_ok()
+        {
+            return;
         }
+        if now == state(DONE) {
+            slot.state.store(IDLE, Ordering::Release);
+            return;
+        }
+        // CAPTURED in time, or WALKING: held until DONE, unbounded.
         std::hint::spin_loop();
     }
 }
