@@ -9,6 +9,7 @@ use super::sys::{self, EAGAIN};
 use super::wait::{self, Waited};
 use crate::io::Interest;
 use crate::scheduler::core::Core;
+use crate::scheduler::interrupt::{self, Epoch, Interrupted};
 use crate::timer::clock;
 
 /// `RWF_NOWAIT`: this `preadv2`/`pwritev2` must not block (Linux ≥ 4.14;
@@ -32,6 +33,9 @@ pub(super) struct Call<'a> {
     interest: Interest,
     /// Looked up the first time the call would block: `Some(deadline)`.
     deadline: Option<Option<u64>>,
+    /// The thread's count of signal handlers when the call first would
+    /// have blocked (see `scheduler::interrupt`).
+    since: Option<Epoch>,
 }
 
 impl<'a> Call<'a> {
@@ -48,6 +52,7 @@ impl<'a> Call<'a> {
             what,
             interest,
             deadline: None,
+            since: None,
         }
     }
 
@@ -81,6 +86,12 @@ impl<'a> Call<'a> {
     /// socket's timeout: `Err` with what the call is to return when it may
     /// not wait (see [`Call::would_block`]) or the wait failed.
     ///
+    /// A signal handler that ran on the thread meanwhile ends the call as
+    /// it would end the kernel's (signal(7)): with `EINTR` if it was
+    /// installed without `SA_RESTART`, or the socket has a timeout; else
+    /// the call goes on waiting. (A call that moved some bytes already
+    /// returns them instead: see [`Call::run_all`].)
+    ///
     /// Always inlined: a call that waits then parks one frame from the
     /// hook, as before this was a function (at 1 000 connections each
     /// frame's stack lines come back cold after the wait).
@@ -90,9 +101,15 @@ impl<'a> Call<'a> {
             Some(deadline) => deadline,
             None => *self.deadline.insert(self.would_block()?),
         };
-        match wait::socket(self.core, self.fd, self.what.uid(), self.interest, deadline) {
+        let since = *self.since.get_or_insert_with(interrupt::epoch);
+        let (fd, uid) = (self.fd, self.what.uid());
+        match wait::socket(self.core, fd, uid, self.interest, deadline, since) {
             Waited::Woken => Ok(()),
             Waited::Unwatchable => Err(Step::Real),
+            Waited::Interrupted(Interrupted::Restartable) if deadline.is_none() => {
+                self.since = Some(interrupt::epoch()); // restarted
+                Ok(())
+            }
             w => Err(Step::Done(-(w.errno(libc::EAGAIN) as isize))),
         }
     }

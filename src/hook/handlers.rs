@@ -41,6 +41,8 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use libc::{c_int, c_void, sighandler_t, siginfo_t};
 
 use crate::scheduler::core::callback::callout;
+use crate::scheduler::park::signal_handled;
+use crate::scheduler::stack_trace::sample;
 
 /// Signal numbers are below this (`_NSIG` on Linux).
 const NSIG: usize = 65;
@@ -51,6 +53,10 @@ static HANDLERS: [AtomicUsize; NSIG] = [const { AtomicUsize::new(0) }; NSIG];
 /// Bit `n`: the user's handler of signal `n` takes three arguments
 /// (`SA_SIGINFO`); the trampoline always does.
 static WANTS_INFO: AtomicU64 = AtomicU64::new(0);
+/// Bit `n`: the user's handler of signal `n` was installed with
+/// `SA_RESTART` (the trampoline's flags say so too, for the kernel's own
+/// calls); a call parked in a hook restarts after it, as the kernel's.
+static RESTARTS: AtomicU64 = AtomicU64::new(0);
 
 unsafe extern "C" {
     /// glibc's own `sigaction`, which this module's hook replaces for
@@ -70,6 +76,7 @@ extern "C" fn trampoline(sig: c_int, info: *mut siginfo_t, ctx: *mut c_void) {
         return; // (only in a race with a change of the action)
     }
     let wants_info = WANTS_INFO.load(Ordering::Relaxed) & (1 << index) != 0;
+    let restart = RESTARTS.load(Ordering::Relaxed) & (1 << index) != 0;
     callout(|| {
         if wants_info {
             // SAFETY: stored by `sigaction` from a user's action whose
@@ -83,6 +90,12 @@ extern "C" fn trampoline(sig: c_int, info: *mut siginfo_t, ctx: *mut c_void) {
             f(sig);
         }
     });
+    // A handler ran on this thread: a hooked call parked here ends as the
+    // kernel's would (`scheduler::interrupt`). Not for fibra's own stack
+    // sampler, which only fibra sends, and which must change nothing.
+    if sig != sample::signal() {
+        signal_handled(restart);
+    }
 }
 
 fn index(sig: c_int) -> Option<usize> {
@@ -122,6 +135,11 @@ pub unsafe extern "C" fn sigaction(
                 WANTS_INFO.fetch_or(bit, Ordering::Relaxed);
             } else {
                 WANTS_INFO.fetch_and(!bit, Ordering::Relaxed);
+            }
+            if a.sa_flags & libc::SA_RESTART != 0 {
+                RESTARTS.fetch_or(bit, Ordering::Relaxed);
+            } else {
+                RESTARTS.fetch_and(!bit, Ordering::Relaxed);
             }
             ours.sa_sigaction = trampoline as *const () as sighandler_t;
             ours.sa_flags |= libc::SA_SIGINFO;
@@ -175,4 +193,30 @@ pub unsafe extern "C" fn signal(sig: c_int, handler: sighandler_t) -> sighandler
         return libc::SIG_ERR;
     }
     old.sa_sigaction
+}
+
+/// siginterrupt(3): whether a handler of `sig` interrupts system calls
+/// (`flag` nonzero: it does, `SA_RESTART` off). glibc's changes the
+/// action behind libc's entry point (`__sigaction`), which this module
+/// would not see; this one goes through [`sigaction`], so calls parked in
+/// hooks follow it too.
+///
+/// # Safety
+///
+/// As siginterrupt(3).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn siginterrupt(sig: c_int, flag: c_int) -> c_int {
+    // SAFETY: all-zero is a valid sigaction, written by the call.
+    let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid sigaction to read the current action into.
+    if unsafe { sigaction(sig, std::ptr::null(), &mut action) } < 0 {
+        return -1;
+    }
+    if flag != 0 {
+        action.sa_flags &= !libc::SA_RESTART;
+    } else {
+        action.sa_flags |= libc::SA_RESTART;
+    }
+    // SAFETY: the action just read, changed in its flags only.
+    unsafe { sigaction(sig, &action, std::ptr::null_mut()) }
 }

@@ -58,6 +58,29 @@
 //! block blocks the thread, as the kernel's does, instead of parking the
 //! interrupted fiber.
 //!
+//! ## Signals end parked calls as they end the kernel's
+//!
+//! A signal handler that runs on a thread while one of its fibers is
+//! parked in a hooked call ends that call as it would end the kernel's
+//! blocking call (signal(7)): `select`, `pselect`, `poll`, `ppoll`,
+//! `epoll_wait` and its kin fail with `EINTR` (their sets and `revents`
+//! left alone); `nanosleep` and `clock_nanosleep` fail with `EINTR` and
+//! say how much time was left (`std::thread::sleep` then sleeps the rest);
+//! a socket or pipe call fails with `EINTR` if the handler was installed
+//! without `SA_RESTART` (or `siginterrupt` said so), or — for a socket —
+//! if it has a timeout (`SO_RCVTIMEO`/`SO_SNDTIMEO`), and otherwise goes on
+//! waiting; a call that moved some bytes returns them. A signal the thread
+//! blocks ends nothing, and `signalfd` and `sigwait` users, who block
+//! their signals, are not disturbed.
+//!
+//! Where the kernel interrupts the one call its thread is blocked in, a
+//! handler here ends every hooked call parked on the fibers of the thread
+//! it ran on: each of them is, for its caller, a thread blocked in a call.
+//! A signal sent to the process runs its handler on a thread the kernel
+//! picks among those that do not block it (fibra's own threads block
+//! every signal a program may handle). Fibra's own stack sampler's signal
+//! ends nothing.
+//!
 //! ## What is hooked
 //!
 //! Inside fibers, on sockets: `read`, `write`, `readv`, `writev`, `recv`,
@@ -74,8 +97,8 @@
 //! clocks) on the timer wheel; name resolution (`getaddrinfo`,
 //! `getnameinfo`, `gethostbyname`, `gethostbyname_r`) on the blocking pool
 //! while the fiber parks ([`resolve`]). `close`, `dup2` and `dup3` are hooked
-//! everywhere, to forget fds; `sigaction` and `signal` everywhere, to mark
-//! handlers.
+//! everywhere, to forget fds; `sigaction`, `signal` and `siginterrupt`
+//! everywhere, to mark handlers.
 //!
 //! ## What is not
 //!
@@ -104,8 +127,8 @@
 //!   cancelled fiber fails with `ECANCELED`, one that outlives its
 //!   `fibra::timeout` with `ETIMEDOUT` (a `connect` is aborted: the socket
 //!   is left unconnected), and the fiber unwinds at its next fibra park
-//!   point; a hooked sleep always sleeps its full time, as std promises. A
-//!   parked call is never interrupted by a signal (as with `SA_RESTART`).
+//!   point; a hooked sleep sleeps its full time whatever fibra asks of it,
+//!   as std promises.
 //! - Fds closed behind libc's back (a raw `close` system call, `fclose`)
 //!   are not forgotten; fd numbers from 4 Mi up are left alone.
 //!

@@ -13,6 +13,7 @@ use super::sys;
 use super::wait::{self, Waited};
 use crate::io::Interest;
 use crate::scheduler::core::Core;
+use crate::scheduler::interrupt;
 use crate::timer::clock;
 
 /// ppoll(2): as `poll`; with a signal mask (which the kernel would set
@@ -113,6 +114,7 @@ pub(super) unsafe fn poll_until(
     nfds: nfds_t,
     deadline: Option<u64>,
 ) -> isize {
+    let since = interrupt::epoch();
     loop {
         // SAFETY: the caller's contract.
         let ready = unsafe { sys::poll_now(fds, nfds) };
@@ -129,7 +131,7 @@ pub(super) unsafe fn poll_until(
             // poll(2) ignores a negative fd.
             (fd >= 0).then(|| (fd, interest(events)))
         });
-        match wait::fds(core, watched, deadline) {
+        match wait::fds(core, watched, deadline, since) {
             Waited::Woken => {}
             // The kernel says which fds are ready and the count: 0 or more.
             // SAFETY: the caller's contract.

@@ -24,6 +24,7 @@ use super::sys;
 use super::wait::{self, Waited};
 use crate::io::Interest;
 use crate::scheduler::core::Core;
+use crate::scheduler::interrupt;
 use crate::timer::clock;
 
 /// The fds `select` can name (`FD_SETSIZE`); a call with more goes to the
@@ -218,13 +219,22 @@ impl Sets {
     }
 
     /// Asks the kernel with a fresh copy of the sets and `timeout`
-    /// (microseconds; `None`: no limit); on an answer (not an error),
-    /// writes the sets it returns to the caller's, as the kernel would.
+    /// (microseconds; `None`: no limit); on an answer (not an error), and
+    /// if it found fds ready or is `last`, writes the sets it returns to
+    /// the caller's, as the kernel would (a look that found nothing and
+    /// is followed by a park leaves them as asked: a signal that ends the
+    /// wait leaves them so).
     ///
     /// # Safety
     ///
     /// `sets` are the caller's sets [`Sets::copy`] was made from.
-    unsafe fn look(&self, nfds: usize, sets: [*mut fd_set; 3], timeout: Option<u64>) -> isize {
+    unsafe fn look(
+        &self,
+        nfds: usize,
+        sets: [*mut fd_set; 3],
+        timeout: Option<u64>,
+        last: bool,
+    ) -> isize {
         let mut work = self.asked;
         let ptrs: [usize; 3] = std::array::from_fn(|i| {
             if self.given[i] {
@@ -241,7 +251,7 @@ impl Sets {
         // SAFETY: our sets of `nfds` fds (`words` words of each are read
         // and written) and our timeval.
         let n = unsafe { sys::call6(libc::SYS_select, nfds, ptrs[0], ptrs[1], ptrs[2], tvp, 0) };
-        if n >= 0 {
+        if n > 0 || (n == 0 && last) {
             for (i, &set) in sets.iter().enumerate() {
                 if self.given[i] {
                     // SAFETY: the caller's set, valid for `words` words.
@@ -275,10 +285,11 @@ unsafe fn select_until(
     // SAFETY: the caller's contract.
     let asked = unsafe { Sets::copy(sets, nfds.div_ceil(64)) };
     // SAFETY: `asked` was copied from `sets`.
-    let look = |timeout| unsafe { asked.look(nfds, sets, timeout) };
+    let look = |timeout, last| unsafe { asked.look(nfds, sets, timeout, last) };
     let interests = [Interest::READABLE, Interest::WRITABLE, Interest::PRIORITY];
+    let since = interrupt::epoch();
     loop {
-        let n = look(Some(0));
+        let n = look(Some(0), false);
         if n != 0 {
             return n;
         }
@@ -291,12 +302,12 @@ unsafe fn select_until(
             }
             (!interest.is_empty()).then_some((fd as c_int, interest))
         });
-        match wait::fds(core, watched, deadline) {
+        match wait::fds(core, watched, deadline, since) {
             Waited::Woken => {}
-            Waited::TimedOut => return look(Some(0)),
+            Waited::TimedOut => return look(Some(0), true),
             Waited::Unwatchable => {
                 let left = deadline.map(|d| d.saturating_sub(clock::now_ns()).div_ceil(1000));
-                return look(left);
+                return look(left, true);
             }
             w => return -(w.errno(0) as isize),
         }
@@ -448,12 +459,13 @@ unsafe fn epoll_until(
             )
         }
     };
+    let since = interrupt::epoch();
     loop {
         let n = wait_ms(0);
         if n != 0 {
             return n;
         }
-        match wait::fds(core, [(epfd, Interest::READABLE)], deadline) {
+        match wait::fds(core, [(epfd, Interest::READABLE)], deadline, since) {
             Waited::Woken => {}
             Waited::TimedOut => return wait_ms(0),
             Waited::Unwatchable => return wait_ms(wait::ms_left(deadline)),

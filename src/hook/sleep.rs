@@ -1,15 +1,18 @@
 //! `nanosleep` and `clock_nanosleep` (behind `std::thread::sleep`): the
 //! fiber parks on the timer wheel.
 //!
-//! The sleep always lasts its full time, as std promises ("never less"):
-//! a cancelled fiber, or one whose `fibra::timeout` expires, unwinds at its
-//! next fibra park point after it.
+//! The sleep lasts its full time, whatever wakes the fiber — a cancelled
+//! fiber, or one whose `fibra::timeout` expires, unwinds at its next fibra
+//! park point after it — unless a signal handler runs on the thread
+//! meanwhile: then, as the kernel's sleep, it fails with `EINTR` and says
+//! how much was left (`std::thread::sleep` sleeps the rest).
 
 use libc::{c_int, clockid_t, timespec};
 
 use super::sys;
 use crate::scheduler::core::Core;
-use crate::scheduler::park::park_regardless;
+use crate::scheduler::interrupt;
+use crate::scheduler::park::park_regardless_interruptible;
 use crate::scheduler::wait_on::WaitOn;
 use crate::timer::clock;
 
@@ -24,8 +27,15 @@ pub unsafe extern "C" fn nanosleep(req: *const timespec, rem: *mut timespec) -> 
         // SAFETY: the caller's contract.
         && let Some(ns) = unsafe { nanos(req) }
     {
-        sleep_until(core, clock::now_ns().saturating_add(ns));
-        return 0;
+        let Err(left) = sleep_until(core, clock::now_ns().saturating_add(ns)) else {
+            return 0;
+        };
+        // SAFETY: the caller's contract: null or valid for writes.
+        if let Some(rem) = unsafe { rem.as_mut() } {
+            *rem = timespec_of(left);
+        }
+        sys::set_errno(libc::EINTR);
+        return -1;
     }
     // SAFETY: the caller's contract, passed to the kernel.
     sys::ret(unsafe { sys::call(libc::SYS_nanosleep, &[req as usize, rem as usize]) }) as c_int
@@ -58,8 +68,16 @@ pub unsafe extern "C" fn clock_nanosleep(
             // A realtime instant, as the time from now until it.
             now.saturating_add(ns.saturating_sub(realtime_ns()))
         };
-        sleep_until(core, deadline);
-        return 0;
+        let Err(left) = sleep_until(core, deadline) else {
+            return 0;
+        };
+        if flags & libc::TIMER_ABSTIME == 0 {
+            // SAFETY: the caller's contract: null or valid for writes.
+            if let Some(rem) = unsafe { rem.as_mut() } {
+                *rem = timespec_of(left);
+            }
+        }
+        return libc::EINTR;
     }
     // SAFETY: the caller's contract, passed to the kernel.
     let r = unsafe {
@@ -101,13 +119,29 @@ fn realtime_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
-/// Parks until `deadline`, whatever wakes the fiber before.
-fn sleep_until(core: &Core, deadline: u64) {
+fn timespec_of(ns: u64) -> timespec {
+    timespec {
+        tv_sec: (ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (ns % 1_000_000_000) as libc::c_long,
+    }
+}
+
+/// Parks until `deadline`, whatever wakes the fiber before, but a signal
+/// handler that runs on the thread: then `Err` with the nanoseconds left.
+fn sleep_until(core: &Core, deadline: u64) -> Result<(), u64> {
     if deadline <= clock::now_ns() {
         core.yield_now(); // as fibra::sleep(ZERO): let the others run
-        return;
+        return Ok(());
     }
-    while clock::now_ns() < deadline {
-        park_regardless(core, Some(deadline), WaitOn::Sleep);
+    let since = interrupt::epoch();
+    loop {
+        let now = clock::now_ns();
+        if now >= deadline {
+            return Ok(());
+        }
+        if interrupt::epoch().since(since).is_some() {
+            return Err(deadline - now);
+        }
+        park_regardless_interruptible(core, Some(deadline), WaitOn::Sleep);
     }
 }

@@ -11,7 +11,8 @@ use libc::c_int;
 
 use crate::io::Interest;
 use crate::scheduler::core::Core;
-use crate::scheduler::park::{Halted, park_without_unwind};
+use crate::scheduler::interrupt::{self, Epoch, Interrupted};
+use crate::scheduler::park::{Halted, park_interruptible};
 use crate::scheduler::readiness::{self, FdWaiter};
 use crate::scheduler::wait_on::WaitOn;
 
@@ -28,6 +29,9 @@ pub(super) enum Waited {
     Expired,
     /// The reactor cannot watch the fd: make the real, blocking call.
     Unwatchable,
+    /// A signal handler ran on the thread since the call began to wait
+    /// (see `scheduler::interrupt`).
+    Interrupted(Interrupted),
 }
 
 impl Waited {
@@ -36,6 +40,7 @@ impl Waited {
         match self {
             Waited::TimedOut => timed_out,
             Waited::Cancelled => libc::ECANCELED,
+            Waited::Interrupted(_) => libc::EINTR,
             _ => libc::ETIMEDOUT,
         }
     }
@@ -55,30 +60,40 @@ impl From<Halted> for Waited {
 
 /// Parks the current context until woken or `deadline`, as
 /// `scheduler::park::park` does, but reporting cancellation and an expired
-/// `fibra::timeout` instead of unwinding.
+/// `fibra::timeout` instead of unwinding, and a signal handler that ran on
+/// the thread since `since` (the call's start: a handler the kernel would
+/// have run while it blocked) as `Interrupted`.
 ///
 /// Inlined, so that the frames above the switch are the ones there were
 /// when this function was `park_without_unwind` (see `Core::switch_to`).
 #[inline(always)]
-pub(super) fn park(core: &Core, deadline: Option<u64>, on: WaitOn) -> Waited {
-    park_without_unwind(core, deadline, on).into()
+pub(super) fn park(core: &Core, deadline: Option<u64>, on: WaitOn, since: Epoch) -> Waited {
+    if let Some(i) = interrupt::epoch().since(since) {
+        return Waited::Interrupted(i); // (before the park: no switch)
+    }
+    let halted = park_interruptible(core, deadline, on);
+    match interrupt::epoch().since(since) {
+        Some(i) if halted == Halted::Woken => Waited::Interrupted(i),
+        _ => halted.into(),
+    }
 }
 
 /// Waits for socket `fd` (hook uid `uid`; or a pipe, tty, eventfd...) to be
 /// ready for `interest`, with the fd's registration that stays until it is
-/// closed.
+/// closed; `since`: as [`park`].
 pub(super) fn socket(
     core: &Core,
     fd: c_int,
     uid: u64,
     interest: Interest,
     deadline: Option<u64>,
+    since: Epoch,
 ) -> Waited {
     // The waiters of a stale source are woken even when registering fails.
     let Ok(waiter) = FdWaiter::socket(core, fd, uid, interest) else {
         return Waited::Unwatchable;
     };
-    let waited = park(core, deadline, WaitOn::Fd(fd, interest));
+    let waited = park(core, deadline, WaitOn::Fd(fd, interest), since);
     // No unwind can skip this: `park` above does not unwind.
     drop(waiter);
     waited
@@ -90,11 +105,12 @@ pub(super) fn socket(
 /// is registered for as long as the fiber parks, as `fibra::io::wait`
 /// does. `Unwatchable` when one of them cannot be watched by epoll (a
 /// regular file, say): the caller lets the kernel wait instead. With no fd
-/// at all this is a sleep to `deadline`.
+/// at all this is a sleep to `deadline`. `since`: as [`park`].
 pub(super) fn fds(
     core: &Core,
     fds: impl IntoIterator<Item = (c_int, Interest)>,
     deadline: Option<u64>,
+    since: Epoch,
 ) -> Waited {
     let mut waiters: Vec<FdWaiter<'_>> = Vec::new();
     let mut on = WaitOn::Sleep;
@@ -105,7 +121,7 @@ pub(super) fn fds(
             _ => return Waited::Unwatchable, // (the waiters so far drop)
         }
     }
-    let waited = park(core, deadline, on);
+    let waited = park(core, deadline, on, since);
     // No unwind can skip this: `park` above does not unwind. Each waiter
     // is removed as it drops.
     drop(waiters);

@@ -205,6 +205,11 @@ pub(crate) struct Local {
     spare: Spare,
     /// Free blocks for join packets.
     blocks: Blocks,
+    /// Contexts parked in a call a signal handler ends (flag
+    /// `INTERRUPTIBLE`), and this thread's count of handlers when the
+    /// runtime last looked (see `scheduler::interrupt`).
+    interruptible: u32,
+    signals_seen: u64,
 }
 
 /// One runtime's scheduler.
@@ -280,6 +285,8 @@ impl Core {
                 blocks: Blocks::new(),
                 in_callback: None,
                 cpu_share: share_cpu::CpuShare::default(),
+                interruptible: 0,
+                signals_seen: crate::scheduler::interrupt::epoch().word(),
             }),
             id: registry::register(shared.clone()),
             shared,

@@ -28,6 +28,7 @@ pub(crate) mod debugger;
 pub(crate) mod fiber_id;
 pub(crate) mod fiber_info;
 pub(crate) mod helper;
+pub(crate) mod interrupt;
 pub(crate) mod locals;
 pub(crate) mod metrics;
 pub(crate) mod park;

@@ -235,6 +235,41 @@ pub(crate) fn park_without_unwind(core: &Core, deadline: Option<u64>, on: WaitOn
     }
 }
 
+/// [`park_without_unwind`], in a call a signal handler ends: the runtime
+/// wakes the context when a handler runs on its thread (see
+/// `scheduler::interrupt`), and the caller compares the thread's count of
+/// handlers with the one it took before.
+#[cfg_attr(not(feature = "hook"), allow(dead_code))] // (only hooked calls park so)
+pub(crate) fn park_interruptible(core: &Core, deadline: Option<u64>, on: WaitOn) -> Halted {
+    core.set_interruptible(true);
+    let halted = park_without_unwind(core, deadline, on);
+    core.set_interruptible(false);
+    halted
+}
+
+/// [`park_regardless`], in a call a signal handler ends (as
+/// [`park_interruptible`]).
+#[cfg_attr(not(feature = "hook"), allow(dead_code))] // (only hooked calls park so)
+pub(crate) fn park_regardless_interruptible(core: &Core, deadline: Option<u64>, on: WaitOn) {
+    core.set_interruptible(true);
+    park_regardless(core, deadline, on);
+    core.set_interruptible(false);
+}
+
+/// Called in a signal handler, after the program's own handler ran on this
+/// thread: counts it (see `scheduler::interrupt`) and makes the runtime
+/// entered on this thread, if any, look (its `epoll_wait` may have begun
+/// just before the signal came, and would not return for it). Touches
+/// only the thread-local count, the runtime's immutable part and its
+/// eventfd: async-signal-safe.
+#[cfg_attr(not(feature = "hook"), allow(dead_code))] // (only hooked calls park so)
+pub(crate) fn signal_handled(restart: bool) {
+    crate::scheduler::interrupt::record(restart);
+    if let Some(core) = crate::scheduler::context::current() {
+        core.shared.wake_fd();
+    }
+}
+
 /// Parks the current fiber until it is woken or `deadline` passes, paying
 /// no heed to its cancellation or `fibra::timeout` (it neither unwinds nor
 /// returns early for them): a hooked `sleep`, which sleeps its time out.

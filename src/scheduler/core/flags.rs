@@ -22,6 +22,9 @@ impl Flags {
     const TIMEOUT: u8 = 4;
     /// The record's `span` is `Some`.
     const SPAN: u8 = 8;
+    /// Parked in a hooked call that a signal handler ends (see
+    /// `scheduler::interrupt`).
+    const INTERRUPTIBLE: u8 = 16;
 
     /// The flags of a new fiber.
     pub(crate) fn new(cancelled: bool, has_span: bool) -> Flags {
@@ -59,6 +62,20 @@ impl Flags {
     #[inline(always)]
     pub(crate) fn has_span(self) -> bool {
         self.0 & Flags::SPAN != 0
+    }
+
+    #[inline(always)]
+    pub(crate) fn interruptible(self) -> bool {
+        self.0 & Flags::INTERRUPTIBLE != 0
+    }
+
+    #[cfg_attr(not(feature = "hook"), allow(dead_code))] // (only hooked calls park so)
+    pub(super) fn set_interruptible(&mut self, on: bool) {
+        if on {
+            self.0 |= Flags::INTERRUPTIBLE;
+        } else {
+            self.0 &= !Flags::INTERRUPTIBLE;
+        }
     }
 
     pub(super) fn set_cancelled(&mut self) {

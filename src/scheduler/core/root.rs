@@ -325,6 +325,7 @@ impl Core {
             // SAFETY: on the runtime's thread; short borrow.
             unsafe { self.local() }.cpu_share.look(now);
         }
+        news |= self.deliver_interrupts();
         if self.shared.has_wake_error() {
             self.report_wake_error();
         }

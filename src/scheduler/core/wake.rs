@@ -187,3 +187,58 @@ impl Core {
         });
     }
 }
+
+impl Core {
+    /// Marks the running context as parked, from now until `false`, in a
+    /// call that a signal handler ends (see `scheduler::interrupt`).
+    #[cfg_attr(not(feature = "hook"), allow(dead_code))] // (only hooked calls park so)
+    pub(crate) fn set_interruptible(&self, on: bool) {
+        // SAFETY: on the runtime's thread; short borrow.
+        let l = unsafe { self.local() };
+        let rec = l.running();
+        if rec.flags.interruptible() != on {
+            rec.flags.set_interruptible(on);
+            if on {
+                l.interruptible += 1;
+            } else {
+                l.interruptible -= 1;
+            }
+        }
+    }
+
+    /// After a poll: if a signal handler ran on this thread since the last
+    /// look, wakes every context parked in a call it ends; each decides,
+    /// from the count it took, how its call ends. Returns whether it woke
+    /// any.
+    #[inline]
+    pub(super) fn deliver_interrupts(&self) -> bool {
+        let now = crate::scheduler::interrupt::epoch().word();
+        // SAFETY: on the runtime's thread; short borrow.
+        let l = unsafe { self.local() };
+        if now == l.signals_seen {
+            return false;
+        }
+        l.signals_seen = now;
+        l.interruptible > 0 && self.interrupt_parked()
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn interrupt_parked(&self) -> bool {
+        let tokens: Vec<WakeToken> = {
+            // SAFETY: on the runtime's thread; short borrow, ended before
+            // the wake-ups (each traced).
+            let l = unsafe { self.local() };
+            l.fibers
+                .iter()
+                .filter(|(_, r)| r.flags.interruptible() && r.state == State::Parked)
+                .map(|(key, r)| WakeToken { key, park: r.park })
+                .collect()
+        };
+        let mut woke = false;
+        for token in tokens {
+            woke |= self.wake(token, Wake::Unparked);
+        }
+        woke
+    }
+}
