@@ -116,6 +116,9 @@ struct State {
     to_spawn: usize,
     /// Whether the spawner thread is alive.
     spawner: bool,
+    /// The fork generation of the process whose threads these are (see
+    /// `scheduler::fork`): a forked child has none of them.
+    generation: u32,
 }
 
 static POOL: Pool = Pool {
@@ -126,13 +129,31 @@ static POOL: Pool = Pool {
         notified: 0,
         to_spawn: 0,
         spawner: false,
+        generation: 0,
     }),
     work: Condvar::new(),
     grow: Condvar::new(),
 };
 
 fn lock() -> std::sync::MutexGuard<'static, State> {
-    POOL.state.lock().unwrap_or_else(|e| e.into_inner())
+    let mut state = POOL.state.lock().unwrap_or_else(|e| e.into_inner());
+    let generation = crate::scheduler::fork::generation();
+    if state.generation != generation {
+        // A forked child: the parent's threads are not here, nor is anyone
+        // waiting for the parent's jobs.
+        let jobs = std::mem::take(&mut state.queue);
+        *state = State {
+            queue: VecDeque::new(),
+            threads: 0,
+            idle: 0,
+            notified: 0,
+            to_spawn: 0,
+            spawner: false,
+            generation,
+        };
+        std::mem::forget(jobs); // (the parent's: not ours to run or drop)
+    }
+    state
 }
 
 /// Queues a job and makes sure a thread will take it: an idle one, or a

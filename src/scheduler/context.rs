@@ -15,7 +15,7 @@ use std::ptr;
 use crate::reactor::TaskWakes;
 use crate::scheduler::core::record::State;
 use crate::scheduler::core::{Core, ROOT};
-use crate::scheduler::registry;
+use crate::scheduler::{fork, registry};
 use crate::stack::overflow;
 use crate::stack::pin::StackPin;
 
@@ -47,6 +47,23 @@ pub(crate) fn current<'a>() -> Option<&'a Core> {
     let core = CONTEXT.with(Cell::get);
     // SAFETY: see above; a non-null CONTEXT points to a live, entered Core.
     unsafe { core.as_ref() }
+}
+
+/// Registers (once per process) what the child of a `fork` does first:
+/// count the fork and leave the runtime the forking thread was in, so
+/// that it runs on as plain blocking code (see `scheduler::fork`).
+pub(crate) fn watch_forks() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: a handler that is async-signal-safe (an atomic add and a
+        // thread-local store), as a fork's child handler must be.
+        unsafe { libc::pthread_atfork(None, None, Some(in_forked_child)) };
+    });
+}
+
+extern "C" fn in_forked_child() {
+    fork::forked();
+    CONTEXT.with(|c| c.set(ptr::null()));
 }
 
 /// Like [`current`], for operations that need a runtime.
@@ -99,6 +116,9 @@ impl<'a> Enter<'a> {
     /// Enters `core` even from inside another runtime: used to drop a
     /// runtime, which must finish its fibers wherever it is dropped.
     pub(crate) fn nested(core: &'a Core) -> Enter<'a> {
+        if core.fork_gen != fork::generation() {
+            fork::forked_runtime();
+        }
         overflow::prepare_thread();
         let previous = CONTEXT.with(|c| c.replace(core));
         // SAFETY: on the runtime's thread (a Runtime is !Send); short borrow.
@@ -135,7 +155,15 @@ impl Drop for Enter<'_> {
         self.core.shared.watch.publish_idle();
         // The root leaves: a stall the watchdog warned about has ended.
         self.core.stall_ended();
-        CONTEXT.with(|c| c.set(self.previous));
+        // In the child of a fork made inside (a `block_on` closure that
+        // forked and returns), the thread stays out of every runtime of
+        // the parent's.
+        let previous = if self.core.fork_gen == fork::generation() {
+            self.previous
+        } else {
+            ptr::null()
+        };
+        CONTEXT.with(|c| c.set(previous));
     }
 }
 

@@ -224,6 +224,10 @@ pub(crate) struct Core {
     busy_poll_ns: u64,
     /// For a worker of a runtime of several: its inbox and siblings.
     worker: Option<WorkerLink<Job>>,
+    /// The process's fork generation when the runtime was made: in a child
+    /// forked since, the runtime is its parent's and must not run (see
+    /// `scheduler::fork`).
+    pub(crate) fork_gen: u32,
 }
 
 impl Core {
@@ -293,7 +297,9 @@ impl Core {
             default_stack,
             busy_poll_ns: u64::try_from(busy_poll.as_nanos()).unwrap_or(u64::MAX),
             worker,
+            fork_gen: crate::scheduler::fork::generation(),
         };
+        crate::scheduler::context::watch_forks();
         if stall_ns != u64::MAX {
             crate::scheduler::watchdog_sleep::register();
         }

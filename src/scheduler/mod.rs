@@ -27,6 +27,7 @@ pub(crate) mod core;
 pub(crate) mod debugger;
 pub(crate) mod fiber_id;
 pub(crate) mod fiber_info;
+pub(crate) mod fork;
 pub(crate) mod helper;
 pub(crate) mod interrupt;
 pub(crate) mod locals;

@@ -28,7 +28,7 @@
 
 pub(crate) mod starve;
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use crate::scheduler::registry;
@@ -45,8 +45,15 @@ pub(crate) const DEFAULT_STALL: Duration = Duration::from_millis(100);
 /// the precision of the total it reports when it sees the stall end.
 const WHILE_STALLED: Duration = Duration::from_millis(1);
 
-/// Whether the watchdog thread runs (or could not be started).
-static STARTED: AtomicBool = AtomicBool::new(false);
+/// Whether the watchdog thread runs (or could not be started): the fork
+/// generation of the process that started it, plus one (0: not started).
+/// A forked child has no watchdog thread of its parent's (see
+/// `scheduler::fork`).
+static STARTED: AtomicU32 = AtomicU32::new(0);
+
+fn this_process() -> u32 {
+    crate::scheduler::fork::generation().wrapping_add(1)
+}
 
 /// A runtime was built with the warning after `stall` (`Duration::MAX`:
 /// none): starts the watchdog if it has not started, a relaxed load when
@@ -54,7 +61,7 @@ static STARTED: AtomicBool = AtomicBool::new(false);
 /// fails part-way (workers that started, then a worker that could not)
 /// leaves no thread behind.
 pub(crate) fn runtime_built(stall: Duration) {
-    if stall != Duration::MAX && !STARTED.load(Ordering::Relaxed) {
+    if stall != Duration::MAX && STARTED.load(Ordering::Relaxed) != this_process() {
         start();
     }
 }
@@ -65,15 +72,16 @@ pub(crate) fn runtime_built(stall: Duration) {
 #[inline(never)]
 fn start() {
     let mut state = lock();
-    STARTED.store(true, Ordering::Relaxed);
-    if !state.started {
+    let process = this_process();
+    STARTED.store(process, Ordering::Relaxed);
+    if state.started != process {
         let spawned = crate::scheduler::helper::spawn_quiet(|| {
             std::thread::Builder::new()
                 .name("fibra-watchdog".into())
                 .spawn(watch_loop)
         });
         match spawned {
-            Ok(_) => state.started = true,
+            Ok(_) => state.started = process,
             Err(e) => {
                 drop(state);
                 tracing::warn!(target: "fibra::stall", error = %e, "cannot start the fibra stall watchdog");

@@ -9,14 +9,16 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex};
 
 pub(crate) struct State {
-    pub(crate) started: bool,
+    /// The fork generation, plus one, of the process whose thread runs
+    /// (see `watchdog::STARTED`); 0: none.
+    pub(crate) started: u32,
     /// Bumped by every registration, so a waiting watchdog re-reads the
     /// thresholds.
     pub(crate) generation: u64,
 }
 
 static STATE: Mutex<State> = Mutex::new(State {
-    started: false,
+    started: 0,
     generation: 0,
 });
 pub(crate) static WAKE: Condvar = Condvar::new();

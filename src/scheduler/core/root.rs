@@ -230,6 +230,9 @@ impl Core {
     /// The body of [`Core::poll_with`] that every runtime shares; returns
     /// whether anything happened: an event, a message, a timer.
     fn poll_events(&self, timeout: Option<std::time::Duration>, skip_epoll: bool) -> bool {
+        if self.fork_gen != crate::scheduler::fork::generation() {
+            crate::scheduler::fork::forked_runtime(); // (see `scheduler::fork`)
+        }
         let mut news = false;
         let zero = timeout == Some(std::time::Duration::ZERO);
         // For the watchdog: the runtime is not starved (`watchdog/starve.rs`).

@@ -163,6 +163,11 @@ impl Core {
     /// returns through its own frames predicted right (see "A fiber's
     /// first and last switch" in `asm/x86_64.S`).
     pub(crate) fn exit_current(&self) -> arch::FinalSwitch {
+        if self.fork_gen != crate::scheduler::fork::generation() {
+            // The fiber that forked ends in the child: the next would be
+            // one of the parent's (see `scheduler::fork`).
+            crate::scheduler::fork::forked_runtime();
+        }
         // SAFETY: on the runtime's thread; the borrow ends before the
         // subscriber's callbacks below.
         let l = unsafe { self.local() };
