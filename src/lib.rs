@@ -190,6 +190,11 @@
 //!   blocking pool while the fiber parks.
 //! - **Sleeping**: `nanosleep`/`clock_nanosleep` (behind
 //!   `std::thread::sleep`) park on fibra's timers, for the full time.
+//! - **Signals** end parked calls as they end the kernel's: a handler that
+//!   runs on the thread makes a parked `select`/`poll`/`epoll_wait` or
+//!   sleep fail with `EINTR` (a sleep says what was left), and a parked
+//!   socket or pipe call too when the handler lacks `SA_RESTART` (or the
+//!   socket has a timeout); `siginterrupt` is hooked.
 //! - **Not hooked**: files (use [`fs`]); stdin, stdout and stderr; code
 //!   that makes system calls without libc (rustix's `linux_raw` backend, a
 //!   static C library); `splice`/`sendfile` in `io::copy`; fds closed by a
@@ -198,6 +203,11 @@
 //!   hooked call that waits when a [`JoinHandle::cancel`] or a [`timeout`]
 //!   lands fails with `ECANCELED` or `ETIMEDOUT`, and the fiber unwinds at
 //!   its next fibra park (see [`timeout`] for what it then returns).
+//! - **`fork`** in a fiber: the child runs on as plain blocking code, with
+//!   no runtime (it may start its own); it must `exec` or `_exit`, and is
+//!   ended with a message if it returns into its copy of the parent's
+//!   runtime, which shares the parent's epoll instance and timers. This
+//!   holds without the feature too.
 //! - **Signal handlers** never park or yield: handlers installed with
 //!   `sigaction`/`signal` run marked as such, so a blocking call in one
 //!   blocks the thread as the kernel's would, and a write to a nonblocking
