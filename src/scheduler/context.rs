@@ -52,7 +52,7 @@ pub(crate) fn current<'a>() -> Option<&'a Core> {
 /// Registers (once per process) what the child of a `fork` does first:
 /// count the fork and leave the runtime the forking thread was in, so
 /// that it runs on as plain blocking code (see `scheduler::fork`).
-pub(crate) fn watch_forks() {
+fn watch_forks() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         // SAFETY: a handler that is async-signal-safe (an atomic add and a
@@ -119,6 +119,7 @@ impl<'a> Enter<'a> {
         if core.fork_gen != fork::generation() {
             fork::forked_runtime();
         }
+        watch_forks();
         overflow::prepare_thread();
         let previous = CONTEXT.with(|c| c.replace(core));
         // SAFETY: on the runtime's thread (a Runtime is !Send); short borrow.

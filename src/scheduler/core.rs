@@ -299,7 +299,6 @@ impl Core {
             worker,
             fork_gen: crate::scheduler::fork::generation(),
         };
-        crate::scheduler::context::watch_forks();
         if stall_ns != u64::MAX {
             crate::scheduler::watchdog_sleep::register();
         }
