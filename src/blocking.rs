@@ -121,16 +121,24 @@ struct State {
     generation: u32,
 }
 
+impl State {
+    /// A pool with no thread, in the process of fork generation
+    /// `generation`.
+    const fn new(generation: u32) -> State {
+        State {
+            queue: VecDeque::new(),
+            threads: 0,
+            idle: 0,
+            notified: 0,
+            to_spawn: 0,
+            spawner: false,
+            generation,
+        }
+    }
+}
+
 static POOL: Pool = Pool {
-    state: Mutex::new(State {
-        queue: VecDeque::new(),
-        threads: 0,
-        idle: 0,
-        notified: 0,
-        to_spawn: 0,
-        spawner: false,
-        generation: 0,
-    }),
+    state: Mutex::new(State::new(0)),
     work: Condvar::new(),
     grow: Condvar::new(),
 };
@@ -141,16 +149,7 @@ fn lock() -> std::sync::MutexGuard<'static, State> {
     if state.generation != generation {
         // A forked child: the parent's threads are not here, nor is anyone
         // waiting for the parent's jobs.
-        let jobs = std::mem::take(&mut state.queue);
-        *state = State {
-            queue: VecDeque::new(),
-            threads: 0,
-            idle: 0,
-            notified: 0,
-            to_spawn: 0,
-            spawner: false,
-            generation,
-        };
+        let jobs = std::mem::replace(&mut *state, State::new(generation)).queue;
         std::mem::forget(jobs); // (the parent's: not ours to run or drop)
     }
     state
