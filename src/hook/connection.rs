@@ -64,13 +64,31 @@ pub unsafe extern "C" fn accept4(
         }
     };
     // Parked until a connection is queued; `EAGAIN` at once for a
-    // non-blocking listener with none, or at its SO_RCVTIMEO.
-    if let Some((core, what)) = hooked_socket(fd)
+    // non-blocking listener with none, or at its SO_RCVTIMEO. Only a call
+    // the kernel would make wait: valid flags, on a listening socket (a
+    // datagram socket, or one that does not listen, is refused at once).
+    let valid = flags & !(libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC) == 0;
+    if valid
+        && let Some((core, what)) = hooked_socket(fd)
+        && !readable_now(fd)
+        && sys::sockopt(fd, libc::SO_ACCEPTCONN, 0 as c_int) == Ok(1)
         && let Err(r) = Call::new(core, fd, what, Interest::READABLE).wait_ready()
     {
         return sys::ret(r) as c_int;
     }
     sys::ret(call()) as c_int
+}
+
+/// Whether `fd` is readable now (a listener: a connection is queued).
+fn readable_now(fd: c_int) -> bool {
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd.
+    let n = unsafe { sys::poll_now(&mut pfd, 1) };
+    n != 0
 }
 
 /// connect(2): in a fiber, on a blocking socket, the call runs on the

@@ -40,6 +40,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 use libc::{c_int, c_void, sighandler_t, siginfo_t};
 
+use super::sys;
 use crate::scheduler::core::callback::callout;
 use crate::scheduler::park::signal_handled;
 use crate::scheduler::stack_trace::sample;
@@ -57,6 +58,14 @@ static WANTS_INFO: AtomicU64 = AtomicU64::new(0);
 /// `SA_RESTART` (the trampoline's flags say so too, for the kernel's own
 /// calls); a call parked in a hook restarts after it, as the kernel's.
 static RESTARTS: AtomicU64 = AtomicU64::new(0);
+/// Bit `n`: the kernel's action for signal `n` was last set by this module
+/// with an `SA_SIGINFO` the user did not ask for (the trampoline's), which
+/// an action read back must not show, even once `SA_RESETHAND` has reset
+/// the handler.
+static ADDED_INFO: AtomicU64 = AtomicU64::new(0);
+/// Bit `n`: `siginterrupt(n, 1)` was called last, so [`signal`] installs a
+/// handler of `n` without `SA_RESTART`, as glibc's does.
+static INTERRUPTS: AtomicU64 = AtomicU64::new(0);
 
 unsafe extern "C" {
     /// glibc's own `sigaction`, which this module's hook replaces for
@@ -125,6 +134,7 @@ pub unsafe extern "C" fn sigaction(
     // What the trampoline stood for until now, for `old`.
     let was = HANDLERS[index].load(Ordering::Acquire);
     let was_info = WANTS_INFO.load(Ordering::Relaxed) & (1 << index) != 0;
+    let was_added = ADDED_INFO.load(Ordering::Relaxed) & (1 << index) != 0;
     // SAFETY: `act` is null or valid (the caller's contract).
     let wrapped = match unsafe { act.as_ref() } {
         Some(a) if is_function(a.sa_sigaction) => {
@@ -147,6 +157,17 @@ pub unsafe extern "C" fn sigaction(
         }
         _ => None,
     };
+    if !act.is_null() {
+        let bit = 1u64 << index;
+        match &wrapped {
+            Some(_) if !was_info_of(index) => {
+                ADDED_INFO.fetch_or(bit, Ordering::Relaxed);
+            }
+            _ => {
+                ADDED_INFO.fetch_and(!bit, Ordering::Relaxed);
+            }
+        }
+    }
     let act = wrapped
         .as_ref()
         .map_or(act, |a| a as *const libc::sigaction);
@@ -158,15 +179,25 @@ pub unsafe extern "C" fn sigaction(
     // SAFETY: `old` is null or valid (the caller's contract), and was just
     // written by the successful call.
     let old = unsafe { old.as_mut() };
-    if let Some(old) = old
-        && old.sa_sigaction == trampoline as *const () as sighandler_t
-    {
-        old.sa_sigaction = was;
-        if !was_info {
+    if let Some(old) = old {
+        if old.sa_sigaction == trampoline as *const () as sighandler_t {
+            old.sa_sigaction = was;
+            if !was_info {
+                old.sa_flags &= !libc::SA_SIGINFO;
+            }
+        } else if was_added && !is_function(old.sa_sigaction) {
+            // Reset by the kernel (`SA_RESETHAND`) after a delivery: the
+            // flags are still the trampoline's.
             old.sa_flags &= !libc::SA_SIGINFO;
         }
     }
     r
+}
+
+/// Whether the user's handler of signal `index`, as now recorded, takes
+/// three arguments.
+fn was_info_of(index: usize) -> bool {
+    WANTS_INFO.load(Ordering::Relaxed) & (1 << index) != 0
 }
 
 /// signal(3), with glibc's (BSD) semantics: the handler stays installed,
@@ -178,14 +209,19 @@ pub unsafe extern "C" fn sigaction(
 /// As signal(3): `handler` is `SIG_DFL`, `SIG_IGN` or a handler.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn signal(sig: c_int, handler: sighandler_t) -> sighandler_t {
+    let Some(index) = index(sig).filter(|_| handler != libc::SIG_ERR) else {
+        sys::set_errno(libc::EINVAL);
+        return libc::SIG_ERR;
+    };
     // SAFETY: all-zero is a valid sigaction (an empty mask, no flags).
     let mut act: libc::sigaction = unsafe { std::mem::zeroed() };
     act.sa_sigaction = handler;
-    act.sa_flags = libc::SA_RESTART;
-    if index(sig).is_some() {
-        // SAFETY: `act.sa_mask` is a valid sigset; `sig` is in range.
-        unsafe { libc::sigaddset(&mut act.sa_mask, sig) };
+    // As glibc's: restarting, unless `siginterrupt` said otherwise.
+    if INTERRUPTS.load(Ordering::Relaxed) & (1 << index) == 0 {
+        act.sa_flags = libc::SA_RESTART;
     }
+    // SAFETY: `act.sa_mask` is a valid sigset; `sig` is in range.
+    unsafe { libc::sigaddset(&mut act.sa_mask, sig) };
     // SAFETY: all-zero is a valid sigaction, written by the call.
     let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
     // SAFETY: both point to valid sigactions.
@@ -206,6 +242,10 @@ pub unsafe extern "C" fn signal(sig: c_int, handler: sighandler_t) -> sighandler
 /// As siginterrupt(3).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn siginterrupt(sig: c_int, flag: c_int) -> c_int {
+    let Some(index) = index(sig) else {
+        sys::set_errno(libc::EINVAL);
+        return -1;
+    };
     // SAFETY: all-zero is a valid sigaction, written by the call.
     let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
     // SAFETY: a valid sigaction to read the current action into.
@@ -213,8 +253,10 @@ pub unsafe extern "C" fn siginterrupt(sig: c_int, flag: c_int) -> c_int {
         return -1;
     }
     if flag != 0 {
+        INTERRUPTS.fetch_or(1 << index, Ordering::Relaxed);
         action.sa_flags &= !libc::SA_RESTART;
     } else {
+        INTERRUPTS.fetch_and(!(1 << index), Ordering::Relaxed);
         action.sa_flags |= libc::SA_RESTART;
     }
     // SAFETY: the action just read, changed in its flags only.

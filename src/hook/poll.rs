@@ -16,6 +16,11 @@ use crate::scheduler::core::Core;
 use crate::scheduler::interrupt;
 use crate::timer::clock;
 
+/// More fds than a process may have open (Linux's ceiling, `nr_open`):
+/// the kernel refuses them (`EINVAL`) without reading the array, and the
+/// hook leaves such a call to it.
+const MAX_NFDS: nfds_t = 1 << 30;
+
 /// ppoll(2): as `poll`; with a signal mask (which the kernel would set
 /// for the wait alone, atomically — a parked fiber cannot) the kernel
 /// waits, blocking the thread.
@@ -31,6 +36,7 @@ pub unsafe extern "C" fn ppoll(
     sigmask: *const libc::sigset_t,
 ) -> c_int {
     if sigmask.is_null()
+        && nfds <= MAX_NFDS
         // SAFETY: the caller's contract: null or a valid timespec.
         && let Some(deadline) = unsafe { wait::deadline_of(timeout) }
         && let Some(core) = super::parkable()
@@ -69,6 +75,7 @@ pub unsafe extern "C" fn ppoll(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn poll(fds: *mut pollfd, nfds: nfds_t, timeout: c_int) -> c_int {
     if timeout != 0
+        && nfds <= MAX_NFDS
         && let Some(core) = super::parkable()
     {
         // SAFETY: the caller's contract.

@@ -44,12 +44,20 @@ fn real(cache: &AtomicUsize, name: &CStr) -> Option<usize> {
 }
 
 /// Runs `f` on the blocking pool (from a fiber that may park; else right
-/// here), carrying its `errno` and `h_errno` back to this thread.
+/// here) with this thread's `errno` and `h_errno` (a glibc function that
+/// does not set them leaves the caller's), carrying them back after.
 fn on_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     if super::parkable().is_none() {
         return f();
     }
+    // SAFETY: this thread's errno and h_errno, always valid.
+    let before = unsafe { (*libc::__errno_location(), *__h_errno_location()) };
     let (r, errno, h_errno) = blocking::run_borrowing(|| {
+        // SAFETY: the pool thread's errno and h_errno, always valid.
+        unsafe {
+            *libc::__errno_location() = before.0;
+            *__h_errno_location() = before.1;
+        }
         let r = f();
         // SAFETY: this thread's errno and h_errno, always valid.
         unsafe { (r, *libc::__errno_location(), *__h_errno_location()) }

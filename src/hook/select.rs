@@ -159,11 +159,16 @@ unsafe fn pselect_parked(
         && let Some(deadline) = unsafe { wait::deadline_of(timeout) }
         && let Some(core) = super::parkable()
     {
+        let start = clock::now_ns();
         // SAFETY: the caller's contract.
         let n = unsafe { select_until(core, nfds as usize, sets, deadline) };
         // SAFETY: null or our copy.
         if write_left && let Some(ts) = unsafe { timeout.as_mut() } {
-            let left = deadline.map_or(0, |d| d.saturating_sub(clock::now_ns()));
+            // The timeout less the time taken (not the deadline less now,
+            // which saturates for a huge timeout), as the kernel writes it.
+            let asked = i128::from(ts.tv_sec) * 1_000_000_000 + i128::from(ts.tv_nsec);
+            let taken = i128::from(clock::now_ns().saturating_sub(start));
+            let left = (asked - taken).max(0);
             ts.tv_sec = (left / 1_000_000_000) as libc::time_t;
             ts.tv_nsec = (left % 1_000_000_000) as libc::c_long;
         }
@@ -382,9 +387,9 @@ pub unsafe extern "C" fn epoll_pwait2(
     sigmask: *const sigset_t,
 ) -> c_int {
     if sigmask.is_null()
+        && let Some(core) = super::parkable()
         // SAFETY: the caller's contract: null or a valid timespec.
         && let Some(deadline) = unsafe { wait::deadline_of(timeout) }
-        && let Some(core) = super::parkable()
     {
         // SAFETY: the caller's contract.
         return sys::ret(unsafe { epoll_until(core, epfd, events, max, deadline) }) as c_int;

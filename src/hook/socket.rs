@@ -53,7 +53,10 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, count: size_t) -> 
         // SAFETY: the caller's contract, passed to the kernel.
         unsafe { sys::call(libc::SYS_write, &[fd as usize, buf as usize, count]) }
     };
-    let Some((core, what)) = hooked(fd) else {
+    // A write of nothing reaches the socket all the same (an empty
+    // datagram), which `pwritev2` of nothing would not.
+    let hooked = hooked(fd).filter(|_| count != 0);
+    let Some((core, what)) = hooked else {
         return sys::ret(real());
     };
     let mut c = Call::new(core, fd, what, Interest::WRITABLE);
@@ -166,7 +169,8 @@ pub unsafe extern "C" fn recvfrom(
         }
     };
     let real = || call(buf, len, flags);
-    if flags & libc::MSG_DONTWAIT != 0 {
+    // (`MSG_ERRQUEUE` never waits: the kernel's answer is at once.)
+    if flags & (libc::MSG_DONTWAIT | libc::MSG_ERRQUEUE) != 0 {
         return sys::ret(real());
     }
     let Some((core, what)) = hooked_socket(fd) else {
@@ -180,7 +184,7 @@ pub unsafe extern "C" fn recvfrom(
         let moved = if flags & libc::MSG_PEEK != 0 {
             // Peeking moves nothing: each try looks at the stream's start
             // again, and the wait is for more of it to come.
-            peek_all(&mut c, len, || call(buf, len, nowait))
+            peek_all(&mut c, fd, len, || call(buf, len, nowait))
         } else {
             c.run_all(len, |done| {
                 call(
@@ -210,11 +214,17 @@ fn is_stream(fd: c_int) -> bool {
 /// an error; in between, park until more comes. `None`: make the real
 /// call. Where the wait ends early (the socket's timeout, a non-blocking
 /// socket), what was seen is returned, as the kernel does.
-fn peek_all(c: &mut Call<'_>, len: usize, mut peek: impl FnMut() -> isize) -> Option<isize> {
+fn peek_all(
+    c: &mut Call<'_>,
+    fd: c_int,
+    len: usize,
+    mut peek: impl FnMut() -> isize,
+) -> Option<isize> {
     loop {
         let r = peek();
         let short = r > 0 && (r as usize) < len;
-        if !short && r != sys::EAGAIN {
+        // Short, and no more will come: the kernel returns what it has.
+        if (!short && r != sys::EAGAIN) || (short && reading_ended(fd)) {
             return Some(r);
         }
         match c.wait() {
@@ -224,6 +234,19 @@ fn peek_all(c: &mut Call<'_>, len: usize, mut peek: impl FnMut() -> isize) -> Op
             Err(Step::Real) => return None,
         }
     }
+}
+
+/// Whether the peer of stream socket `fd` has ended its side (or the
+/// socket has an error): nothing more will come to read.
+fn reading_ended(fd: c_int) -> bool {
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLRDHUP,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd.
+    let n = unsafe { sys::poll_now(&mut pfd, 1) };
+    n > 0 && pfd.revents & (libc::POLLRDHUP | libc::POLLHUP | libc::POLLERR) != 0
 }
 
 /// recvmsg(2) (but `MSG_WAITALL` blocks the thread).
@@ -242,7 +265,7 @@ pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> s
             )
         }
     };
-    if flags & (libc::MSG_DONTWAIT | libc::MSG_WAITALL) != 0 {
+    if flags & (libc::MSG_DONTWAIT | libc::MSG_WAITALL | libc::MSG_ERRQUEUE) != 0 {
         return sys::ret(call(flags));
     }
     let Some((core, what)) = hooked_socket(fd) else {

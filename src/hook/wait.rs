@@ -89,6 +89,7 @@ pub(super) fn socket(
     deadline: Option<u64>,
     since: Epoch,
 ) -> Waited {
+    let _errno = KeepErrno::new(); // (as in `fds`)
     // The waiters of a stale source are woken even when registering fails.
     let Ok(waiter) = FdWaiter::socket(core, fd, uid, interest) else {
         return Waited::Unwatchable;
@@ -112,6 +113,9 @@ pub(super) fn fds(
     deadline: Option<u64>,
     since: Epoch,
 ) -> Waited {
+    // The reactor's own calls (`epoll_ctl` on an fd it cannot watch, say)
+    // must not leave their errno to the caller, whose call may succeed.
+    let _errno = KeepErrno::new();
     let mut waiters: Vec<FdWaiter<'_>> = Vec::new();
     let mut on = WaitOn::Sleep;
     for (fd, interest) in fds {
@@ -126,6 +130,22 @@ pub(super) fn fds(
     // is removed as it drops.
     drop(waiters);
     waited
+}
+
+/// Puts back, when dropped, the `errno` there was when it was made.
+struct KeepErrno(c_int);
+
+impl KeepErrno {
+    fn new() -> KeepErrno {
+        // SAFETY: this thread's errno, always valid.
+        KeepErrno(unsafe { *libc::__errno_location() })
+    }
+}
+
+impl Drop for KeepErrno {
+    fn drop(&mut self) {
+        super::sys::set_errno(self.0);
+    }
 }
 
 /// What is left of `deadline`, in milliseconds rounded up, as the timeout
