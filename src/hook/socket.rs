@@ -97,8 +97,8 @@ pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, cnt: c_int) -> ssiz
     c.finish(step, real)
 }
 
-/// writev(2). On a blocking socket it may return having written a part,
-/// as a non-blocking one does (std's `write_all_vectored` goes on).
+/// writev(2): on a blocking fd, returns when all is written, as the
+/// kernel's.
 ///
 /// # Safety
 ///
@@ -113,11 +113,90 @@ pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, cnt: c_int) -> ssi
         return sys::ret(real());
     };
     let mut c = Call::new(core, fd, what, Interest::WRITABLE);
-    let step = c.run(|| {
-        // SAFETY: the caller's iovecs, as writev(2) would use them.
-        unsafe { rw_nowait(libc::SYS_pwritev2, fd, iov, cnt) }
-    });
+    let step = write_all_vectored(
+        &mut c,
+        // SAFETY: called once the kernel has read the iovecs: valid.
+        || unsafe { iovecs_len(iov, cnt) },
+        |done| {
+            if done == 0 {
+                // SAFETY: the caller's iovecs, as writev(2) would use them.
+                return unsafe { rw_nowait(libc::SYS_pwritev2, fd, iov, cnt) };
+            }
+            // SAFETY: the kernel has read these iovecs: they are valid.
+            let rest = unsafe { iovecs_after(iov, cnt, done) };
+            // SAFETY: our copy of the rest of the caller's iovecs.
+            unsafe { rw_nowait(libc::SYS_pwritev2, fd, rest.as_ptr(), rest.len() as c_int) }
+        },
+    );
     c.finish(step, real)
+}
+
+/// [`Call::run`] for a blocking vectored write (`writev`, a stream's
+/// `sendmsg`), which the kernel returns from when all is written:
+/// `attempt(done)` writes what is left after `done` bytes — the caller's
+/// iovecs as they are when `done` is 0, which the kernel reads (and
+/// checks) first; a copy of them less what was written after. `total`,
+/// asked once a part is written (the iovecs are valid then), is what they
+/// hold. Stops early at an error or the end, returning what was written,
+/// as the kernel does.
+fn write_all_vectored(
+    c: &mut Call<'_>,
+    total: impl FnOnce() -> usize,
+    mut attempt: impl FnMut(usize) -> isize,
+) -> Step {
+    let mut done = 0usize;
+    let mut total = Some(total);
+    let mut len = usize::MAX;
+    loop {
+        match c.run(|| attempt(done)) {
+            Step::Done(r) if r > 0 => {
+                done += r as usize;
+                if let Some(total) = total.take() {
+                    len = total();
+                }
+                if done >= len {
+                    return Step::Done(done as isize);
+                }
+            }
+            step if done == 0 => return step,
+            _ => return Step::Done(done as isize),
+        }
+    }
+}
+
+/// The bytes `cnt` iovecs hold.
+///
+/// # Safety
+///
+/// `iov` points to `cnt` valid iovecs.
+unsafe fn iovecs_len(iov: *const iovec, cnt: c_int) -> usize {
+    // SAFETY: the caller's contract.
+    let all = unsafe { std::slice::from_raw_parts(iov, cnt.max(0) as usize) };
+    all.iter().fold(0usize, |n, v| n.saturating_add(v.iov_len))
+}
+
+/// A copy of `cnt` iovecs less their first `done` bytes.
+///
+/// # Safety
+///
+/// `iov` points to `cnt` valid iovecs.
+unsafe fn iovecs_after(iov: *const iovec, cnt: c_int, done: usize) -> Vec<iovec> {
+    // SAFETY: the caller's contract.
+    let all = unsafe { std::slice::from_raw_parts(iov, cnt.max(0) as usize) };
+    let mut skip = done;
+    let mut rest = Vec::with_capacity(all.len());
+    for v in all {
+        if skip >= v.iov_len {
+            skip -= v.iov_len;
+            continue;
+        }
+        rest.push(iovec {
+            iov_base: v.iov_base.cast::<u8>().wrapping_add(skip).cast(),
+            iov_len: v.iov_len - skip,
+        });
+        skip = 0;
+    }
+    rest
 }
 
 /// recv(2).
@@ -329,8 +408,8 @@ pub unsafe extern "C" fn sendto(
     }
 }
 
-/// sendmsg(2). On a blocking socket it may return having sent a part, as a
-/// non-blocking one does.
+/// sendmsg(2): on a blocking stream socket, returns when all is sent, as
+/// the kernel's.
 ///
 /// # Safety
 ///
@@ -353,6 +432,33 @@ pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) ->
         return sys::ret(call(flags));
     };
     let mut c = Call::new(core, fd, what, Interest::WRITABLE);
-    let step = c.run(|| call(flags | libc::MSG_DONTWAIT));
+    let nowait = flags | libc::MSG_DONTWAIT;
+    let step = write_all_vectored(
+        &mut c,
+        // SAFETY: called once the kernel has read the message: valid.
+        || unsafe { iovecs_len((*msg).msg_iov, (*msg).msg_iovlen as c_int) },
+        |done| {
+            if done == 0 {
+                return call(nowait);
+            }
+            // The rest of a stream's message: its iovecs less what was
+            // sent, and no control data (sent with the first part).
+            // SAFETY: the kernel has read the message: it is valid.
+            let mut m = unsafe { *msg };
+            // SAFETY: as above, its iovecs too.
+            let rest = unsafe { iovecs_after(m.msg_iov, m.msg_iovlen as c_int, done) };
+            m.msg_iov = rest.as_ptr().cast_mut();
+            m.msg_iovlen = rest.len() as _;
+            m.msg_control = std::ptr::null_mut();
+            m.msg_controllen = 0;
+            // SAFETY: our copy of the message, valid for the call.
+            unsafe {
+                sys::call(
+                    libc::SYS_sendmsg,
+                    &[fd as usize, (&raw const m) as usize, nowait as usize],
+                )
+            }
+        },
+    );
     c.finish(step, || call(flags))
 }
