@@ -188,7 +188,16 @@ pub unsafe extern "C" fn gethostbyname(name: *const c_char) -> *mut hostent {
         // SAFETY: the caller's contract.
         return unsafe { f(name) };
     }
-    HOST_ANSWER.with(|answer| {
+    // glibc's answers a numeric address itself, leaving errno as it was;
+    // its `_r` form, called below, sets errno for those too.
+    // SAFETY: this thread's errno, always valid.
+    let errno = unsafe { *libc::__errno_location() };
+    // SAFETY: the caller's name: null, or NUL-terminated.
+    let numeric = unsafe { name.as_ref() }.is_some_and(|_| {
+        // SAFETY: as above, not null.
+        digits_dots(unsafe { CStr::from_ptr(name) }.to_bytes())
+    });
+    let answer = HOST_ANSWER.with(|answer| {
         // A fiber's own value: no other context borrows it (a signal
         // handler's call is not parkable, above).
         let mut answer = answer.borrow_mut();
@@ -223,7 +232,29 @@ pub unsafe extern "C" fn gethostbyname(name: *const c_char) -> *mut hostent {
             unsafe { *__h_errno_location() = herr };
         }
         result
-    })
+    });
+    if numeric {
+        sys::set_errno(errno);
+    }
+    answer
+}
+
+/// Whether glibc's `gethostbyname` takes `name` for an address and answers
+/// it without a lookup: digits and dots, not ending in a dot (IPv4); or a
+/// colon first, or a hex digit first and a colon somewhere, with only hex
+/// digits, colons and dots (IPv6).
+fn digits_dots(name: &[u8]) -> bool {
+    let Some(&first) = name.first() else {
+        return false;
+    };
+    let v4 = first.is_ascii_digit()
+        && name.last() != Some(&b'.')
+        && name.iter().all(|c| c.is_ascii_digit() || *c == b'.');
+    let v6 = (first == b':' || (first.is_ascii_hexdigit() && name.contains(&b':')))
+        && name
+            .iter()
+            .all(|c| c.is_ascii_hexdigit() || *c == b':' || *c == b'.');
+    v4 || v6
 }
 
 type GetHostByNameR = unsafe extern "C" fn(

@@ -42,7 +42,9 @@ pub unsafe extern "C" fn nanosleep(req: *const timespec, rem: *mut timespec) -> 
 }
 
 /// clock_nanosleep(2), for `CLOCK_MONOTONIC` and `CLOCK_REALTIME` (others
-/// go to the kernel). Returns the error number, not -1.
+/// go to the kernel, as glibc hands them: `CLOCK_THREAD_CPUTIME_ID` is
+/// refused, `CLOCK_PROCESS_CPUTIME_ID` is the process's own CPU clock).
+/// Returns the error number, not -1.
 ///
 /// # Safety
 ///
@@ -79,6 +81,14 @@ pub unsafe extern "C" fn clock_nanosleep(
         }
         return libc::EINTR;
     }
+    if clock_id == libc::CLOCK_THREAD_CPUTIME_ID {
+        return libc::EINVAL; // (glibc's answer, whatever the kernel's)
+    }
+    let clock_id = if clock_id == libc::CLOCK_PROCESS_CPUTIME_ID {
+        PROCESS_CPU_CLOCK
+    } else {
+        clock_id
+    };
     // SAFETY: the caller's contract, passed to the kernel.
     let r = unsafe {
         sys::call(
@@ -93,6 +103,11 @@ pub unsafe extern "C" fn clock_nanosleep(
     };
     if r < 0 { -r as c_int } else { 0 }
 }
+
+/// The CPU clock of the calling process, as the kernel names it
+/// (`MAKE_PROCESS_CPUCLOCK(0, CPUCLOCK_SCHED)`), which glibc passes for
+/// `CLOCK_PROCESS_CPUTIME_ID`.
+const PROCESS_CPU_CLOCK: clockid_t = !0 << 3 | 2;
 
 /// The nanoseconds of a valid timespec (else `None`: the kernel says
 /// EINVAL or EFAULT).
