@@ -38,6 +38,10 @@ fn pipe_reads_park() {
 #[test]
 fn a_child_s_stdout_is_read_parked() {
     assert_parked("child stdout", |i| {
+        // One spawn at a time (a spawn blocks the thread for a few ms, a
+        // debug build's more on a slow host): the ticker runs in between,
+        // and measures the reads.
+        fibra::sleep(Duration::from_millis(8) * i as u32);
         let mut child = Command::new("sh")
             .args(["-c", &format!("sleep 0.1; echo child {i}")])
             .stdout(Stdio::piped())
@@ -60,7 +64,12 @@ fn a_child_s_stdout_is_read_parked() {
 #[test]
 fn a_pipe_write_that_fills_the_pipe_parks() {
     const LEN: usize = 1 << 20;
-    let (took, gap) = util::side_by_side(FIBERS, |i| {
+    // Made before the ticker runs: a debug build takes tens of ms for it.
+    let data: std::sync::Arc<Vec<u8>> = (0..LEN)
+        .map(|i| (i % 251) as u8)
+        .collect::<Vec<u8>>()
+        .into();
+    let (took, gap) = util::side_by_side(FIBERS, move |i| {
         if i > 0 {
             return; // one writer; the others only keep the count
         }
@@ -76,11 +85,11 @@ fn a_pipe_write_that_fills_the_pipe_parks() {
                 }
             }
         });
-        let data: Vec<u8> = (0..LEN).map(|i| (i % 251) as u8).collect();
         w.write_all(&data).unwrap();
         drop(w);
-        let got = fibra::spawn_blocking(move || reader.join().unwrap());
-        assert!(got == data, "the bytes differ");
+        let data = data.clone();
+        let same = fibra::spawn_blocking(move || reader.join().unwrap() == *data);
+        assert!(same, "the bytes differ");
     });
     println!("pipe write: {took:?}, longest ticker gap {gap:?}");
     assert!(gap < WAIT * 3 / 4, "the ticker stalled {gap:?}");
