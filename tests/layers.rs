@@ -87,9 +87,15 @@ fn crate_paths(code: &str) -> Vec<&str> {
 }
 
 /// The layer a `crate::name` path lands in: a module of the root, or the
-/// root itself for what it re-exports (`crate::spawn`, `crate::Runtime`).
+/// root itself for what it re-exports (`crate::spawn`, `crate::Runtime`),
+/// but for the macros a layer exports, which `#[macro_export]` puts at the
+/// root (`crate::fiber_local!`, defined in `fiber/local.rs`).
 fn layer_named(name: &str) -> &str {
-    if LAYERS.contains(&name) { name } else { "lib" }
+    match name {
+        "fiber_local" => "fiber",
+        name if LAYERS.contains(&name) => name,
+        _ => "lib",
+    }
 }
 
 /// Code lines of a file, without comments and without its unit tests.
@@ -168,6 +174,7 @@ fn the_check_sees_an_upward_import() {
         Vec::<&str>::new()
     );
     assert_eq!(layer_named("spawn"), "lib");
+    assert_eq!(layer_named("fiber_local"), "fiber");
     let text = "//! see crate::runtime\nuse crate::sync::mpsc; // crate::fs\n#[cfg(test)]\nmod tests {\n    use crate::Runtime;\n}\n";
     let found: Vec<_> = code_lines(text)
         .into_iter()
