@@ -78,6 +78,9 @@ fn opening_a_fifo_that_waits_for_its_writer_leaves_the_other_fibers_running() {
     mkfifo(&fifo);
     let (text, max_gap, waited) = bounded(move || {
         let writer_path = fifo.clone();
+        // From before the writer starts: it opens the FIFO 300 ms after
+        // this, however long the runtime takes to start.
+        let start = Instant::now();
         let writer = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(300));
             std::fs::write(writer_path, "through the fifo").unwrap();
@@ -85,7 +88,6 @@ fn opening_a_fifo_that_waits_for_its_writer_leaves_the_other_fibers_running() {
         let out = fibra::run(|| {
             let (ticker, max_gap) = ticker();
             fibra::sleep(Duration::from_millis(30)); // ticking
-            let start = Instant::now();
             // open(2) of a FIFO for reading blocks until a writer opens it.
             let mut f = fs::File::open(&fifo).unwrap();
             let mut text = String::new();
