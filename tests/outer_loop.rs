@@ -69,14 +69,17 @@ fn the_fd_is_quiet_when_there_is_nothing_to_do() {
 #[test]
 fn turn_waits_at_most_its_timeout_and_runs_what_became_ready() {
     let rt = fibra::Runtime::new().unwrap();
-    rt.spawn(|| fibra::sleep(Duration::from_millis(20)));
+    // (400 ms: a parallel test run can hold this thread up for tens of ms
+    // between two turns, which made the sleep of 20 ms it had end before
+    // the second.)
+    rt.spawn(|| fibra::sleep(Duration::from_millis(400)));
     assert_eq!(rt.turn(Some(Duration::ZERO)), 1); // started, now asleep
     let start = Instant::now();
     assert_eq!(rt.turn(Some(Duration::from_millis(1))), 0);
-    assert!(start.elapsed() < Duration::from_millis(500));
+    assert!(start.elapsed() < Duration::from_millis(300));
     // turn(None) waits for the timer and resumes the fiber.
     assert_eq!(rt.turn(None), 1);
-    assert!(start.elapsed() >= Duration::from_millis(15));
+    assert!(start.elapsed() >= Duration::from_millis(350));
     assert_eq!(rt.fibers(), 0);
 }
 
