@@ -131,8 +131,8 @@ fn two_hundred_connects_on_one_thread() {
         // Each client's read waits 200 ms: had the hook blocked the thread
         // in a read (or a connect), the 200 would take 40 s in turn and the
         // ticker would stall 200 ms at a time. Concurrency is what `took`
-        // proves; the ticker's worst gap is a bound that a single blocked
-        // read would break, generous for a loaded 2-core machine (it read
+        // proves; the ticker's worst gap is a bound that five reads blocked
+        // in turn would break, generous for a loaded 2-core machine (it read
         // 270 ms once beside the other tests of this file, whose 200 pool
         // threads for connects were starting meanwhile).
         let took = start.elapsed();
