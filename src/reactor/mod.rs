@@ -20,6 +20,10 @@
 //!   nest a runtime by polling its fd alone, and it gives sleeps nanosecond
 //!   precision where `epoll_wait`'s timeout has only milliseconds.
 //!
+//! and, once a hooked `connect` or `accept` has needed it, the fd of an
+//! io_uring that makes those calls without blocking a thread
+//! (`completions.rs`, `uring.rs`).
+//!
 //! ## Sockets: registered once, readiness remembered
 //!
 //! A socket (`crate::net`) is registered the first time one of its calls
@@ -74,6 +78,7 @@ use std::time::Duration;
 use mio::unix::SourceFd;
 use mio::{Poll, Token};
 
+mod completions;
 mod events;
 mod fd_map;
 mod interest;
@@ -82,8 +87,12 @@ mod source;
 mod tasks;
 mod timerfd;
 pub(crate) mod token;
+mod uring;
 mod waiters;
 
+#[cfg(feature = "hook")]
+pub(crate) use completions::OpKey;
+use completions::{Completions, RING};
 use events::Events;
 use fd_map::FdMap;
 pub use interest::Interest;
@@ -154,6 +163,8 @@ pub(crate) struct Reactor {
     task_timerfd: Option<OwnedFd>,
     task_armed: Option<u64>,
     fired_tasks: Vec<Fired<Waker>>,
+    /// Connects and accepts the kernel completes (`completions.rs`).
+    completions: Completions,
 }
 
 /// The mio token of a source: its slot and its generation.
@@ -214,6 +225,7 @@ impl Reactor {
             unneeded: Vec::new(),
             woken_tasks: Vec::new(),
             fired_tasks: Vec::new(),
+            completions: Completions::default(),
         })
     }
 
@@ -230,7 +242,10 @@ impl Reactor {
     /// Whether any fd is being waited on (if not, a zero-timeout poll can
     /// only find the waker or the timerfd, which are checked otherwise).
     pub(crate) fn has_waiters(&self) -> bool {
-        !self.sources.is_empty() || !self.task_timers.is_empty() || !self.unneeded.is_empty()
+        !self.sources.is_empty()
+            || !self.task_timers.is_empty()
+            || !self.unneeded.is_empty()
+            || self.completions.in_flight()
     }
 
     /// Registers `token` to be woken when `fd` is ready for `interest`.
@@ -414,9 +429,11 @@ impl Reactor {
         let mut polled = Polled::default();
         self.events.wait(self.poll.as_raw_fd(), timeout)?;
         polled.any = !self.events.is_empty();
+        let mut completed = false;
         for (tok, bits) in self.events.iter() {
             match Token(tok) {
                 WAKER => polled.remote = true,
+                RING => completed = true,
                 TIMER => self.armed = None, // expired; the caller advances the wheel
                 TASK_TIMER => self.task_armed = None, // expired; `poll` advances the wheel
                 _ => {
@@ -437,6 +454,9 @@ impl Reactor {
                     }
                 }
             }
+        }
+        if completed {
+            self.reap(wake);
         }
         Ok(polled)
     }

@@ -22,6 +22,8 @@
 //! ([`debugger`]).
 
 pub(crate) mod blocks;
+#[cfg(feature = "hook")]
+pub(crate) mod completion;
 pub(crate) mod context;
 pub(crate) mod core;
 pub(crate) mod debugger;

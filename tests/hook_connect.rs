@@ -1,0 +1,474 @@
+//! Hooked `connect` parks without a thread: 10 000 fibers connect at once
+//! to a listener whose accept queue is full and which accepts slowly, as
+//! many as `fibra::net::TcpStream` connects, with a handful of threads.
+//! And a connect that waits still ends with ECANCELED on a cancellation,
+//! EINPROGRESS at its `SO_SNDTIMEO`, and goes through the blocking pool
+//! where io_uring is refused (`FIBRA_NO_IO_URING=1`).
+//!
+//! Each measured run is a child process of its own (the threads of this
+//! test binary's other tests would count otherwise), which prints one
+//! line the parent reads and prints.
+
+#![cfg(feature = "hook")]
+
+mod util;
+
+use std::io::Read;
+use std::net::{SocketAddr, TcpStream};
+use std::os::fd::{AsRawFd, RawFd};
+use std::process::Command;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use util::bounded;
+
+/// How many fibers connect at once.
+const N: usize = 10_000;
+
+/// A raw listener on loopback with `backlog`, and its address.
+fn listener(backlog: i32) -> (RawFd, SocketAddr) {
+    // SAFETY: a new socket, owned by the caller.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+    assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
+    let sin = libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: 0,
+        sin_addr: libc::in_addr {
+            s_addr: u32::from(std::net::Ipv4Addr::LOCALHOST).to_be(),
+        },
+        sin_zero: [0; 8],
+    };
+    let mut bound = sin;
+    let mut len = size_of::<libc::sockaddr_in>() as libc::socklen_t;
+    // SAFETY: valid sockaddrs of the sizes given.
+    unsafe {
+        assert_eq!(libc::bind(fd, (&raw const sin).cast(), len), 0);
+        assert_eq!(libc::listen(fd, backlog), 0);
+        assert_eq!(libc::getsockname(fd, (&raw mut bound).cast(), &mut len), 0);
+    }
+    let port = u16::from_be(bound.sin_port);
+    (fd, SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, port)))
+}
+
+/// Fills `addr`'s accept queue (never accepted), so that the next
+/// handshake is dropped and its connect waits: the connections that fill
+/// it, to keep.
+fn fill_queue(addr: SocketAddr) -> Vec<TcpStream> {
+    let mut fill = Vec::new();
+    for _ in 0..8 {
+        match TcpStream::connect_timeout(&addr, Duration::from_millis(200)) {
+            Ok(s) => fill.push(s),
+            Err(_) => break,
+        }
+    }
+    fill
+}
+
+/// The soft fd limit raised to the hard one; returns it.
+fn raise_fd_limit() -> u64 {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: a valid rlimit to fill, then to set.
+    unsafe {
+        libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
+        lim.rlim_cur = lim.rlim_max;
+        libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+    }
+    lim.rlim_cur
+}
+
+/// The threads of this process now.
+fn threads() -> usize {
+    std::fs::read_dir("/proc/self/task").map_or(0, |d| d.count())
+}
+
+/// The child's side: `n` fibers of one thread connect at once with
+/// `design` ("hook": std's hooked connect; "net": `fibra::net`) to a
+/// listener that lets its queue fill for 300 ms, then accepts in bursts
+/// of 100 every 5 ms (closing each connection at once). Prints the line
+/// the parent reads.
+fn measure(design: &str, n: usize) {
+    let (lfd, addr) = listener(128);
+    // Bounds the acceptor's accept, so it sees `stop`.
+    let tv = libc::timeval {
+        tv_sec: 0,
+        tv_usec: 100_000,
+    };
+    // SAFETY: a valid timeval for SO_RCVTIMEO on our listener.
+    unsafe {
+        libc::setsockopt(
+            lfd,
+            libc::SOL_SOCKET,
+            libc::SO_RCVTIMEO,
+            (&raw const tv).cast(),
+            size_of::<libc::timeval>() as libc::socklen_t,
+        )
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let accepted = Arc::new(AtomicUsize::new(0));
+    // A plain thread (nothing is hooked there): the slow acceptor.
+    let acceptor = {
+        let (stop, accepted) = (stop.clone(), accepted.clone());
+        thread::spawn(move || {
+            thread::sleep(Duration::from_millis(300)); // the queue stays full
+            while !stop.load(Ordering::Relaxed) {
+                for _ in 0..100 {
+                    // SAFETY: accept on our listener, no address wanted.
+                    let c =
+                        unsafe { libc::accept(lfd, std::ptr::null_mut(), std::ptr::null_mut()) };
+                    if c < 0 {
+                        break;
+                    }
+                    // SAFETY: the connection just accepted, closed once.
+                    unsafe { libc::close(c) };
+                    accepted.fetch_add(1, Ordering::Relaxed);
+                }
+                thread::sleep(Duration::from_millis(5));
+            }
+        })
+    };
+    // The most threads the process had while the connects ran.
+    let most = Arc::new(AtomicUsize::new(0));
+    let sampler = {
+        let (stop, most) = (stop.clone(), most.clone());
+        thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                most.fetch_max(threads(), Ordering::Relaxed);
+                thread::sleep(Duration::from_millis(2));
+            }
+        })
+    };
+    thread::sleep(Duration::from_millis(20));
+    let before = threads(); // this one, the acceptor, the sampler
+    let start = Instant::now();
+    let hook = design == "hook";
+    let (ok, failed, first_error) = fibra::run(move || {
+        let fibers: Vec<_> = (0..n)
+            .map(|_| {
+                fibra::spawn(move || {
+                    if hook {
+                        TcpStream::connect(addr).map(drop)
+                    } else {
+                        fibra::net::TcpStream::connect(addr).map(drop)
+                    }
+                })
+            })
+            .collect();
+        let (mut ok, mut failed, mut first) = (0, 0, None);
+        for f in fibers {
+            match f.join().unwrap() {
+                Ok(()) => ok += 1,
+                Err(e) => {
+                    failed += 1;
+                    first.get_or_insert(e.to_string());
+                }
+            }
+        }
+        (ok, failed, first)
+    });
+    let wall = start.elapsed();
+    stop.store(true, Ordering::Relaxed);
+    acceptor.join().unwrap();
+    sampler.join().unwrap();
+    let extra = most.load(Ordering::Relaxed).saturating_sub(before);
+    println!(
+        "RESULT design={design} n={n} ok={ok} failed={failed} wall_ms={} extra_threads={extra} \
+         accepted={} first_error={first_error:?}",
+        wall.as_millis(),
+        accepted.load(Ordering::Relaxed),
+    );
+}
+
+/// What a child measured.
+#[derive(Debug)]
+struct Measured {
+    ok: usize,
+    wall: Duration,
+    extra_threads: usize,
+    line: String,
+}
+
+/// Runs [`measure`] in a child process (with `env` set) and reads its line.
+fn run_measure(design: &str, n: usize, env: &[(&str, &str)]) -> Measured {
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "measure_child",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env("FIBRA_CONNECT_DESIGN", design)
+        .env("FIBRA_CONNECT_N", n.to_string())
+        .envs(env.iter().copied())
+        .output()
+        .expect("cannot run the test binary as a child");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .find_map(|l| l.find("RESULT ").map(|at| &l[at..]))
+        .unwrap_or_else(|| {
+            panic!(
+                "the {design} child printed no result ({:?}):\n{stdout}\n{}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })
+        .to_string();
+    let field = |name: &str| -> usize {
+        line.split_whitespace()
+            .find_map(|w| w.strip_prefix(name)?.strip_prefix('='))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("no {name} in {line}"))
+    };
+    Measured {
+        ok: field("ok"),
+        wall: Duration::from_millis(field("wall_ms") as u64),
+        extra_threads: field("extra_threads"),
+        line,
+    }
+}
+
+/// The child of [`ten_thousand_connects_to_a_full_queue`] (does nothing
+/// in a normal run).
+#[test]
+fn measure_child() {
+    let Ok(design) = std::env::var("FIBRA_CONNECT_DESIGN") else {
+        return;
+    };
+    let n = std::env::var("FIBRA_CONNECT_N").unwrap().parse().unwrap();
+    measure(&design, n);
+}
+
+/// 10 000 hooked connects at once, to a listener that lets its queue
+/// fill and then accepts slowly, all succeed with at most a handful of
+/// threads more than the process had, in about the time `fibra::net`
+/// takes for the same (the kernel's SYN retries set both). Before the
+/// io_uring design, each connect in flight held a pool thread (512 at
+/// most); that design is measured too, on 2 000 connects, for the record.
+#[test]
+fn ten_thousand_connects_to_a_full_queue() {
+    // Each child needs an fd per connection in flight (the listener's side
+    // closes each as it accepts it).
+    let limit = raise_fd_limit();
+    let n = if limit >= N as u64 + 1000 {
+        N
+    } else {
+        let n = (limit as usize).saturating_sub(1000);
+        println!("the fd limit is {limit}: {n} connects instead of {N}");
+        n
+    };
+    let hook = run_measure("hook", n, &[]);
+    let net = run_measure("net", n, &[]);
+    let pool = run_measure("hook", n.min(2000), &[("FIBRA_NO_IO_URING", "1")]);
+    println!("hooked connect (io_uring):   {}", hook.line);
+    println!("fibra::net::TcpStream:       {}", net.line);
+    println!("hooked connect (pool, {}): {}", n.min(2000), pool.line);
+    println!(
+        "{n} connects: hook {:?} with {} threads more, fibra::net {:?} with {} more",
+        hook.wall, hook.extra_threads, net.wall, net.extra_threads
+    );
+    assert_eq!(hook.ok, n, "{}", hook.line);
+    assert_eq!(net.ok, n, "{}", net.line);
+    assert_eq!(pool.ok, n.min(2000), "{}", pool.line);
+    // A handful: the io_uring design needs none (a thread per connect in
+    // flight would be hundreds: the pool's cap is 512).
+    assert!(
+        hook.extra_threads <= 8,
+        "the hooked connects used {} threads: {}",
+        hook.extra_threads,
+        hook.line
+    );
+    // As fast as the kernel lets them: about fibra::net's time (generous:
+    // one SYN retry more, on a noisy machine, is seconds).
+    assert!(
+        hook.wall <= net.wall * 3 + Duration::from_secs(10),
+        "hook {:?} against fibra::net {:?}",
+        hook.wall,
+        net.wall
+    );
+}
+
+/// A hooked connect that waits (its handshake dropped by a full queue)
+/// ends with ECANCELED when its fiber is cancelled, at once, with the
+/// thread's other fibers running meanwhile.
+#[test]
+fn a_cancel_ends_a_hooked_connect_that_waits() {
+    bounded(Duration::from_secs(60), || {
+        let (lfd, addr) = listener(0);
+        let fill = fill_queue(addr);
+        let (error, took, ticks) = fibra::run(move || {
+            let ticks = Arc::new(AtomicUsize::new(0));
+            let ticker = {
+                let ticks = ticks.clone();
+                fibra::spawn(move || {
+                    loop {
+                        fibra::sleep(Duration::from_millis(10));
+                        ticks.fetch_add(1, Ordering::SeqCst);
+                    }
+                })
+            };
+            let error = Arc::new(std::sync::Mutex::new(None));
+            let e = error.clone();
+            let connecting = fibra::spawn(move || {
+                let r = TcpStream::connect(addr);
+                *e.lock().unwrap() = Some(r.map(drop).map_err(|e| e.raw_os_error()));
+            });
+            // Until the other fiber is parked in its connect, and a while.
+            while ticks.load(Ordering::SeqCst) < 10 {
+                fibra::sleep(Duration::from_millis(10));
+            }
+            let start = Instant::now();
+            connecting.cancel();
+            let _ = connecting.join();
+            let took = start.elapsed();
+            ticker.cancel();
+            let error = error.lock().unwrap().take();
+            (error, took, ticks.load(Ordering::SeqCst))
+        });
+        drop(fill);
+        // SAFETY: our listener, closed once.
+        unsafe { libc::close(lfd) };
+        assert_eq!(error, Some(Err(Some(libc::ECANCELED))));
+        assert!(took < Duration::from_secs(5), "the cancel took {took:?}");
+        assert!(ticks >= 10, "the thread was blocked: {ticks} ticks");
+    });
+}
+
+/// A hooked connect on a socket with `SO_SNDTIMEO` ends as the kernel's
+/// does when the timeout passes: EINPROGRESS, the handshake going on (it
+/// completes once the listener accepts, and the socket is then usable).
+#[test]
+fn a_hooked_connect_ends_at_its_send_timeout_with_einprogress() {
+    bounded(Duration::from_secs(60), || {
+        let (lfd, addr) = listener(0);
+        let fill = fill_queue(addr);
+        let SocketAddr::V4(v4) = addr else {
+            unreachable!()
+        };
+        let (r, errno, took) = fibra::run(move || {
+            // SAFETY: a new socket, owned here (closed below).
+            let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0) };
+            let tv = libc::timeval {
+                tv_sec: 0,
+                tv_usec: 300_000,
+            };
+            let sin = libc::sockaddr_in {
+                sin_family: libc::AF_INET as libc::sa_family_t,
+                sin_port: v4.port().to_be(),
+                sin_addr: libc::in_addr {
+                    s_addr: u32::from(*v4.ip()).to_be(),
+                },
+                sin_zero: [0; 8],
+            };
+            let start = Instant::now();
+            // SAFETY: valid option and address of the sizes given.
+            let (r, errno) = unsafe {
+                libc::setsockopt(
+                    fd,
+                    libc::SOL_SOCKET,
+                    libc::SO_SNDTIMEO,
+                    (&raw const tv).cast(),
+                    size_of::<libc::timeval>() as libc::socklen_t,
+                );
+                let r = libc::connect(
+                    fd,
+                    (&raw const sin).cast(),
+                    size_of::<libc::sockaddr_in>() as libc::socklen_t,
+                );
+                (r, *libc::__errno_location())
+            };
+            let took = start.elapsed();
+            // SAFETY: our socket, closed once.
+            unsafe { libc::close(fd) };
+            (r, errno, took)
+        });
+        drop(fill);
+        // SAFETY: our listener, closed once.
+        unsafe { libc::close(lfd) };
+        assert_eq!((r, errno), (-1, libc::EINPROGRESS));
+        assert!(
+            took >= Duration::from_millis(250) && took < Duration::from_secs(5),
+            "the connect returned after {took:?}, its timeout 300 ms"
+        );
+    });
+}
+
+/// Where io_uring is refused, a hooked connect still parks its fiber (on
+/// the blocking pool) and a hooked accept still parks until a connection
+/// comes: 200 of each on one thread, in a child with `FIBRA_NO_IO_URING`.
+#[test]
+fn without_io_uring_connect_and_accept_still_park() {
+    if std::env::var_os("FIBRA_CONNECT_DESIGN").is_some() {
+        return; // (a child of the measure above)
+    }
+    if util::is_child("without_io_uring_connect_and_accept_still_park") {
+        accept_and_connect_in_fibers(200);
+        println!("CHILD OK");
+        return;
+    }
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "without_io_uring_connect_and_accept_still_park",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(
+            "FIBRA_CHILD",
+            "without_io_uring_connect_and_accept_still_park",
+        )
+        .env("FIBRA_NO_IO_URING", "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("CHILD OK"),
+        "{:?}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The same with io_uring (where the kernel has it).
+#[test]
+fn two_hundred_accepts_and_connects_park_on_one_thread() {
+    bounded(Duration::from_secs(60), || {
+        accept_and_connect_in_fibers(200)
+    });
+}
+
+/// `n` client fibers connect, one by one 1 ms apart, to a std listener
+/// whose hooked accept runs in a fiber of the same thread; each client
+/// reads a byte the server writes. A blocked accept or connect would hang
+/// the thread (the other side could never run).
+fn accept_and_connect_in_fibers(n: usize) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    fibra::run(move || {
+        let server = fibra::spawn(move || {
+            for _ in 0..n {
+                let (mut c, _) = listener.accept().unwrap();
+                std::io::Write::write_all(&mut c, b"x").unwrap();
+            }
+        });
+        let clients: Vec<_> = (0..n)
+            .map(|i| {
+                fibra::spawn(move || {
+                    fibra::sleep(Duration::from_millis(i as u64 % 50));
+                    let mut s = TcpStream::connect(addr).unwrap();
+                    let mut b = [0u8; 1];
+                    s.read_exact(&mut b).unwrap();
+                    assert_eq!(&b, b"x", "fd {}", s.as_raw_fd());
+                })
+            })
+            .collect();
+        for c in clients {
+            c.join().unwrap();
+        }
+        server.join().unwrap();
+    });
+}
