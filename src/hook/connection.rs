@@ -202,7 +202,7 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_
         unsafe { sys::call(libc::SYS_connect, &[fd as usize, addr_word, len_word]) }
     };
     // A datagram socket's connect only sets its peer: it never waits.
-    let Some((core, _)) = hooked_socket(fd).filter(|_| {
+    let Some((core, what)) = hooked_socket(fd).filter(|_| {
         blocking_fd(fd) && sys::sockopt(fd, libc::SO_TYPE, 0 as c_int) != Ok(libc::SOCK_DGRAM)
     }) else {
         return sys::ret(call()) as c_int;
@@ -211,6 +211,13 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_
     // until this call returns, and the `Completion` ends before.
     if let Ok(op) = unsafe { Completion::connect(core, fd, addr, len) } {
         let r = match complete(core, fd, &op, libc::SO_SNDTIMEO) {
+            // A handshake in progress (an earlier connect ended by a
+            // signal or by its timeout): the ring's connect, non-blocking,
+            // says so, where the kernel's blocking one waits for its end.
+            Ok(r) if r == -libc::EALREADY => {
+                drop(op);
+                return sys::ret(handshake_end(core, fd, what)) as c_int;
+            }
             Ok(r) => r,
             // As the kernel's: the handshake goes on.
             Err(Ended::TimedOut) => -libc::EINPROGRESS,
@@ -232,6 +239,49 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_
         None => r,
     };
     sys::ret(r) as c_int
+}
+
+/// Waits, parked, for the end of socket `fd`'s handshake in progress, as
+/// a blocking connect does on a socket already connecting: 0 once
+/// connected, the handshake's error if it failed; its timeout and signals
+/// end the wait as they end the kernel's.
+fn handshake_end(core: &Core, fd: c_int, what: super::fds::Fd) -> isize {
+    if let Err(r) = Call::new(core, fd, what, Interest::WRITABLE).wait_ready() {
+        return if r == -(libc::EAGAIN as isize) {
+            -(libc::EINPROGRESS as isize) // its SO_SNDTIMEO: as the kernel
+        } else {
+            r
+        };
+    }
+    match sys::sockopt(fd, libc::SO_ERROR, 0 as c_int) {
+        Ok(0) => {}
+        Ok(e) => return -(e as isize),
+        Err(r) => return r,
+    }
+    let mut peer: libc::sockaddr_storage = zeroed_storage();
+    let mut len = size_of::<libc::sockaddr_storage>() as socklen_t;
+    // SAFETY: a valid address buffer of the size given.
+    let r = unsafe {
+        sys::call(
+            libc::SYS_getpeername,
+            &[
+                fd as usize,
+                (&raw mut peer) as usize,
+                (&raw mut len) as usize,
+            ],
+        )
+    };
+    if r == 0 {
+        0
+    } else {
+        -(libc::ECONNABORTED as isize)
+    }
+}
+
+/// An all-zero `sockaddr_storage`.
+fn zeroed_storage() -> libc::sockaddr_storage {
+    // SAFETY: a plain C struct of integers, for which zero is valid.
+    unsafe { std::mem::zeroed() }
 }
 
 /// Ends socket `fd`'s handshake in progress (a blocked connect returns).
