@@ -175,8 +175,8 @@
 //!   hold (`WouldBlock`); a socket made non-blocking gets `WouldBlock` at
 //!   once; a blocking write sends everything; a socket's `O_NONBLOCK` is
 //!   never changed behind the program's back, so a `try_clone` on a plain
-//!   thread sees what the program set (`accept` parks until a connection
-//!   is queued, `connect` runs on the blocking pool).
+//!   thread sees what the program set (`accept` and `connect` are made by
+//!   the runtime's io_uring while the fiber parks: no thread waits).
 //! - **Closing**: `close`, `dup2` and `dup3` forget the fd's registration,
 //!   so a reused fd number is never woken by mistake.
 //! - **Other pollable fds**: `read`/`write` (and the vectored forms) on
