@@ -208,11 +208,14 @@ fn an_execd_child_inherits_no_fd_of_fibra_s() {
         .spawn(move || {
             // Everything that opens fds of fibra's: the reactor (epoll,
             // eventfd, timerfd), the blocking pool, the signal pipe, a
-            // socket's registration, a dump.
+            // socket's registration, a dump, the hook's io_uring.
             fibra::spawn_blocking(|| ());
             let _signals = fibra::signal::Signals::new(&[libc::SIGUSR1]).unwrap();
             let l = fibra::net::TcpListener::bind("127.0.0.1:0").unwrap();
             let _c = fibra::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+            // With the hook, std's connect in a fiber: the reactor's io_uring.
+            #[cfg(feature = "hook")]
+            let _hooked = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
             let (r, w) = pipe();
             // SAFETY: fork, then in the child only dup2 and execv.
             let pid = unsafe { libc::fork() };
