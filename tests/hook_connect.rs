@@ -759,3 +759,93 @@ fn retried_connect(in_fiber: bool) -> ((i32, i32), (i32, i32)) {
     unsafe { libc::close(lfd) };
     (first, second)
 }
+
+/// While a hooked connect waits, the kernel finishing it never interrupts
+/// the thread as a signal would: a raw (unhooked) `epoll_wait` made on the
+/// runtime's thread meanwhile runs its whole timeout. (By default io_uring
+/// finishes such a call in the thread by flagging it as if a signal were
+/// pending, and that wait failed with EINTR when the handshake ended, as
+/// an outer event loop's wait on the thread would.)
+#[test]
+fn a_completing_connect_sends_no_eintr_to_the_thread() {
+    if !kernel_at_least(6, 1) {
+        println!("SKIPPED: the kernel has no IORING_SETUP_DEFER_TASKRUN (Linux 6.1)");
+        return;
+    }
+    bounded(Duration::from_secs(60), || {
+        let (lfd, addr) = listener(0);
+        let fill = fill_queue(addr);
+        let tv = libc::timeval {
+            tv_sec: 5,
+            tv_usec: 0,
+        };
+        // SAFETY: a valid timeval for our listener's SO_RCVTIMEO.
+        unsafe {
+            libc::setsockopt(
+                lfd,
+                libc::SOL_SOCKET,
+                libc::SO_RCVTIMEO,
+                (&raw const tv).cast(),
+                size_of::<libc::timeval>() as libc::socklen_t,
+            )
+        };
+        // Empties the queue 100 ms in: the handshake's SYN, sent again
+        // about a second in, gets through then.
+        let acceptor = thread::spawn(move || {
+            thread::sleep(Duration::from_millis(100));
+            drop(fill);
+            let mut accepted = 0;
+            while accepted < 16 {
+                // SAFETY: accept on our listener, no address wanted.
+                let c = unsafe { libc::accept(lfd, std::ptr::null_mut(), std::ptr::null_mut()) };
+                if c < 0 {
+                    break;
+                }
+                accepted += 1;
+                // SAFETY: the connection just accepted, closed once.
+                unsafe { libc::close(c) };
+            }
+        });
+        // (No stall sampling: its signal would end the raw wait too.)
+        let rt = fibra::Runtime::builder()
+            .stall_stacks(false)
+            .build()
+            .unwrap();
+        let (r, errno, took, connected) = rt.block_on(move || {
+            let connecting = fibra::spawn(move || TcpStream::connect(addr).map(drop));
+            fibra::yield_now(); // it submits its connect and parks
+            // SAFETY: a new epoll instance, closed below.
+            let ep = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
+            let mut ev = [libc::epoll_event { events: 0, u64: 0 }; 1];
+            let start = Instant::now();
+            // SAFETY: a raw system call (not hooked) with a valid buffer of
+            // one event.
+            let r = unsafe { libc::syscall(libc::SYS_epoll_wait, ep, ev.as_mut_ptr(), 1, 2500) };
+            let errno = std::io::Error::last_os_error().raw_os_error().unwrap();
+            let took = start.elapsed();
+            // SAFETY: our epoll fd, closed once.
+            unsafe { libc::close(ep) };
+            (r, errno, took, connecting.join().unwrap())
+        });
+        acceptor.join().unwrap();
+        // SAFETY: our listener, closed once.
+        unsafe { libc::close(lfd) };
+        assert!(connected.is_ok(), "{connected:?}");
+        assert_eq!(
+            r, 0,
+            "the raw epoll_wait failed after {took:?}: errno {errno}"
+        );
+        assert!(took >= Duration::from_millis(2000), "{took:?}");
+    });
+}
+
+/// Whether the running kernel is at least `major.minor`.
+fn kernel_at_least(major: u32, minor: u32) -> bool {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let mut parts = release
+        .trim()
+        .split(|c: char| !c.is_ascii_digit())
+        .map(|p| p.parse::<u32>().unwrap_or(0));
+    let (a, b) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    (a, b) >= (major, minor)
+}

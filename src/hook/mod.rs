@@ -152,6 +152,11 @@
 //!   as many threads), and `accept` parks until a connection is queued,
 //!   then takes it with the blocking call, which blocks the thread if
 //!   another thread took that connection first.
+//! - Before Linux 6.1 (no `IORING_SETUP_DEFER_TASKRUN`), the kernel
+//!   finishing a hooked `connect` or `accept` that waited flags the
+//!   runtime's thread as if a signal were pending: a wait that blocks the
+//!   thread then (an unhooked `epoll_wait` of an outer loop on the same
+//!   thread) can fail with `EINTR` (see `reactor/uring.rs`).
 //! - A wait with a signal mask (`ppoll`, `pselect`, `epoll_pwait`) blocks
 //!   the thread, as do the calls in the list of what is not hooked.
 //! - An unreadable timeout or request pointer given to `nanosleep`,

@@ -24,7 +24,7 @@ use super::Reactor;
 use super::token::WakeToken;
 use super::uring::{IORING_OP_ACCEPT, IORING_OP_ASYNC_CANCEL, IORING_OP_CONNECT, Ring, Sqe};
 
-/// The mio token of the io_uring's fd.
+/// The mio token of the ring's wake fd (see `uring.rs`).
 pub(super) const RING: mio::Token = mio::Token(usize::MAX - 3);
 
 /// The `user_data` of a cancellation's own completion, which nobody waits
@@ -94,7 +94,7 @@ impl Reactor {
             };
             let made = made.and_then(|ring| {
                 self.poll.registry().register(
-                    &mut SourceFd(&ring.fd()),
+                    &mut SourceFd(&ring.wake_fd()),
                     RING,
                     mio::Interest::READABLE,
                 )?;
@@ -170,7 +170,7 @@ impl Reactor {
         if submitted.is_err() {
             // A full overflow list (older kernels say EBUSY): reaping
             // empties it; then once more.
-            self.reap(&mut Vec::new());
+            self.reap(true, &mut Vec::new());
             submitted = self.ring()?.submit(sqe);
         }
         submitted?;
@@ -224,13 +224,14 @@ impl Reactor {
     }
 
     /// Reads the queued completions: records each op's result and pushes
-    /// the token of its fiber onto `wake`.
-    pub(crate) fn reap(&mut self, wake: &mut Vec<WakeToken>) {
+    /// the token of its fiber onto `wake`. `run_work`: the ring's wake fd
+    /// said the kernel has work for us first (see `uring.rs`).
+    pub(crate) fn reap(&mut self, run_work: bool, wake: &mut Vec<WakeToken>) {
         let Some(Ok(ring)) = self.completions.ring.as_mut() else {
             return;
         };
         let ops = &mut self.completions.ops;
-        ring.reap(|user_data, res| {
+        ring.reap(run_work, |user_data, res| {
             if user_data == CANCEL {
                 return;
             }

@@ -456,7 +456,7 @@ impl Reactor {
             }
         }
         if completed {
-            self.reap(wake);
+            self.reap(true, wake);
         }
         Ok(polled)
     }

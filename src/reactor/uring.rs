@@ -6,8 +6,8 @@
 //! blocking, whatever the socket's flags say, and, where it must wait,
 //! arms a poll of its own and finishes the call when the socket is ready
 //! (`IORING_FEAT_FAST_POLL`, Linux 5.7): no thread waits, neither ours nor
-//! an io-wq worker. The ring's fd is readable when completions are queued,
-//! so it sits in the epoll set like any other fd.
+//! an io-wq worker. The ring's fd (or an eventfd, below) is readable when
+//! completions are ready, so it sits in the epoll set like any other fd.
 //!
 //! Only what those two calls need is here: one submission at a time
 //! (submitted at once, so the submission queue never holds more than one
@@ -20,6 +20,20 @@
 //! reaps, so the ordering needed is the one between us and the kernel
 //! (release on the tails and heads we publish, acquire on the ones it
 //! publishes).
+//!
+//! ## No signal-like wake-ups
+//!
+//! The kernel finishes a call that waited in the submitting thread's
+//! context ("task work"). By default it gets there by flagging the thread
+//! as if a signal were pending: a blocking `epoll_wait` on that thread
+//! then fails with `EINTR` — fibra's own wait copes, but an outer event
+//! loop that embeds the runtime on the same thread would see an `EINTR`
+//! nobody sent. Where the kernel has it (Linux 6.1), the ring is made with
+//! `IORING_SETUP_DEFER_TASKRUN` (and `SINGLE_ISSUER`, which it needs: only
+//! this thread submits): the work waits until we ask for it
+//! (`io_uring_enter` with `GETEVENTS`), and an eventfd registered with
+//! the ring tells us when there is some. That eventfd, not the ring's fd,
+//! is what sits in the epoll set then. Older kernels get the default.
 
 #![cfg_attr(not(feature = "hook"), allow(dead_code))] // (only the hook submits)
 
@@ -36,6 +50,9 @@ pub(super) const IORING_OP_CONNECT: u8 = 16;
 
 const IORING_SETUP_CQSIZE: u32 = 1 << 3;
 const IORING_SETUP_CLAMP: u32 = 1 << 4;
+const IORING_SETUP_SINGLE_ISSUER: u32 = 1 << 12;
+const IORING_SETUP_DEFER_TASKRUN: u32 = 1 << 13;
+const IORING_REGISTER_EVENTFD: usize = 4;
 const IORING_FEAT_SINGLE_MMAP: u32 = 1 << 0;
 const IORING_FEAT_NODROP: u32 = 1 << 1;
 const IORING_FEAT_FAST_POLL: u32 = 1 << 5;
@@ -192,6 +209,9 @@ pub(super) struct Ring {
     cq_off: CqOffsets,
     sq_mask: u32,
     cq_mask: u32,
+    /// The eventfd the kernel signals when deferred work waits (see "No
+    /// signal-like wake-ups"); `None` where the kernel runs it at once.
+    deferred: Option<OwnedFd>,
 }
 
 // The ring's pointers are into mappings it owns; it is used by its
@@ -204,28 +224,35 @@ impl Ring {
     /// accepts wait without a thread (before Linux 5.7), and the kernel's
     /// error where io_uring is refused (a seccomp filter, a sysctl).
     pub(super) fn new() -> io::Result<Ring> {
-        let mut p = Params {
-            cq_entries: CQ_ENTRIES,
-            flags: IORING_SETUP_CQSIZE | IORING_SETUP_CLAMP,
-            ..Params::default()
-        };
-        // SAFETY: io_uring_setup reads and writes `p`, ours, of the size
-        // the kernel expects (asserted above).
-        let r = unsafe {
-            syscall::syscall6(
-                libc::SYS_io_uring_setup,
-                SQ_ENTRIES as usize,
-                &mut p as *mut Params as usize,
-                0,
-                0,
-                0,
-                0,
-            )
-        };
-        let fd = syscall::result(r)? as RawFd;
-        // SAFETY: a new fd the kernel just gave us; owned from here (it is
-        // close-on-exec: io_uring fds always are).
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let base = IORING_SETUP_CQSIZE | IORING_SETUP_CLAMP;
+        let (fd, p, deferred) =
+            match setup(base | IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN) {
+                Ok((fd, p)) => {
+                    let efd = new_eventfd()?;
+                    let efd_raw = efd.as_raw_fd();
+                    // SAFETY: registers our eventfd with our ring: the
+                    // kernel reads one int.
+                    let r = unsafe {
+                        syscall::syscall6(
+                            libc::SYS_io_uring_register,
+                            fd.as_raw_fd() as usize,
+                            IORING_REGISTER_EVENTFD,
+                            &efd_raw as *const RawFd as usize,
+                            1,
+                            0,
+                            0,
+                        )
+                    };
+                    syscall::result(r)?;
+                    (fd, p, Some(efd))
+                }
+                // Before Linux 6.1: the default way.
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                    let (fd, p) = setup(base)?;
+                    (fd, p, None)
+                }
+                Err(e) => return Err(e),
+            };
         let needed = IORING_FEAT_FAST_POLL | IORING_FEAT_NODROP;
         if p.features & needed != needed {
             return Err(io::Error::new(
@@ -261,6 +288,7 @@ impl Ring {
             cq_mask: 0,
             sq_off: p.sq_off,
             cq_off: p.cq_off,
+            deferred,
         };
         // SAFETY: the masks are u32s at the kernel's offsets in the rings.
         unsafe {
@@ -270,9 +298,10 @@ impl Ring {
         Ok(ring)
     }
 
-    /// The ring's fd: readable while completions are queued.
-    pub(super) fn fd(&self) -> RawFd {
-        self.fd.as_raw_fd()
+    /// The fd to watch: readable (an edge) when completions may be ready
+    /// for [`Ring::reap`].
+    pub(super) fn wake_fd(&self) -> RawFd {
+        self.deferred.as_ref().unwrap_or(&self.fd).as_raw_fd()
     }
 
     fn cq(&self) -> &Mapping {
@@ -355,7 +384,12 @@ impl Ring {
 
     /// Hands each queued completion to `f` (its `user_data`, its result),
     /// flushing the kernel's overflow list into the queue as it goes.
-    pub(super) fn reap(&mut self, mut f: impl FnMut(u64, i32)) {
+    /// `run_work`: first run the work the kernel deferred (the wake fd
+    /// said there is some); else only what is queued already is read.
+    pub(super) fn reap(&mut self, run_work: bool, mut f: impl FnMut(u64, i32)) {
+        if run_work && self.deferred.is_some() {
+            let _ = self.enter(0, IORING_ENTER_GETEVENTS);
+        }
         loop {
             let cq = self.cq();
             // SAFETY: the offsets are the kernel's, of u32 fields.
@@ -392,4 +426,41 @@ impl Ring {
             }
         }
     }
+}
+
+/// `io_uring_setup` with `flags`: the ring's fd and the kernel's answer.
+fn setup(flags: u32) -> io::Result<(OwnedFd, Params)> {
+    let mut p = Params {
+        cq_entries: CQ_ENTRIES,
+        flags,
+        ..Params::default()
+    };
+    // SAFETY: io_uring_setup reads and writes `p`, ours, of the size the
+    // kernel expects (asserted above).
+    let r = unsafe {
+        syscall::syscall6(
+            libc::SYS_io_uring_setup,
+            SQ_ENTRIES as usize,
+            &mut p as *mut Params as usize,
+            0,
+            0,
+            0,
+            0,
+        )
+    };
+    let fd = syscall::result(r)? as RawFd;
+    // SAFETY: a new fd the kernel just gave us; owned from here (it is
+    // close-on-exec: io_uring fds always are).
+    Ok((unsafe { OwnedFd::from_raw_fd(fd) }, p))
+}
+
+/// A new non-blocking, close-on-exec eventfd.
+fn new_eventfd() -> io::Result<OwnedFd> {
+    // SAFETY: eventfd returns a new fd we own, or -1 (checked).
+    let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: the new fd, owned from here.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }

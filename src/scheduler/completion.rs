@@ -98,7 +98,7 @@ impl<'a> Completion<'a> {
             // user code (the reactor reaps with syscalls only).
             let l = unsafe { self.core.local() };
             if l.reactor.op_result(self.key).is_none() {
-                l.reactor.reap(&mut woken);
+                l.reactor.reap(false, &mut woken);
             }
             l.reactor.op_result(self.key)
         };
