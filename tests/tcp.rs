@@ -126,12 +126,17 @@ fn read_and_write_timeouts_while_other_fibers_run() {
             }
         });
 
-        s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
-        assert_eq!(s.read_timeout().unwrap(), Some(Duration::from_millis(50)));
+        // The ticker has not run yet: had the read blocked the thread for
+        // its timeout, it would still read 0. Three of the ~100 ticks of
+        // 2 ms the 200 ms allow: a loaded machine can hold each up 60 ms
+        // and still pass (it was 3 ticks in a timeout of 50 ms).
+        s.set_read_timeout(Some(Duration::from_millis(200)))
+            .unwrap();
+        assert_eq!(s.read_timeout().unwrap(), Some(Duration::from_millis(200)));
         let start = Instant::now();
         let err = s.read(&mut [0; 16]).unwrap_err();
         assert_eq!(err.kind(), ErrorKind::WouldBlock);
-        assert!(start.elapsed() >= Duration::from_millis(50));
+        assert!(start.elapsed() >= Duration::from_millis(200));
         assert!(ticks.get() >= 3, "other fibers did not run during the read");
 
         // Fill the socket until a write times out (the peer never reads).
