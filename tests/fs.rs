@@ -76,13 +76,19 @@ fn opening_a_fifo_that_waits_for_its_writer_leaves_the_other_fibers_running() {
     let dir = TempDir::new("fifo");
     let fifo = dir.join("fifo");
     mkfifo(&fifo);
+    // The writer opens the FIFO this long after the start: an open that
+    // blocked the thread meanwhile would stall the ticker for all of it
+    // but the 30 ms it ticks first. 1 s, so that the ticker's bound (400
+    // ms) leaves a loaded machine hundreds of ms to be late by (it was
+    // 100 ms against a writer at 300 ms) and still catches such a stall.
+    const WRITER_AFTER: Duration = Duration::from_secs(1);
     let (text, max_gap, waited) = bounded(move || {
         let writer_path = fifo.clone();
-        // From before the writer starts: it opens the FIFO 300 ms after
-        // this, however long the runtime takes to start.
+        // From before the writer starts: it opens the FIFO `WRITER_AFTER`
+        // after this, however long the runtime takes to start.
         let start = Instant::now();
         let writer = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(300));
+            std::thread::sleep(WRITER_AFTER);
             std::fs::write(writer_path, "through the fifo").unwrap();
         });
         let out = fibra::run(|| {
@@ -101,11 +107,11 @@ fn opening_a_fifo_that_waits_for_its_writer_leaves_the_other_fibers_running() {
     });
     assert_eq!(text, "through the fifo");
     assert!(
-        waited >= Duration::from_millis(250),
+        waited >= WRITER_AFTER - Duration::from_millis(50),
         "did not wait: {waited:?}"
     );
     assert!(
-        max_gap < Duration::from_millis(100),
+        max_gap < Duration::from_millis(400),
         "the ticker stalled for {max_gap:?} while the FIFO opened"
     );
 }
