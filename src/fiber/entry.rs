@@ -428,7 +428,7 @@ where
         // Cancelled before it ever ran: drop the closure unrun.
         // SAFETY: `f` is read (and dropped) here, once.
         let _ = panic::catch_unwind(AssertUnwindSafe(|| drop(unsafe { ptr::read(f) })));
-        Err(fiber_error(core, id, Box::new(CancelUnwind)))
+        Err(fiber_error(core, id, CancelUnwind::report()))
     } else {
         // SAFETY: `f` is read (and called) here, once.
         panic::catch_unwind(AssertUnwindSafe(|| unsafe { ptr::read(f) }()))

@@ -79,6 +79,12 @@ impl Events {
         self.len == 0
     }
 
+    /// Whether the last wait filled the buffer: the kernel may have more
+    /// events ready than it took.
+    pub(super) fn filled(&self) -> bool {
+        self.len == CAPACITY
+    }
+
     /// Each event of the last wait: its token and its bits.
     #[inline(always)]
     pub(super) fn iter(&self) -> impl Iterator<Item = (usize, u32)> + '_ {

@@ -248,6 +248,12 @@ impl Reactor {
             || self.completions.in_flight()
     }
 
+    /// Whether the last poll took as many events as it could: more may be
+    /// ready in the epoll set, with no new edge to tell an outer watcher.
+    pub(crate) fn events_left(&self) -> bool {
+        self.events.filled()
+    }
+
     /// Registers `token` to be woken when `fd` is ready for `interest`.
     ///
     /// Returns `Ok(None)` for fds epoll cannot watch because they are always

@@ -86,6 +86,8 @@ impl Runtime {
         self.refuse_at_thread_exit("Runtime::block_on");
         let enter = Enter::new(self.core(), "Runtime::block_on");
         let result = panic::catch_unwind(AssertUnwindSafe(f));
+        // Fibers it spawned or woke and left ready make the fd readable.
+        self.core().prepare_outer_wait();
         drop(enter);
         self.left();
         match result {
@@ -114,6 +116,7 @@ impl Runtime {
         self.refuse_at_thread_exit("Runtime::run");
         let enter = Enter::new(self.core(), "Runtime::run");
         self.core().run_root(Until::NoFibers);
+        self.core().prepare_outer_wait();
         drop(enter);
         self.left();
     }
@@ -177,14 +180,63 @@ impl Runtime {
     /// ```
     #[track_caller]
     pub fn turn(&self, timeout: Option<Duration>) -> usize {
-        self.refuse_at_thread_exit("Runtime::turn");
-        let enter = Enter::new(self.core(), "Runtime::turn");
+        self.turn_until(timeout, None, "Runtime::turn")
+    }
+
+    /// [`turn`](Runtime::turn) with a time budget, for a loop that owes
+    /// its frames a fixed period (a game at 60 Hz): it stops resuming
+    /// fibers once `budget` has passed since it began, checked between
+    /// fibers (a fiber is never interrupted: one that runs long overruns
+    /// the budget by its own time). The fibers it left stay ready, first
+    /// in line for the next turn, and the runtime's fd stays readable.
+    /// Returns how many times it resumed a fiber.
+    ///
+    /// What bounds a plain `turn`: it resumes each fiber ready when it
+    /// starts once (a fiber that yields goes behind them, to the next
+    /// turn), plus the fibers that the I/O events and timers of its one
+    /// poll (up to 1 024 events) made ready. I/O and timers are polled
+    /// at the start of every turn, budgeted or not, so a budget never
+    /// starves them.
+    ///
+    /// # Panics
+    ///
+    /// When called from a fiber or from inside `block_on`.
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    ///
+    /// let rt = fibra::Runtime::new()?;
+    /// for _ in 0..100 {
+    ///     rt.spawn(|| {
+    ///         let start = Instant::now();
+    ///         while start.elapsed() < Duration::from_millis(1) {} // 1 ms of work
+    ///     });
+    /// }
+    /// // A frame has 5 ms left for fibers: a few run, the rest wait.
+    /// let ran = rt.turn_with_budget(Some(Duration::ZERO), Duration::from_millis(5));
+    /// assert!((1..100).contains(&ran), "{ran}");
+    /// while rt.fibers() > 0 {
+    ///     rt.turn_with_budget(Some(Duration::ZERO), Duration::from_millis(5));
+    /// }
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    #[track_caller]
+    pub fn turn_with_budget(&self, timeout: Option<Duration>, budget: Duration) -> usize {
+        let budget_ns = u64::try_from(budget.as_nanos()).unwrap_or(u64::MAX);
+        let deadline = crate::timer::clock::now_ns().saturating_add(budget_ns.max(1));
+        self.turn_until(timeout, Some(deadline), "Runtime::turn_with_budget")
+    }
+
+    /// A turn; `deadline`: no fiber resumed once the clock reads it (ns).
+    #[track_caller]
+    fn turn_until(&self, timeout: Option<Duration>, deadline: Option<u64>, what: &str) -> usize {
+        self.refuse_at_thread_exit(what);
+        let enter = Enter::new(self.core(), what);
         let core = self.core();
         // SAFETY: on the runtime's thread (Runtime is !Send); short borrow.
         let before = unsafe { core.local() }.resumed;
         core.poll(Some(Duration::ZERO));
-        core.start_batch();
-        core.run_root(Until::BatchDone);
+        core.run_batch(deadline);
         // SAFETY: as above.
         if unsafe { core.local() }.resumed == before
             && !core.has_ready()
@@ -194,17 +246,17 @@ impl Runtime {
             // not do: the timerfd also fires when the wheel cascades. (The
             // polls of `run_idle_once` may have readied a fiber already:
             // then there is nothing to wait for.)
-            let deadline = timeout.map(crate::timer::clock::after_ns);
+            let wait_until = timeout.map(crate::timer::clock::after_ns);
             while !core.has_ready() {
-                let left = deadline
+                let left = wait_until
                     .map(|d| Duration::from_nanos(d.saturating_sub(crate::timer::clock::now_ns())));
                 core.poll(left);
                 if left.is_some_and(|l| l.is_zero()) {
                     break;
                 }
             }
-            core.start_batch();
-            core.run_root(Until::BatchDone);
+            // (A budget counts from the turn's start: the wait is in it.)
+            core.run_batch(deadline);
         }
         core.prepare_outer_wait();
         // SAFETY: as above.
@@ -238,10 +290,14 @@ impl Runtime {
 
     /// Spawns a fiber on this runtime from outside it (from the thread that
     /// owns it, before or between `block_on`, `run` and `turn`, or from one
-    /// of its fibers). The fiber starts when the runtime next runs.
+    /// of its fibers). The fiber starts when the runtime next runs; from
+    /// outside, the runtime's fd is readable from now on (an outer loop
+    /// that waits on it calls [`turn`](Runtime::turn) next).
     ///
-    /// `F: Send` keeps the door open for runtimes of several workers, where
-    /// the fiber may start on another thread than the caller's.
+    /// `f` need not be `Send`: this runtime is its thread's alone (it is
+    /// not `Send` itself), so the fiber runs where it was spawned, as with
+    /// [`fibra::spawn`](crate::spawn). A runtime of several workers, whose
+    /// fibers may start on another thread, asks for `Send`.
     ///
     /// # Panics
     ///
@@ -249,22 +305,33 @@ impl Runtime {
     /// [`fibra::Builder`](crate::Builder) to handle that error.
     ///
     /// ```
+    /// use std::rc::Rc;
+    ///
     /// let rt = fibra::Runtime::new()?;
-    /// let h = rt.spawn(|| "hello");
-    /// assert_eq!(rt.block_on(|| h.join().unwrap()), "hello");
+    /// let shared = Rc::new("not Send");
+    /// let s = shared.clone();
+    /// let h = rt.spawn(move || s.len());
+    /// assert_eq!(rt.block_on(|| h.join().unwrap()), 8);
     /// # Ok::<(), std::io::Error>(())
     /// ```
     #[track_caller]
     pub fn spawn<F, T>(&self, f: F) -> JoinHandle<T>
     where
-        F: FnOnce() -> T + Send + 'static,
-        T: Send + 'static,
+        F: FnOnce() -> T + 'static,
+        T: 'static,
     {
-        let stack = self.core().default_stack;
-        match fiber::spawn_on(self.core(), f, None, stack, false) {
+        let core = self.core();
+        let stack = core.default_stack;
+        let handle = match fiber::spawn_on(core, f, None, stack, false) {
             Ok(handle) => handle,
             Err(e) => panic!("fibra: cannot spawn a fiber: {e}"),
+        };
+        // From outside, the first fiber made ready makes the fd readable
+        // (the ones after find it so: only a turn drains it).
+        if !core.is_entered() && core.ready_count() == 1 {
+            core.prepare_outer_wait();
         }
+        handle
     }
 
     /// How many fibers this runtime has that have not finished.

@@ -23,17 +23,69 @@ use crate::reactor::token::WakeToken;
 use crate::scheduler::context;
 use crate::scheduler::core::Core;
 use crate::scheduler::core::record::{TimeoutScope, Wake};
+use crate::scheduler::fiber_id::FiberId;
 use crate::scheduler::shared::{Remote, Shared};
 use crate::scheduler::wait_on::WaitOn;
 use crate::stack::pin::StackPin;
 use crate::timer::clock;
 
 /// The unwind payload of a cancelled fiber.
-pub(crate) struct CancelUnwind;
+///
+/// Dropped, it says that the unwind it carried has ended: caught, by the
+/// fiber's end or by the fiber's own `catch_unwind`. Then the fiber is no
+/// longer unwinding (its record's flag is cleared, if it is the running
+/// one), and its next park is a cancellation point again. The flag could
+/// not tell otherwise while another context of the thread is suspended
+/// mid-unwind: the thread's panic count, which `std::thread::panicking`
+/// reads, is then above zero for every context of it.
+pub(crate) struct CancelUnwind {
+    /// The fiber it unwinds; `None` for a report only (of a fiber
+    /// cancelled before it ran).
+    fiber: Option<FiberId>,
+}
 
-/// The unwind payload of an expired `fibra::timeout`.
+impl CancelUnwind {
+    /// The payload that unwinds the running context of `core`.
+    fn unwinding(core: &Core) -> Box<CancelUnwind> {
+        Box::new(CancelUnwind {
+            fiber: Some(core.current_id()),
+        })
+    }
+
+    /// A payload for a report only: it unwinds nothing.
+    pub(crate) fn report() -> Box<CancelUnwind> {
+        Box::new(CancelUnwind { fiber: None })
+    }
+}
+
+impl Drop for CancelUnwind {
+    fn drop(&mut self) {
+        if let Some(id) = self.fiber {
+            unwind_caught(id);
+        }
+    }
+}
+
+/// The unwind payload of an expired `fibra::timeout` (dropped: as
+/// [`CancelUnwind`]).
 struct TimeoutUnwind {
     id: NonZeroU64,
+    fiber: FiberId,
+}
+
+impl Drop for TimeoutUnwind {
+    fn drop(&mut self) {
+        unwind_caught(self.fiber);
+    }
+}
+
+/// An unwind of fiber `id` ended (its payload is dropped): if `id` is the
+/// context running on this thread, it no longer unwinds. (A payload moved
+/// to another fiber or thread and dropped there changes nothing.)
+fn unwind_caught(id: FiberId) {
+    if let Some(core) = context::current() {
+        core.unwind_caught(id);
+    }
 }
 
 /// How a park in a fiber ended, when it did not unwind.
@@ -90,10 +142,13 @@ pub(crate) fn owed_unwind(
         (rec.flags.cancelled(), rec.timeout)
     };
     if cancelled {
-        return Err(Box::new(CancelUnwind));
+        return Err(CancelUnwind::unwinding(core));
     }
     match scope {
-        Some(t) if t.deadline <= clock::now_ns() => Err(Box::new(TimeoutUnwind { id: t.id })),
+        Some(t) if t.deadline <= clock::now_ns() => Err(Box::new(TimeoutUnwind {
+            id: t.id,
+            fiber: core.current_id(),
+        })),
         scope => Ok(scope),
     }
 }
@@ -171,11 +226,15 @@ pub(crate) fn park(core: &Core, deadline: Option<u64>, on: WaitOn) -> Parked {
     };
     match core.park_raw(effective, on) {
         Wake::Unparked => Parked::Woken,
-        Wake::Cancelled => unwind(core, Box::new(CancelUnwind)),
+        Wake::Cancelled => unwind(core, CancelUnwind::unwinding(core)),
         Wake::TimedOut => match scope {
-            Some(scope) if deadline.is_none_or(|d| scope.deadline <= d) => {
-                unwind(core, Box::new(TimeoutUnwind { id: scope.id }))
-            }
+            Some(scope) if deadline.is_none_or(|d| scope.deadline <= d) => unwind(
+                core,
+                Box::new(TimeoutUnwind {
+                    id: scope.id,
+                    fiber: core.current_id(),
+                }),
+            ),
             _ => Parked::TimedOut,
         },
     }

@@ -122,11 +122,44 @@ impl Core {
         ran
     }
 
-    /// Sets the budget of a `turn` batch: the fibers ready now.
-    pub(crate) fn start_batch(&self) {
+    /// Runs a `turn`'s batch: the fibers ready now, each once, in order
+    /// (one that yields goes behind them, to the next batch). With a
+    /// `deadline` (ns, `turn_with_budget`), no fiber is resumed once the
+    /// clock reads it: the batch goes one fiber at a time, back to the root
+    /// after each (a budget of one), which checks the clock between them;
+    /// the fibers left stay at the head of the run queue, first in the next
+    /// batch. (Checking the clock where fibers hand over to each other
+    /// would cost every switch of every runtime a test.)
+    pub(crate) fn run_batch(&self, deadline: Option<u64>) {
         // SAFETY: on the runtime's thread; short borrow.
         let l = unsafe { self.local() };
-        l.budget = u32::try_from(l.run_queue.len()).unwrap_or(u32::MAX);
+        let batch = u32::try_from(l.run_queue.len()).unwrap_or(u32::MAX);
+        let Some(deadline) = deadline else {
+            l.budget = batch;
+            self.run_root(Until::BatchDone);
+            return;
+        };
+        for _ in 0..batch {
+            if !self.has_ready() || clock::now_ns() >= deadline {
+                break;
+            }
+            // SAFETY: on the runtime's thread; short borrow.
+            unsafe { self.local() }.budget = 1;
+            self.run_root(Until::BatchDone);
+        }
+    }
+
+    /// Fibers in the run queue.
+    pub(crate) fn ready_count(&self) -> usize {
+        // SAFETY: on the runtime's thread; short borrow.
+        unsafe { self.local() }.run_queue.len()
+    }
+
+    /// Whether the runtime is being driven (`block_on`, `run`, `turn`,
+    /// its drop) on this thread now.
+    pub(crate) fn is_entered(&self) -> bool {
+        // SAFETY: on the runtime's thread; short borrow.
+        unsafe { self.local() }.entered
     }
 
     pub(crate) fn has_ready(&self) -> bool {
@@ -425,7 +458,11 @@ impl Core {
         if let Some(next) = l.timers.next_expiration() {
             l.reactor.arm_timer(next);
         }
-        if !l.run_queue.is_empty() {
+        // Work left for the next turn makes the fd readable with a new
+        // edge (the waker's eventfd, in the epoll set): a ready fiber, or
+        // events beyond what the last poll took, which an outer watcher
+        // that is edge-triggered would otherwise never hear of.
+        if !l.run_queue.is_empty() || l.reactor.events_left() {
             self.shared.wake_fd();
         }
     }

@@ -353,6 +353,19 @@ impl Core {
         l.running().unwinding = unwinding;
     }
 
+    /// The unwind of fiber `id` ended (its payload was dropped): if it is
+    /// the running context, it no longer unwinds (see `park::CancelUnwind`).
+    pub(crate) fn unwind_caught(&self, id: FiberId) {
+        // SAFETY: on the runtime's thread; short borrow (a payload is
+        // dropped by its catcher's code, or at a fiber's end, never while
+        // fibra holds a borrow of its state).
+        let l = unsafe { self.local() };
+        let rec = l.running();
+        if rec.id == id {
+            rec.unwinding = false;
+        }
+    }
+
     /// Parks a context that is unwinding, counted as such while suspended.
     pub(crate) fn park_unwinding(&self, deadline: Option<u64>, on: WaitOn) -> Wake {
         self.count_unwinding_suspended(1);
