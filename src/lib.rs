@@ -307,6 +307,7 @@ pub use fiber::{
     AccessError, Builder, Fiber, FiberId, FiberLocal, JoinError, JoinHandle, Scope,
     ScopedJoinHandle, current, scope, spawn, try_current, yield_now,
 };
+pub use fiber::Group;
 pub use future::block_on_future;
 pub use generator::{Generator, Yielder};
 pub use runtime::{Runtime, run};

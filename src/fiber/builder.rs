@@ -3,7 +3,7 @@
 use std::io;
 use std::sync::Arc;
 
-use crate::fiber::{JoinHandle, spawn_on};
+use crate::fiber::{Group, JoinHandle, spawn_on};
 use crate::scheduler::context;
 use crate::stack;
 
@@ -111,5 +111,48 @@ impl Builder {
             None => core.default_stack,
         };
         spawn_on(core, f, self.name.map(Arc::from), stack_size, self.idle)
+    }
+
+    /// Spawns the fiber as a member of `group`, as
+    /// [`Group::spawn`](crate::Group::spawn) does, with this builder's name,
+    /// stack size and idleness. Its result goes to the group
+    /// ([`join_next`](crate::Group::join_next)), so there is no handle.
+    ///
+    /// (One builder for every fiber, a group's member or not, rather than a
+    /// builder of the group's that would repeat each option.)
+    ///
+    /// # Errors
+    ///
+    /// As [`spawn`](Builder::spawn)'s; the group is left as it was.
+    ///
+    /// ```
+    /// fibra::run(|| {
+    ///     let group = fibra::Group::new();
+    ///     fibra::Builder::new()
+    ///         .name("fetch-1".to_string())
+    ///         .stack_size(256 * 1024)
+    ///         .spawn_in(&group, || fibra::current().name().map(str::to_owned))
+    ///         .unwrap();
+    ///     let name = group.join_next().unwrap().unwrap();
+    ///     assert_eq!(name.as_deref(), Some("fetch-1"));
+    /// });
+    /// ```
+    #[track_caller]
+    pub fn spawn_in<F, T>(self, group: &Group<T>, f: F) -> io::Result<()>
+    where
+        F: FnOnce() -> T + 'static,
+        T: 'static,
+    {
+        let Some(core) = context::current() else {
+            return Err(io::Error::other(
+                "fibra::Builder::spawn_in called outside a fibra runtime \
+                 (call it inside block_on or a fiber)",
+            ));
+        };
+        let stack_size = match self.stack_size {
+            Some(size) => stack::validate_size(size)?,
+            None => core.default_stack,
+        };
+        group.spawn_on(core, f, self.name.map(Arc::from), stack_size, self.idle)
     }
 }

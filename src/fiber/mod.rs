@@ -33,6 +33,7 @@
 mod builder;
 pub(crate) mod entry;
 pub(crate) mod fiber_ref;
+mod group;
 pub(crate) mod join;
 mod join_error;
 pub(crate) mod local;
@@ -42,6 +43,7 @@ pub(crate) mod scope;
 pub(crate) mod scope_data;
 
 pub use builder::Builder;
+pub use group::Group;
 pub use join::{JoinError, JoinHandle};
 pub use local::{AccessError, FiberLocal};
 pub use scope::{Scope, ScopedJoinHandle, scope};

@@ -1,0 +1,265 @@
+//! A group's untyped core, [`Node`]: which members run and where (to
+//! cancel them), the order they finished in, who waits, and the group's
+//! place in the tree of groups (its children, to cancel them too).
+//!
+//! It holds nothing of `T`, so it is `Send + Sync` whatever the members
+//! return: a parent cancels a child group from any thread, and a member
+//! reports its end from its own worker, without touching a result. The
+//! typed part, the members' `JoinHandle<T>`s, stays in the `Group<T>`.
+//!
+//! # Ground rules
+//!
+//! - Every field that changes is behind the one mutex, held only for a few
+//!   map and queue operations: no user code, no park, no wake-up runs
+//!   under it (wake-ups and cancels are collected, then sent after).
+//! - A member is in `running` from just after its spawn (before it can
+//!   run: it is queued on the spawner's own runtime, which does not run it
+//!   before the spawner parks) until its exit callback ([`member_exited`]),
+//!   which runs after its result is in its packet and moves its id to
+//!   `finished`. So a `join` of an id taken from `finished` never waits.
+//! - A member's fiber owns one count of its node (the exit callback's data),
+//!   so the node outlives the member's registration in `members.rs`.
+//!
+//! A leaf of the folder: `members.rs` and the face (`mod.rs`) use it.
+
+use std::collections::VecDeque;
+use std::collections::hash_map::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+
+use crate::fiber::fiber_ref::FiberRef;
+use crate::scheduler::context;
+use crate::scheduler::fiber_id::FiberId;
+use crate::scheduler::park::{self, Unparker};
+use crate::scheduler::registry;
+use crate::scheduler::wait_on::WaitOn;
+use crate::timer::clock;
+
+/// A group's untyped core; see the module docs.
+pub(crate) struct Node {
+    state: Mutex<State>,
+    /// When the members are cancelled (ns of `timer::clock`): the group's
+    /// own deadline, or an earlier one it inherited. Never changes.
+    pub(super) deadline: Option<u64>,
+}
+
+struct State {
+    /// Set for good by a cancel (the group's, a parent's): members spawned
+    /// afterwards are cancelled at once.
+    cancelled: bool,
+    /// Members that have not exited, with where they run.
+    running: HashMap<FiberId, FiberRef, IdHash>,
+    /// Members that have exited and were not joined yet, first first.
+    finished: VecDeque<FiberId>,
+    /// Contexts parked until a member exits (`join_next`, the drop).
+    waiters: Vec<Unparker>,
+    /// The groups made inside members of this one.
+    children: Vec<Weak<Node>>,
+}
+
+impl Node {
+    /// A node under `parent` (cancelled if it is), with `deadline`.
+    pub(super) fn new(parent: Option<&Arc<Node>>, deadline: Option<u64>) -> Arc<Node> {
+        let node = Arc::new(Node {
+            state: Mutex::new(State {
+                cancelled: false,
+                running: HashMap::default(),
+                finished: VecDeque::new(),
+                waiters: Vec::new(),
+                children: Vec::new(),
+            }),
+            deadline,
+        });
+        if let Some(parent) = parent {
+            let mut p = parent.lock();
+            if p.cancelled {
+                node.lock().cancelled = true;
+            } else {
+                // Forget the children gone since the list last grew:
+                // amortised O(1) a child.
+                if p.children.len() == p.children.capacity() {
+                    p.children.retain(|c| c.strong_count() > 0);
+                }
+                p.children.push(Arc::downgrade(&node));
+            }
+        }
+        node
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // No user code runs under the lock, so nothing poisons it; should
+        // something, the state is still consistent between operations.
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether the group was cancelled, or its deadline has passed.
+    pub(super) fn is_cancelled(&self) -> bool {
+        self.lock().cancelled || self.deadline.is_some_and(|d| d <= clock::now_ns())
+    }
+
+    /// Records member `id`, spawned just now, running `at`; cancels it
+    /// if the group is cancelled already.
+    pub(super) fn add(&self, id: FiberId, at: FiberRef) {
+        let cancel = {
+            let mut s = self.lock();
+            let cancel = s.cancelled.then(|| at.clone());
+            s.running.insert(id, at);
+            cancel
+        };
+        if let Some(at) = cancel {
+            at.cancel(id);
+        }
+    }
+
+    /// Cancels every member that runs, and every child group's, at any
+    /// depth; from now on, members are cancelled as they are spawned.
+    pub(super) fn cancel(&self) {
+        self.cancel_except(None);
+    }
+
+    /// [`cancel`](Node::cancel), but for member `me` (the caller).
+    pub(super) fn cancel_except(&self, me: Option<FiberId>) {
+        let (members, children): (Vec<_>, Vec<_>) = {
+            let mut s = self.lock();
+            s.cancelled = true;
+            (
+                s.running
+                    .iter()
+                    .filter(|(id, _)| Some(**id) != me)
+                    .map(|(id, at)| (*id, at.clone()))
+                    .collect(),
+                s.children.iter().filter_map(Weak::upgrade).collect(),
+            )
+        };
+        for (id, at) in members {
+            at.cancel(id);
+        }
+        for child in children {
+            child.cancel();
+        }
+    }
+
+    /// Member `id` has exited (its result is in its packet).
+    pub(super) fn exited(&self, id: FiberId) {
+        let waiters = {
+            let mut s = self.lock();
+            s.running.remove(&id);
+            s.finished.push_back(id);
+            std::mem::take(&mut s.waiters)
+        };
+        for waiter in waiters {
+            waiter.unpark();
+        }
+    }
+
+    /// The next member that finished; `None` when no member other than
+    /// `me` is left to finish. Waits (a cancellation point) meanwhile.
+    #[track_caller]
+    pub(super) fn next_finished(&self, me: Option<FiberId>) -> Option<FiberId> {
+        loop {
+            {
+                let mut s = self.lock();
+                if let Some(id) = s.finished.pop_front() {
+                    return Some(id);
+                }
+                if others_running(&s, me) == 0 {
+                    return None;
+                }
+                if !context::in_runtime() {
+                    check_can_finish(&s);
+                }
+                s.waiters.push(Unparker::current());
+            }
+            park::park_current(None, WaitOn::Sync(&"Group::join_next"));
+        }
+    }
+
+    /// The next member that has finished, without waiting.
+    pub(super) fn try_next_finished(&self) -> Option<FiberId> {
+        self.lock().finished.pop_front()
+    }
+
+    /// Whether any member other than `me` runs.
+    pub(super) fn any_running(&self, me: Option<FiberId>) -> bool {
+        others_running(&self.lock(), me) > 0
+    }
+
+    /// Waits until no member other than `me` runs, paying no heed to the
+    /// caller's own cancellation or `fibra::timeout` (the caller is a
+    /// group's drop, which may run while its fiber unwinds for either,
+    /// and which must not return before the members are gone). From a
+    /// thread that owns a runtime that runs members but is not running
+    /// (nothing would run them), returns at once instead.
+    pub(super) fn wait_all_exited(&self, me: Option<FiberId>) {
+        loop {
+            {
+                let mut s = self.lock();
+                if others_running(&s, me) == 0 {
+                    return;
+                }
+                if !context::in_runtime() && would_wait_forever(&s) {
+                    return;
+                }
+                s.waiters.push(Unparker::current());
+            }
+            match context::current() {
+                Some(core) => park::park_regardless(core, None, WaitOn::Sync(&"Group::drop")),
+                None => std::thread::park(),
+            }
+        }
+    }
+}
+
+/// How many members other than `me` run.
+fn others_running(s: &State, me: Option<FiberId>) -> usize {
+    let mine = me.is_some_and(|me| s.running.contains_key(&me));
+    s.running.len() - usize::from(mine)
+}
+
+/// Whether a member runs in a runtime of the calling thread, which is not
+/// inside it: a wait for that member could never end.
+fn would_wait_forever(s: &State) -> bool {
+    let this = std::thread::current().id();
+    s.running.values().any(|at| match at {
+        FiberRef::At { runtime, .. } => registry::get(*runtime).is_some_and(|r| r.owner == this),
+        FiberRef::Queued(_) => false,
+    })
+}
+
+/// Panics, as `JoinHandle::join` does, when a wait from this thread,
+/// outside any runtime, could never end.
+#[track_caller]
+fn check_can_finish(s: &State) {
+    if would_wait_forever(s) {
+        panic!(
+            "Group::join_next would wait forever: a member runs in a runtime of this \
+             thread that is not running. Wait inside that runtime, e.g. \
+             `rt.block_on(|| group.join_next())`."
+        );
+    }
+}
+
+/// The hasher of maps keyed by fiber id: the ids are distinct integers,
+/// so one multiply spreads them (SipHash would cost more than the rest
+/// of an insert).
+pub(crate) type IdHash = BuildHasherDefault<IdHasher>;
+
+/// See [`IdHash`].
+#[derive(Default)]
+pub(crate) struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.write_u64(u64::from(b));
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
