@@ -25,6 +25,11 @@ fn bounded<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
 
 #[test]
 fn a_second_fiber_parks_until_the_first_initialisation_completes() {
+    // How long the first initializer parks. The ticker's five sleeps of
+    // 1 ms must end within it: had the initializer blocked the thread, the
+    // ticker could only start after it. 400 ms, not 50: a loaded machine
+    // that holds each tick up 10 ms makes five of them take all of 50.
+    const INIT: Duration = Duration::from_millis(400);
     bounded(|| {
         fibra::run(|| {
             let cell = Arc::new(OnceLock::new());
@@ -35,7 +40,7 @@ fn a_second_fiber_parks_until_the_first_initialisation_completes() {
                 fibra::spawn(move || {
                     *cell.get_or_init(|| {
                         inits.fetch_add(1, Ordering::SeqCst);
-                        fibra::sleep(Duration::from_millis(50)); // parks mid-init
+                        fibra::sleep(INIT); // parks mid-init
                         "first"
                     })
                 })
@@ -61,11 +66,13 @@ fn a_second_fiber_parks_until_the_first_initialisation_completes() {
             assert_eq!(first.join().unwrap(), "first");
             let (value, at) = second.join().unwrap();
             assert_eq!(value, "first", "the second fiber got the first's value");
-            assert!(at - started >= Duration::from_millis(50), "it waited");
+            assert!(at - started >= INIT, "it waited");
             assert_eq!(inits.load(Ordering::SeqCst), 1, "one initializer ran");
+            let ticker_end = ticker.join().unwrap();
             assert!(
-                ticker.join().unwrap() - started < Duration::from_millis(50),
-                "other fibers ran while the initializer was parked"
+                ticker_end - started < INIT,
+                "other fibers ran while the initializer was parked: the ticker ended {:?} in",
+                ticker_end - started
             );
             assert_eq!(cell.get(), Some(&"first"));
         });
