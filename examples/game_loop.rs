@@ -13,14 +13,8 @@
 //! `cargo run --release --example game_loop -- --demo` measures the frame
 //! period with 200 connections each sending as fast as the game's server
 //! fibers answer (each answer costs 100 µs of CPU), three ways: no load,
-//! load with plain `turn`, load with `turn_with_budget`. On a 2-core VM:
-//!
-//! ```text
-//! frame period, target 16.67 ms, 300 frames    p50 ms  p99 ms  max ms
-//! no load, turn_with_budget                     16.67   16.75   16.92
-//! 200 busy connections, turn                    25.71   31.36   33.04
-//! 200 busy connections, turn_with_budget        16.67   17.05   18.21
-//! ```
+//! load with plain `turn`, load with `turn_with_budget` (its p50, p99 and
+//! max).
 //!
 //! A plain `turn` runs every fiber ready when it starts (here up to 200
 //! answers of 100 µs) and the frame waits for it; a budgeted one stops
