@@ -14,16 +14,58 @@ use crate::scheduler::core::{Core, Until};
 use crate::scheduler::thread_exit;
 
 /// A runtime on the thread that drives it: the default flavor of [`Runtime`].
+///
+/// It stays on the thread that made it: neither `Send` nor `Sync`, so a
+/// `Runtime` moved or shared into another thread does not compile, with
+/// one error that says so in its first line ("`*const Runtime` cannot be
+/// sent between threads safely", or "shared"):
+///
+/// ```compile_fail,E0277
+/// let rt = fibra::Runtime::new().unwrap();
+/// std::thread::spawn(move || rt.run()); // `*const Runtime` cannot be sent between threads
+/// ```
+///
+/// ```compile_fail,E0277
+/// let rt = fibra::Runtime::new().unwrap();
+/// std::thread::scope(|s| {
+///     s.spawn(|| rt.turn(None)); // `*const Runtime` cannot be shared between threads
+/// });
+/// ```
+///
+/// Another thread reaches the runtime through what is made to cross
+/// threads: a fibra channel, an [`EventFd`](crate::io::EventFd), a
+/// `JoinHandle`.
 pub struct CurrentThread {
-    core: Box<Core>,
+    /// What keeps the runtime on its thread, and what the compiler's error
+    /// names when it is moved or shared: a pointer to a `Runtime`.
+    _on_its_thread: std::marker::PhantomData<*const Runtime>,
+    core: OwnCore,
 }
+
+/// The runtime's scheduler, which holds raw pointers and cells that are
+/// neither `Send` nor `Sync`, as fibra's internal types: left to
+/// themselves they made an error of 8 messages over 460 lines that named
+/// them, and not `Runtime`, when a runtime crossed threads.
+struct OwnCore(Box<Core>);
+
+// SAFETY: never true of an `OwnCore` alone: it lives only in a
+// `CurrentThread`, whose marker field (a raw pointer) makes it neither
+// `Send` nor `Sync`, so the `Core` never leaves, nor is shared beyond, the
+// thread that made it. These impls only keep the compiler's error to that
+// marker (see above).
+unsafe impl Send for OwnCore {}
+// SAFETY: as above.
+unsafe impl Sync for OwnCore {}
 
 impl CurrentThread {
     pub(crate) fn new(core: Core) -> CurrentThread {
         let core = Box::new(core);
         // Listed for debuggers at its final address (`close` unlists it).
         crate::scheduler::debugger::register(&core);
-        CurrentThread { core }
+        CurrentThread {
+            _on_its_thread: std::marker::PhantomData,
+            core: OwnCore(core),
+        }
     }
 }
 
@@ -55,7 +97,7 @@ impl Runtime {
     }
 
     fn core(&self) -> &Core {
-        &self.flavor.core
+        &self.flavor.core.0
     }
 
     /// Runs `f` on this thread as the runtime's root, running the runtime's
@@ -423,7 +465,7 @@ impl Drop for CurrentThread {
     /// fiber parked inside `LocalKey::with` may borrow a thread-local that
     /// is already gone. See [`Runtime`]'s docs.
     fn drop(&mut self) {
-        close(&self.core);
+        close(&self.core.0);
     }
 }
 
