@@ -6,6 +6,7 @@
 //! when a fiber catches its cancellation while another is mid-unwind.
 
 mod util;
+mod warnings;
 
 use std::cell::{Cell, RefCell};
 use std::io::{Read, Write};
@@ -276,4 +277,46 @@ fn drop_returns_when_a_fiber_catches_its_cancellation() {
         );
         assert!(start.elapsed() < Duration::from_secs(30));
     });
+}
+
+/// A plain blocking call on the thread that owns a runtime with live
+/// fibers, made outside the runtime, is told once it has blocked for the
+/// runtime's `stall_warning`: here a `recv` whose sender is one of those
+/// fibers, which cannot run. (Another thread ends the wait, so the test
+/// does.)
+#[test]
+fn a_thread_that_blocks_its_own_runtime_is_told() {
+    warnings::capture();
+    let (tx, rx) = fibra::channel::unbounded::<u32>();
+    let rescue = tx.clone();
+    let rescuer = std::thread::spawn(move || {
+        let seen = warnings::wait_for(
+            "fibra::stall",
+            &["blocks-own-runtime"],
+            Duration::from_secs(20),
+        );
+        rescue.send(2).unwrap();
+        seen
+    });
+    let owner = std::thread::Builder::new()
+        .name("blocks-own-runtime".into())
+        .spawn(move || {
+            let rt = fibra::Runtime::builder()
+                .stall_warning(Duration::from_millis(200))
+                .build()
+                .unwrap();
+            rt.spawn(move || tx.send(1).unwrap()); // cannot run meanwhile
+            let got = rx.recv().unwrap(); // blocks the runtime's own thread
+            rt.run();
+            (got, rx.recv().unwrap())
+        })
+        .unwrap();
+    let (first, then) = owner.join().unwrap();
+    let seen = rescuer.join().unwrap();
+    assert_eq!((first, then), (2, 1), "the fiber cannot have sent first");
+    assert!(!seen.is_empty(), "no warning");
+    let w = &seen[0];
+    assert_eq!(w.level, tracing::Level::WARN);
+    assert!(w.fields.contains("1 live fibers"), "{w:?}");
+    assert!(w.fields.contains("channel"), "{w:?}");
 }

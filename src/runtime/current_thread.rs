@@ -60,8 +60,10 @@ unsafe impl Sync for OwnCore {}
 impl CurrentThread {
     pub(crate) fn new(core: Core) -> CurrentThread {
         let core = Box::new(core);
-        // Listed for debuggers at its final address (`close` unlists it).
+        // Listed for debuggers at its final address (`close` unlists it),
+        // and as this thread's (see `scheduler::owner`).
         crate::scheduler::debugger::register(&core);
+        crate::scheduler::owner::own(&core);
         CurrentThread {
             _on_its_thread: std::marker::PhantomData,
             core: OwnCore(core),
@@ -465,6 +467,7 @@ impl Drop for CurrentThread {
     /// fiber parked inside `LocalKey::with` may borrow a thread-local that
     /// is already gone. See [`Runtime`]'s docs.
     fn drop(&mut self) {
+        crate::scheduler::owner::disown(&self.core.0);
         close(&self.core.0);
     }
 }

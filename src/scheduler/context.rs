@@ -110,6 +110,7 @@ impl<'a> Enter<'a> {
                  fiber instead, or call it from a plain thread."
             );
         }
+        crate::scheduler::owner::driven();
         Enter::nested(core)
     }
 

@@ -34,6 +34,7 @@ pub(crate) mod helper;
 pub(crate) mod interrupt;
 pub(crate) mod locals;
 pub(crate) mod metrics;
+pub(crate) mod owner;
 pub(crate) mod park;
 pub(crate) mod pool;
 pub(crate) mod readiness;

@@ -24,6 +24,7 @@ use crate::scheduler::context;
 use crate::scheduler::core::Core;
 use crate::scheduler::core::record::{TimeoutScope, Wake};
 use crate::scheduler::fiber_id::FiberId;
+use crate::scheduler::owner;
 use crate::scheduler::shared::{Remote, Shared};
 use crate::scheduler::wait_on::WaitOn;
 use crate::stack::pin::StackPin;
@@ -518,24 +519,40 @@ pub(crate) fn retire_token() {
 pub(crate) fn park_current(deadline: Option<u64>, on: WaitOn) -> Parked {
     match context::current() {
         Some(core) => park(core, deadline, on),
-        None => match deadline {
-            None => {
-                std::thread::park();
-                Parked::Woken
+        None => park_thread(deadline, on),
+    }
+}
+
+/// [`park_current`] on a plain thread: `std::thread::park`, told after the
+/// owning runtime's `stall_warning` if the thread owns a runtime whose
+/// fibers cannot run meanwhile (see `scheduler::owner`).
+#[cold]
+fn park_thread(deadline: Option<u64>, on: WaitOn) -> Parked {
+    let now = clock::now_ns();
+    if deadline.is_some_and(|d| now >= d) {
+        return Parked::TimedOut;
+    }
+    let left = deadline.map(|d| d - now);
+    match owner::blocked_runtime() {
+        Some((after, fibers)) if left.is_none_or(|l| l > after.as_nanos() as u64) => {
+            std::thread::park_timeout(after);
+            let waited = clock::now_ns() - now;
+            if waited >= after.as_nanos() as u64 {
+                owner::warn_blocked(on, fibers, std::time::Duration::from_nanos(waited));
             }
-            Some(deadline) => {
-                let now = clock::now_ns();
-                if now >= deadline {
-                    return Parked::TimedOut;
-                }
-                std::thread::park_timeout(std::time::Duration::from_nanos(deadline - now));
-                if clock::now_ns() >= deadline {
-                    Parked::TimedOut
-                } else {
-                    Parked::Woken
-                }
-            }
-        },
+            // Woken, or told: the caller looks again, and parks again.
+            return Parked::Woken;
+        }
+        _ => {}
+    }
+    match left {
+        None => std::thread::park(),
+        Some(left) => std::thread::park_timeout(std::time::Duration::from_nanos(left)),
+    }
+    if deadline.is_some_and(|d| clock::now_ns() >= d) {
+        Parked::TimedOut
+    } else {
+        Parked::Woken
     }
 }
 
