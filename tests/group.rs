@@ -335,14 +335,17 @@ fn cancels_and_deadlines_reach_child_groups_that_left_their_member() {
 /// A member whose destructor itself parks: a drop that returned before its
 /// end would be caught with the count short.
 fn slow_unwinder(dropped: &Rc<Cell<usize>>) -> impl FnOnce() + 'static {
-    struct Slow(Rc<Cell<usize>>);
+    struct Slow {
+        _count: Dropped, // dropped after `drop` below, even if it unwinds
+    }
     impl Drop for Slow {
         fn drop(&mut self) {
             fibra::sleep(Duration::from_millis(50));
-            self.0.set(self.0.get() + 1);
         }
     }
-    let guard = Slow(dropped.clone());
+    let guard = Slow {
+        _count: Dropped(dropped.clone()),
+    };
     move || {
         let _guard = guard;
         fibra::sleep(HOUR);
@@ -515,4 +518,65 @@ fn spawn_in_names_members_and_sizes_their_stacks() {
         names.sort();
         assert_eq!(names, ["member-0", "member-1", "member-2"]);
     });
+}
+
+#[test]
+fn a_member_that_drops_its_own_group_cancels_and_waits_for_the_others_only() {
+    fibra::run(|| {
+        let dropped = Rc::new(Cell::new(0));
+        let group = Rc::new(Group::new());
+        for _ in 0..5 {
+            group.spawn(slow_unwinder(&dropped));
+        }
+        let (g, d) = (group.clone(), dropped.clone());
+        let last = Rc::new(Cell::new(usize::MAX));
+        let l = last.clone();
+        group.spawn(move || {
+            fibra::sleep(Duration::from_millis(50));
+            drop(g); // the last Rc: the group drops here, in its own member
+            l.set(d.get());
+        });
+        drop(group);
+        while last.get() == usize::MAX {
+            fibra::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(last.get(), 5, "the others unwound before the drop returned");
+    });
+}
+
+#[test]
+fn a_dropped_runtime_unwinds_groups_and_their_members() {
+    let dropped = Rc::new(Cell::new(0));
+    let rt = fibra::Runtime::new().unwrap();
+    let d = dropped.clone();
+    rt.spawn(move || {
+        let group = Group::new();
+        for _ in 0..10 {
+            group.spawn(slow_unwinder(&d));
+        }
+        group.join_next();
+    });
+    rt.block_on(|| fibra::sleep(Duration::from_millis(20)));
+    assert_eq!(dropped.get(), 0);
+    drop(rt);
+    assert_eq!(dropped.get(), 10);
+}
+
+#[test]
+fn outside_the_runtime_that_runs_its_members_a_group_never_waits_for_ever() {
+    let dropped = Rc::new(Cell::new(0));
+    let rt = fibra::Runtime::new().unwrap();
+    let group = Group::new();
+    rt.block_on(|| {
+        group.spawn(slow_unwinder(&dropped));
+        fibra::yield_now(); // it starts sleeping
+    });
+    // This thread owns the runtime, which is not running: nothing would
+    // run the member. join_next says so; the drop cancels and returns.
+    let waited = panic::catch_unwind(AssertUnwindSafe(|| group.join_next()));
+    assert!(waited.is_err());
+    drop(group);
+    assert_eq!(dropped.get(), 0);
+    rt.block_on(|| fibra::sleep(Duration::from_millis(200)));
+    assert_eq!(dropped.get(), 1, "it unwound when the runtime ran");
 }

@@ -51,8 +51,12 @@ struct State {
     running: HashMap<FiberId, FiberRef, IdHash>,
     /// Members that have exited and were not joined yet, first first.
     finished: VecDeque<FiberId>,
-    /// Contexts parked until a member exits (`join_next`, the drop).
-    waiters: Vec<Unparker>,
+    /// Contexts parked until a member exits (`join_next`, the drop): the
+    /// usual one, and any others (a group that several fibers wait on).
+    /// The first has a slot of its own, so that a wake-up costs no
+    /// allocation.
+    waiter: Option<Unparker>,
+    more_waiters: Vec<Unparker>,
     /// The groups made inside members of this one.
     children: Vec<Weak<Node>>,
 }
@@ -65,7 +69,8 @@ impl Node {
                 cancelled: false,
                 running: HashMap::default(),
                 finished: VecDeque::new(),
-                waiters: Vec::new(),
+                waiter: None,
+                more_waiters: Vec::new(),
                 children: Vec::new(),
             }),
             deadline,
@@ -141,13 +146,13 @@ impl Node {
 
     /// Member `id` has exited (its result is in its packet).
     pub(super) fn exited(&self, id: FiberId) {
-        let waiters = {
+        let (first, more) = {
             let mut s = self.lock();
             s.running.remove(&id);
             s.finished.push_back(id);
-            std::mem::take(&mut s.waiters)
+            (s.waiter.take(), std::mem::take(&mut s.more_waiters))
         };
-        for waiter in waiters {
+        for waiter in first.into_iter().chain(more) {
             waiter.unpark();
         }
     }
@@ -168,7 +173,7 @@ impl Node {
                 if !context::in_runtime() {
                     check_can_finish(&s);
                 }
-                s.waiters.push(Unparker::current());
+                s.wait_here();
             }
             park::park_current(None, WaitOn::Sync(&"Group::join_next"));
         }
@@ -200,12 +205,23 @@ impl Node {
                 if !context::in_runtime() && would_wait_forever(&s) {
                     return;
                 }
-                s.waiters.push(Unparker::current());
+                s.wait_here();
             }
             match context::current() {
                 Some(core) => park::park_regardless(core, None, WaitOn::Sync(&"Group::drop")),
                 None => std::thread::park(),
             }
+        }
+    }
+}
+
+impl State {
+    /// Registers the calling context's next park as a waiter.
+    fn wait_here(&mut self) {
+        let me = Unparker::current();
+        match self.waiter {
+            None => self.waiter = Some(me),
+            Some(_) => self.more_waiters.push(me),
         }
     }
 }
