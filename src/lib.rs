@@ -38,7 +38,9 @@
 //! - [blocking the runtime](guide::blocking): what stalls a thread's
 //!   fibers, the stall warning, the blocking pool;
 //! - [thread-locals](guide::thread_locals): the one rule, `OnceLock` and
-//!   `fiber_local!`.
+//!   `fiber_local!`;
+//! - [embedding](guide::embedding): fibra's loop inside yours (`poll`,
+//!   epoll, a frame loop, glib, libuv, calloop).
 //!
 //! ## The pieces
 //!

@@ -15,11 +15,15 @@
 //!   what to use instead.
 //! - [`thread_locals`]: the one rule that fibers add to `thread_local!`,
 //!   and the tools that make it easy to keep.
+//! - [`embedding`]: fibra's loop inside yours (a `poll` or epoll loop, a
+//!   game's frames, glib, libuv, calloop): what `turn`, `turn_with_budget`,
+//!   `block_on` and the runtime's fd guarantee.
 //!
 //! The crate's front page has the [guarantees](crate#guarantees) and the
 //! details of the [`hook` feature](crate#the-hook-feature).
 
 pub mod blocking;
+pub mod embedding;
 pub mod from_go;
 pub mod from_std_threads;
 pub mod from_tokio;
