@@ -10,8 +10,9 @@
 //! that thinks every 100 ms and a network thread's messages, as blocking
 //! code in fibers.
 //!
-//! `cargo run --release --example game_loop -- --demo` measures the frame
-//! period with 200 connections each sending as fast as the game's server
+//! `cargo run --release --example game_loop -- --demo [--clients N]`
+//! measures the frame period with N (200) connections each sending as
+//! fast as the game's server
 //! fibers answer (each answer costs 100 µs of CPU), three ways: no load,
 //! load with plain `turn`, load with `turn_with_budget` (its p50, p99 and
 //! max).
@@ -37,8 +38,15 @@ const RENDER: Duration = Duration::from_millis(2);
 fn main() {
     // `main` returning the error would print it with `{:?}`: say it
     // plainly instead.
-    let demo = std::env::args().any(|a| a == "--demo");
-    let result = if demo { measure() } else { scene() };
+    let args: Vec<String> = std::env::args().collect();
+    let demo = args.iter().any(|a| a == "--demo");
+    // `--clients N`: how many busy connections the demo's load has.
+    let clients = args
+        .iter()
+        .position(|a| a == "--clients")
+        .and_then(|i| args.get(i + 1)?.parse().ok())
+        .unwrap_or(200);
+    let result = if demo { measure(clients) } else { scene() };
     if let Err(e) = result {
         eprintln!("game_loop: {e}");
         std::process::exit(1);
@@ -156,9 +164,10 @@ fn scene() -> std::io::Result<()> {
     Ok(())
 }
 
-/// `--demo`: the frame period with and without load, with and without a
-/// budget.
-fn measure() -> std::io::Result<()> {
+/// `--demo`: the frame period with and without load (`clients` busy
+/// connections), with and without a budget. (Also run by
+/// `benches/frame_loop.rs`.)
+pub fn measure(clients: usize) -> std::io::Result<()> {
     const FRAMES: usize = 300;
     println!(
         "frame period, target {:.2} ms, {FRAMES} frames    p50 ms  p99 ms  max ms",
@@ -166,10 +175,15 @@ fn measure() -> std::io::Result<()> {
     );
     for (name, load, budgeted) in [
         ("no load, turn_with_budget", false, true),
-        ("200 busy connections, turn", true, false),
-        ("200 busy connections, turn_with_budget", true, true),
+        ("busy connections, turn", true, false),
+        ("busy connections, turn_with_budget", true, true),
     ] {
-        let periods = one_run(FRAMES, load, budgeted)?;
+        let name = if load {
+            format!("{clients} {name}")
+        } else {
+            name.to_string()
+        };
+        let periods = one_run(FRAMES, load.then_some(clients), budgeted)?;
         let mut ms: Vec<f64> = periods.iter().map(|p| p.as_secs_f64() * 1e3).collect();
         ms.sort_by(f64::total_cmp);
         let at = |q: f64| ms[((ms.len() - 1) as f64 * q) as usize];
@@ -184,9 +198,9 @@ fn measure() -> std::io::Result<()> {
 }
 
 /// One measured run: an echo server in the game's runtime whose answers
-/// cost 100 µs each, and (with `load`) 200 clients on a thread of their own
-/// that keep it busy.
-fn one_run(frames: usize, load: bool, budgeted: bool) -> std::io::Result<Vec<Duration>> {
+/// cost 100 µs each, and (with `load`) that many clients on a thread of
+/// their own that keep it busy.
+fn one_run(frames: usize, load: Option<usize>, budgeted: bool) -> std::io::Result<Vec<Duration>> {
     let rt = fibra::Runtime::new()?;
     let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
     let addr = listener.local_addr()?;
@@ -205,11 +219,11 @@ fn one_run(frames: usize, load: bool, budgeted: bool) -> std::io::Result<Vec<Dur
         }
     });
     let stop = Arc::new(AtomicBool::new(false));
-    let clients = load.then(|| {
+    let clients = load.map(|n| {
         let stop = stop.clone();
         std::thread::spawn(move || {
             fibra::run(|| {
-                let all: Vec<_> = (0..200)
+                let all: Vec<_> = (0..n)
                     .map(|_| {
                         let stop = stop.clone();
                         fibra::spawn(move || {
