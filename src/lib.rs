@@ -48,8 +48,8 @@
 //!   [`run`](Runtime::run), [`turn`](Runtime::turn) for an outer loop, and its
 //!   fd for `poll`).
 //! - Fibers: [`spawn`], [`Builder`] (and [idle fibers](Builder::idle)),
-//!   [`JoinHandle`], [`scope`], [`yield_now`], [`current`], [`try_current`],
-//!   [`fiber_local!`].
+//!   [`JoinHandle`], [`scope`], [`Group`] (fibers that end together),
+//!   [`yield_now`], [`current`], [`try_current`], [`fiber_local!`].
 //! - Seeing inside: a fiber that keeps its thread is named by a `tracing`
 //!   WARN while it runs ([`stall_warning`](runtime::Builder::stall_warning));
 //!   [`Runtime::dump`] lists every fiber; in gdb, `info fibers` and `fiber
