@@ -15,11 +15,10 @@ use std::time::{Duration, Instant};
 
 use libc::c_int;
 
-/// How long each fiber's call waits: a call that blocked the thread would
-/// stall the ticker that long, which the ticker's bound (one `WAIT`) must
-/// tell from a loaded machine's delays. 300 ms, not 100: the turn that
-/// wakes twenty fibers stretches to tens of ms on a loaded 2-core machine
-/// (31 ms with two CPU hogs, a debug build), and more on a noisy CI VM.
+/// How long each fiber's call waits: calls that blocked the thread would
+/// stall the ticker that long each, twenty in turn. 300 ms, not 100, so
+/// that [`util::assert_parked`]'s bounds (a quarter and half of the twenty
+/// waits) leave room for the freezes of a shared 2-core VM, up to a second.
 const WAIT: Duration = Duration::from_millis(300);
 const FIBERS: usize = 20;
 
