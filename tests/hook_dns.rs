@@ -110,16 +110,18 @@ fn child() {
         );
     });
     println!("one lookup {one:?}; twenty in fibers {all:?}; longest ticker gap {gap:?}");
+    // Had the lookups blocked the thread, the twenty fibers, started
+    // together, would wait for them one after another in one turn: 8 s in
+    // all and in the ticker's gap. The bounds are half and a quarter of
+    // that, not one lookup's 400 ms: a shared 2-core VM freezes for up to
+    // a second at times (the gap read 101 ms against half a `DELAY` with
+    // two CPU hogs beside the test, and tests of the same kind read 1 s).
     assert!(
-        all < DELAY * 5,
+        all < DELAY * 10,
         "twenty lookups took {all:?} (one takes {one:?})"
     );
-    // A lookup that blocked the thread would hold the ticker for the whole
-    // `DELAY` the server takes: one `DELAY` is the bound (it was half of
-    // one, which the ticker's gap came within 2x of, 101 ms, with two CPU
-    // hogs beside the test).
     assert!(
-        gap < DELAY,
+        gap < DELAY * 5,
         "the ticker stalled for {gap:?}: a lookup blocked the thread"
     );
     let _ = std::fs::remove_dir_all(&dir);
