@@ -138,9 +138,10 @@ fn tokio_postgres_two_hundred_fibers_on_one_thread() {
     // 157-328 ms in a debug build with two CPU hogs beside the test,
     // against the 400 ms bound it had. Concurrency is what `took` proves;
     // a query that blocked the thread would hold the ticker its 200 ms, and
-    // the 200, started together, would hold it 40 s in one turn. 1 s is five
-    // such queries blocked in turn, as tests/hook.rs bounds its connects.
-    assert!(gap < Duration::from_secs(1), "the ticker stalled {gap:?}");
+    // the 200, started together, would hold it 40 s in one turn. 2 s is ten
+    // such queries blocked in turn: room for the freezes of up to a second
+    // a shared 2-core VM has at times, on top of the parsing.
+    assert!(gap < Duration::from_secs(2), "the ticker stalled {gap:?}");
 }
 
 fn wait_driver(driver: fibra::JoinHandle<Result<(), tokio_postgres::Error>>) {
