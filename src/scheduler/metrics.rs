@@ -4,8 +4,9 @@
 /// What a worker's figures say; see [`Runtime::metrics`](crate::Runtime::metrics).
 ///
 /// A worker publishes its figures every time it polls for I/O (at least
-/// every [`BUDGET`](crate::runtime) fibers it runs, and before it sleeps),
-/// so they may lag by that much.
+/// once every 128 fibers it runs — its budget between two polls, as
+/// tokio's cooperative budget — and before it sleeps), so they may lag by
+/// that much.
 ///
 /// ```
 /// let rt = fibra::Runtime::builder().workers(2).build()?;
