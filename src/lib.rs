@@ -305,11 +305,11 @@ mod time;
 mod timer;
 
 pub use blocking::{max_blocking_threads, set_max_blocking_threads, spawn_blocking};
+pub use fiber::Group;
 pub use fiber::{
     AccessError, Builder, Fiber, FiberId, FiberLocal, JoinError, JoinHandle, Scope,
     ScopedJoinHandle, current, scope, spawn, try_current, yield_now,
 };
-pub use fiber::Group;
 pub use future::block_on_future;
 pub use generator::{Generator, Yielder};
 pub use runtime::{Runtime, run};

@@ -21,14 +21,17 @@ fn readable(rt: &fibra::Runtime, ms: i32) -> bool {
 fn an_outer_poll_loop_drives_timers_io_and_remote_wakeups() {
     let rt = fibra::Runtime::new().unwrap();
     let efd = Arc::new(EventFd::new(0).unwrap());
-    for ms in [30u64, 10, 20] {
+    // Wake-ups 100 ms apart, each its own turn (at 10 ms apart, a loaded
+    // machine that held the thread up between two turns made one turn of
+    // two wake-ups: 3 turns against the 4 this wants).
+    for ms in [300u64, 100, 200] {
         rt.spawn(move || fibra::sleep(Duration::from_millis(ms)));
     }
     let e = efd.clone();
     let reader = rt.spawn(move || e.read().unwrap());
     let e = efd.clone();
     let writer = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(15));
+        std::thread::sleep(Duration::from_millis(150));
         e.write(7).unwrap();
     });
 
@@ -49,7 +52,7 @@ fn an_outer_poll_loop_drives_timers_io_and_remote_wakeups() {
     // 4 starts + 3 timer wake-ups + 1 eventfd wake-up.
     assert_eq!(resumed, 8);
     assert!(turns >= 4, "{turns} turns");
-    assert!(start.elapsed() >= Duration::from_millis(30));
+    assert!(start.elapsed() >= Duration::from_millis(300));
     writer.join().unwrap();
     assert_eq!(rt.block_on(|| reader.join().unwrap()), 7);
 }
