@@ -43,6 +43,7 @@ pub(crate) mod run_queue;
 pub(crate) mod shared;
 pub(crate) mod stack_trace;
 pub(crate) mod thread_exit;
+pub(crate) mod unparker;
 pub(crate) mod wait_on;
 pub(crate) mod watch;
 pub(crate) mod watchdog;
