@@ -137,7 +137,11 @@ fn two_hundred_connects_on_one_thread() {
         // threads for connects were starting meanwhile).
         let took = start.elapsed();
         assert!(took < Duration::from_secs(5), "took {took:?}");
-        assert!(ticks >= 20, "the ticker ticked {ticks} times");
+        // (A blocked thread would let it tick about twice: between the
+        // runs of reads blocked in turn. 20 failed once in six runs under
+        // two CPU hogs, on a host that also loses a quarter of its CPU to
+        // steal.)
+        assert!(ticks >= 5, "the ticker ticked {ticks} times");
         assert!(
             worst < Duration::from_millis(1000),
             "the ticker stalled {worst:?}"
