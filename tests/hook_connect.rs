@@ -52,6 +52,25 @@ fn listener(backlog: i32) -> (RawFd, SocketAddr) {
     (fd, SocketAddr::from((std::net::Ipv4Addr::LOCALHOST, port)))
 }
 
+/// Bounds `fd`'s blocking receives and accepts (`SO_RCVTIMEO`).
+fn set_rcvtimeo(fd: RawFd, d: Duration) {
+    let tv = libc::timeval {
+        tv_sec: d.as_secs() as libc::time_t,
+        tv_usec: d.subsec_micros() as libc::suseconds_t,
+    };
+    // SAFETY: a valid timeval for the socket's SO_RCVTIMEO.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_RCVTIMEO,
+            (&raw const tv).cast(),
+            size_of::<libc::timeval>() as libc::socklen_t,
+        )
+    };
+    assert_eq!(r, 0, "SO_RCVTIMEO: {}", std::io::Error::last_os_error());
+}
+
 /// Fills `addr`'s accept queue (never accepted), so that the next
 /// handshake is dropped and its connect waits: the connections that fill
 /// it, to keep.
@@ -94,20 +113,7 @@ fn threads() -> usize {
 fn measure(design: &str, n: usize) {
     let (lfd, addr) = listener(128);
     // Bounds the acceptor's accept, so it sees `stop`.
-    let tv = libc::timeval {
-        tv_sec: 0,
-        tv_usec: 100_000,
-    };
-    // SAFETY: a valid timeval for SO_RCVTIMEO on our listener.
-    unsafe {
-        libc::setsockopt(
-            lfd,
-            libc::SOL_SOCKET,
-            libc::SO_RCVTIMEO,
-            (&raw const tv).cast(),
-            size_of::<libc::timeval>() as libc::socklen_t,
-        )
-    };
+    set_rcvtimeo(lfd, Duration::from_millis(100));
     let stop = Arc::new(AtomicBool::new(false));
     let accepted = Arc::new(AtomicUsize::new(0));
     // A plain thread (nothing is hooked there): the slow acceptor.
@@ -735,20 +741,7 @@ fn retried_connect(in_fiber: bool) -> ((i32, i32), (i32, i32)) {
         (first, second, acceptor)
     };
     // Bounds the acceptor's accepts.
-    let tv = libc::timeval {
-        tv_sec: 3,
-        tv_usec: 0,
-    };
-    // SAFETY: a valid timeval for our listener's SO_RCVTIMEO.
-    unsafe {
-        libc::setsockopt(
-            lfd,
-            libc::SOL_SOCKET,
-            libc::SO_RCVTIMEO,
-            (&raw const tv).cast(),
-            size_of::<libc::timeval>() as libc::socklen_t,
-        )
-    };
+    set_rcvtimeo(lfd, Duration::from_secs(3));
     let (first, second, acceptor) = if in_fiber {
         fibra::run(attempts)
     } else {
@@ -775,20 +768,7 @@ fn a_completing_connect_sends_no_eintr_to_the_thread() {
     bounded(Duration::from_secs(60), || {
         let (lfd, addr) = listener(0);
         let fill = fill_queue(addr);
-        let tv = libc::timeval {
-            tv_sec: 5,
-            tv_usec: 0,
-        };
-        // SAFETY: a valid timeval for our listener's SO_RCVTIMEO.
-        unsafe {
-            libc::setsockopt(
-                lfd,
-                libc::SOL_SOCKET,
-                libc::SO_RCVTIMEO,
-                (&raw const tv).cast(),
-                size_of::<libc::timeval>() as libc::socklen_t,
-            )
-        };
+        set_rcvtimeo(lfd, Duration::from_secs(5));
         // Empties the queue 100 ms in: the handshake's SYN, sent again
         // about a second in, gets through then.
         let acceptor = thread::spawn(move || {
