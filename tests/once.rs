@@ -156,7 +156,10 @@ fn a_cancelled_waiter_leaves_and_the_initialisation_completes() {
                 let cell = cell.clone();
                 fibra::spawn(move || {
                     *cell.get_or_init(|| {
-                        fibra::sleep(Duration::from_millis(30));
+                        // Long enough that the 1 ms wait below ends first
+                        // even under AddressSanitizer (30 ms did not: the
+                        // initialisation was done by then).
+                        fibra::sleep(Duration::from_millis(500));
                         1
                     })
                 })
