@@ -10,6 +10,11 @@
 //!     target/debug/examples/gdb_fibers
 //! ```
 //!
+//! The commands need no debug info: built with `--config
+//! 'profile.dev.debug=false'` (or `=1`, `="line-tables-only"`) it lists the
+//! same fibers, without files and lines at `false`. `tests/gdb.rs` builds it
+//! at each level.
+//!
 //! Without gdb it prints the same fibers as a dump, and ends.
 
 use std::io::Read;
@@ -29,6 +34,9 @@ pub extern "C" fn stop_here() {
 #[inline(never)]
 fn nap() {
     fibra::sleep(Duration::from_secs(3600));
+    // Not a tail call, which an optimized build would make a jump: `nap`
+    // keeps its frame on the stack, and `info fibers` finds it there.
+    std::hint::black_box(());
 }
 
 #[inline(never)]

@@ -195,7 +195,10 @@ fn submit(job: Job) {
         state.to_spawn = 0;
         if state.threads == 0 {
             // No thread can run the queue: run it here rather than never.
-            tracing::warn!(error = %e, "no blocking-pool thread: running blocking work inline");
+            let message = format!("no blocking-pool thread ({e}): running blocking work inline");
+            crate::report::tell(crate::report::Level::Warn, "fibra", &message, None, || {
+                tracing::warn!(error = %e, "no blocking-pool thread: running blocking work inline");
+            });
             let jobs: Vec<Job> = state.queue.drain(..).collect();
             drop(state);
             jobs.into_iter().for_each(|job| job());
@@ -223,7 +226,17 @@ fn spawner() {
                 if state.threads == 0 && !state.queue.is_empty() {
                     // No worker at all: this thread runs the queue rather
                     // than let it wait forever (never a runtime's thread).
-                    tracing::warn!(error = %e, "no blocking-pool thread: the spawner runs the work");
+                    let message =
+                        format!("no blocking-pool thread ({e}): the spawner runs the work");
+                    crate::report::tell(
+                        crate::report::Level::Warn,
+                        "fibra",
+                        &message,
+                        None,
+                        || {
+                            tracing::warn!(error = %e, "no blocking-pool thread: the spawner runs the work");
+                        },
+                    );
                     while let Some(job) = state.queue.pop_front() {
                         drop(state);
                         job();

@@ -277,9 +277,14 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(clippy::undocumented_unsafe_blocks)]
 #![warn(missing_docs)]
-// gdb's `info fibers` and `fiber N bt`, loaded by gdb from every program
-// that links fibra (see `runtime`'s docs, "In gdb").
-#![debugger_visualizer(gdb_script_file = "runtime/gdb_fibers.py")]
+// gdb's `info fibers` and `fiber N bt` are not a `#![debugger_visualizer]`,
+// which rustc writes only with debug info: `scheduler/debugger.rs` puts
+// them in every binary (see `runtime`'s docs, "In gdb"), but for an
+// AddressSanitizer build, whose red zones would break that section.
+#![cfg_attr(
+    fibra_asan,
+    debugger_visualizer(gdb_script_file = "runtime/gdb_fibers.py")
+)]
 
 mod arch;
 mod blocking;
@@ -294,8 +299,10 @@ mod hook;
 pub mod io;
 mod mem;
 pub mod net;
+mod observe;
 pub mod process;
 mod reactor;
+mod report;
 pub mod runtime;
 mod scheduler;
 pub mod signal;

@@ -179,3 +179,35 @@ fn a_cancelled_io_select_leaves_the_socket_usable() {
         );
     });
 }
+
+/// Arms as a user types them: a reference where a value was expected
+/// (`io(&s, ..)`, `recv(&r)`, `join(&h)`) is taken as the value itself, and
+/// the arms borrow — the socket, receiver and handle stay usable after.
+#[test]
+fn arms_take_a_reference_as_they_take_a_value_and_only_borrow() {
+    fibra::run(|| {
+        let listener = fibra::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let client = fibra::spawn(move || {
+            let mut c = fibra::net::TcpStream::connect(addr).unwrap();
+            std::io::Write::write_all(&mut c, b"hi").unwrap();
+            c
+        });
+        let (stream, _) = listener.accept().unwrap();
+        let (_s, r) = fibra::channel::bounded::<u8>(1);
+        let h = fibra::spawn(|| fibra::sleep(std::time::Duration::from_secs(60)));
+        let ready = fibra::select! {
+            recv(&r) -> _ => unreachable!(),
+            join(&h) -> _ => unreachable!(),
+            io(&stream, fibra::io::Interest::READABLE) -> ready => ready.unwrap(),
+        };
+        assert_eq!(ready, fibra::io::Interest::READABLE);
+        // Borrowed, not moved: all still here.
+        let mut buf = [0u8; 2];
+        std::io::Read::read_exact(&mut &stream, &mut buf).unwrap();
+        assert_eq!(&buf, b"hi");
+        assert!(r.try_recv().is_err());
+        h.cancel();
+        drop(client.join().unwrap());
+    });
+}

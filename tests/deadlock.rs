@@ -37,22 +37,7 @@ fn on_a_thread(name: &str, f: impl FnOnce() + Send + 'static) {
 /// Two fibers that take two locks in opposite orders, joined by the root,
 /// in a runtime on a thread named `name`.
 fn two_mutexes_in_opposite_orders(name: &str) {
-    on_a_thread(name, || {
-        let a = Arc::new(fibra::sync::Mutex::new(0));
-        let b = Arc::new(fibra::sync::Mutex::new(0));
-        let both = Arc::new(fibra::sync::Barrier::new(2));
-        let (a2, b2, both2) = (a.clone(), b.clone(), both.clone());
-        let one = fibra::Builder::new()
-            .name("a-then-b".into())
-            .spawn(move || lock_a_then_b(&a2, &b2, &both2))
-            .unwrap();
-        let two = fibra::Builder::new()
-            .name("b-then-a".into())
-            .spawn(move || lock_b_then_a(&a, &b, &both))
-            .unwrap();
-        let _ = one.join();
-        let _ = two.join();
-    });
+    on_a_thread(name, util::locks::deadlock_two_fibers);
 }
 
 #[test]

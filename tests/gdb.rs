@@ -1,12 +1,20 @@
 //! Fibers in gdb: the extension fibra embeds in every program that links it
-//! (`src/runtime/gdb_fibers.py`, through `#![debugger_visualizer]`) lists
-//! a stopped program's fibers and walks a parked one's stack.
+//! (`src/runtime/gdb_fibers.py`, in the `.debug_gdb_scripts` section that
+//! `src/scheduler/debugger.rs` writes) lists a stopped program's fibers and
+//! walks a parked one's stack.
 //!
 //! gdb runs this test binary itself (so no attach, and no ptrace rights
 //! beyond a parent's are needed), in [`gdb_child`], which runs
 //! `examples/gdb_fibers.rs`: named fibers parked in known functions on two
 //! runtimes, and a stop in `stop_here`. The extension is loaded by gdb's
 //! auto-load, as a user gets it, not sourced by hand.
+//!
+//! The same example is built as a program of its own at each `debug` level
+//! a user builds with (`false`, `"line-tables-only"`, `1`, `2`; see
+//! [`level_binary`]) and run under gdb: the extension reads no type from
+//! the debug info, so the commands work at each, with files and lines
+//! where there are line tables. And with the symbol table stripped, they
+//! still exist and say in one line what is missing.
 //!
 //! Without gdb (or a gdb without Python) the tests say SKIPPED loudly and
 //! pass, unless `FIBRA_REQUIRE_GDB=1` (set by `.ci/run`, which installs
@@ -15,6 +23,7 @@
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 #[path = "../examples/gdb_fibers.rs"]
@@ -59,23 +68,20 @@ fn info_fibers_and_fiber_bt_in_a_live_process() {
         ],
         None,
     );
-    if built_without_types("info_fibers_and_fiber_bt_in_a_live_process", &out) {
-        return;
-    }
     let info = section(&out, "info fibers");
-    check_fibers(&out, info, true);
+    check_fibers(&out, info, Seen::LIVE_WITH_LINES, "gdb::example");
 
     let locker = section(&out, "fiber locker bt");
-    check_locker_bt(&out, locker);
+    check_locker_bt(&out, locker, true);
 
     let listener = section(&out, "fiber by id");
     assert!(
-        listener.contains("example::wait_for_message"),
+        listener.contains("wait_for_message"),
         "`fiber N bt`, N the listener's id, names the user's function:\n{out}"
     );
     let reader = section(&out, "fiber reader");
     assert!(
-        reader.contains("example::wait_for_bytes") && reader.contains("UnixStream"),
+        reader.contains("wait_for_bytes") && reader.contains("UnixStream"),
         "`fiber reader` (bt by default) shows the read it waits in:\n{out}"
     );
     assert!(
@@ -139,70 +145,79 @@ fn info_fibers_and_fiber_bt_in_a_core_file() {
         ],
     );
     let _ = std::fs::remove_dir_all(&dir);
-    if built_without_types(test, &out) {
-        return;
-    }
-    check_fibers(&out, section(&out, "info fibers"), false);
-    check_locker_bt(&out, section(&out, "fiber locker bt"));
+    check_fibers(
+        &out,
+        section(&out, "info fibers"),
+        Seen::WITH_LINES,
+        "gdb::example",
+    );
+    check_locker_bt(&out, section(&out, "fiber locker bt"), true);
 }
 
-/// Whether the extension found no type information for fibra, as in
-/// `cargo test --release` (fibra's release profile keeps line tables
-/// only): then the test says SKIPPED. In a debug build that is a failure
-/// (the extension no longer finds what it reads), left to the checks.
-fn built_without_types(test: &str, out: &str) -> bool {
-    if cfg!(debug_assertions) || !out.contains("fibra: no debug info") {
-        return false;
-    }
-    say(&format!(
-        "SKIPPED {test}: this build has no debug info for fibra's types (a release \
-         build: `debug = \"line-tables-only\"`), which the gdb extension reads"
-    ));
-    true
+/// What a run of gdb could see.
+#[derive(Clone, Copy)]
+struct Seen {
+    /// A live process: deadlines are told.
+    live: bool,
+    /// The program has line tables: files and lines are told.
+    lines: bool,
+}
+
+impl Seen {
+    const LIVE_WITH_LINES: Seen = Seen {
+        live: true,
+        lines: true,
+    };
+    const WITH_LINES: Seen = Seen {
+        live: false,
+        lines: true,
+    };
 }
 
 /// `info fibers` lists every fiber of both runtimes with its name, state,
-/// what it waits on and the user's function it is in.
-fn check_fibers(out: &str, info: &str, live: bool) {
+/// what it waits on and the user's function it is in (`module::function`,
+/// and its file and line where there are line tables).
+fn check_fibers(out: &str, info: &str, seen: Seen, module: &str) {
     let line = |name: &str| {
         info.lines()
             .find(|l| l.contains(&format!("\"{name}\"")))
             .unwrap_or_else(|| panic!("`info fibers` lists {name:?}:\n{out}"))
     };
     let expect = [
-        ("sleeper", "parked: sleep", "example::nap at "),
-        (
-            "locker",
-            "parked: Mutex::lock",
-            "example::wait_for_lock at ",
-        ),
-        (
-            "listener",
-            "parked: channel receive",
-            "example::wait_for_message at ",
-        ),
-        ("reader", "READABLE", "example::wait_for_bytes at "),
-        ("worker-sleeper", "parked: sleep", "example::nap at "),
+        ("sleeper", "parked: sleep", "nap"),
+        ("locker", "parked: Mutex::lock", "wait_for_lock"),
+        ("listener", "parked: channel receive", "wait_for_message"),
+        ("reader", "READABLE", "wait_for_bytes"),
+        ("worker-sleeper", "parked: sleep", "nap"),
     ];
-    for (name, state, at) in expect {
+    for (name, state, function) in expect {
         let l = line(name);
         assert!(l.contains(state), "{name} is {state}: {l:?}\n{out}");
-        assert!(l.contains(at), "{name} is in {at}: {l:?}\n{out}");
-        assert!(
-            l.contains("examples/gdb_fibers.rs:"),
-            "with a file and line: {l:?}"
-        );
+        let at = format!("in {module}::{function}");
+        assert!(l.contains(&at), "{name} is {at}: {l:?}\n{out}");
+        if seen.lines {
+            assert!(
+                l.contains(&format!("{at} at ")) && l.contains("examples/gdb_fibers.rs:"),
+                "with a file and line: {l:?}\n{out}"
+            );
+        } else {
+            assert!(
+                l.trim_end().ends_with(function),
+                "no line tables: {l:?}\n{out}"
+            );
+        }
     }
     assert!(line("reader").contains("parked: fd "), "{out}");
-    if live {
+    if seen.live {
         assert!(
             line("sleeper").contains("s left"),
             "a live process's deadlines are told: {out}"
         );
     }
+    let waits_on_worker = format!("{module}::wait_on_worker");
     assert!(
         info.lines()
-            .any(|l| l.contains("parked: join of fiber") && l.contains("example::wait_on_worker")),
+            .any(|l| l.contains("parked: join of fiber") && l.contains(&waits_on_worker)),
         "the worker's unnamed fiber waits for its named one:\n{out}"
     );
     assert!(
@@ -225,20 +240,27 @@ fn check_fibers(out: &str, info: &str, live: bool) {
 
 /// `fiber locker bt` walks the parked fiber's stack from its park, through
 /// the user's function, to the fiber's trampoline, and hides the thread's
-/// own frame.
-fn check_locker_bt(out: &str, bt: &str) {
+/// own frame. (gdb names the frames: by their whole path with types,
+/// `Mutex<u32>::lock`, by their symbol, `Mutex<T>::lock::h0123...`, or by
+/// their last segment, `lock<u32> () at src/sync/mutex.rs:127`, as the
+/// debug info lets it.)
+fn check_locker_bt(out: &str, bt: &str, lines: bool) {
     assert!(
-        bt.contains("Mutex<u32>::lock"),
+        bt.lines()
+            .any(|l| l.contains("lock") && (l.contains("Mutex<") || l.contains("sync/mutex.rs:"))),
         "the call it parked in:\n{out}"
     );
     assert!(
-        bt.contains("example::wait_for_lock"),
+        bt.lines()
+            .any(|l| l.starts_with('#') && l.contains("wait_for_lock")),
         "the user's function:\n{out}"
     );
-    assert!(
-        bt.contains("examples/gdb_fibers.rs:"),
-        "with its line:\n{out}"
-    );
+    if lines {
+        assert!(
+            bt.contains("examples/gdb_fibers.rs:"),
+            "with its line:\n{out}"
+        );
+    }
     assert!(
         bt.trim_end()
             .lines()
@@ -253,6 +275,278 @@ fn check_locker_bt(out: &str, bt: &str) {
     );
 }
 
+// ---- every debug level ------------------------------------------------------
+
+#[test]
+fn gdb_at_debug_false() {
+    at_level("gdb_at_debug_false", Level::False);
+}
+
+#[test]
+fn gdb_at_debug_line_tables_only() {
+    at_level("gdb_at_debug_line_tables_only", Level::LineTablesOnly);
+}
+
+#[test]
+fn gdb_at_debug_1() {
+    at_level("gdb_at_debug_1", Level::Limited);
+}
+
+#[test]
+fn gdb_at_debug_2() {
+    at_level("gdb_at_debug_2", Level::Full);
+}
+
+/// A `debug` setting of Cargo's profiles, as users build with.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Level {
+    /// `debug = false`: no debug info; the symbol table is kept (Cargo's
+    /// `strip` is then `"debuginfo"`).
+    False,
+    /// `debug = "line-tables-only"`: functions, files and lines.
+    LineTablesOnly,
+    /// `debug = 1`, the usual release setting: no types or variables.
+    Limited,
+    /// `debug = 2` (`true`): everything, the default of `cargo build`.
+    Full,
+}
+
+impl Level {
+    /// As `--config profile.dev.debug=...` says it.
+    fn toml(self) -> &'static str {
+        match self {
+            Level::False => "false",
+            Level::LineTablesOnly => "\"line-tables-only\"",
+            Level::Limited => "1",
+            Level::Full => "2",
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Level::False => "false",
+            Level::LineTablesOnly => "line-tables-only",
+            Level::Limited => "1",
+            Level::Full => "2",
+        }
+    }
+}
+
+/// At `level`, on a live process: the extension is loaded, `info fibers`
+/// lists every fiber with its name and the user's function, `fiber NAME
+/// bt` and `fiber ID bt` walk a parked one, all with files and lines where
+/// there are line tables; and nothing reaches the user as a Python
+/// traceback.
+fn at_level(test: &str, level: Level) {
+    let Some(_) = Gdb::find(test) else {
+        return;
+    };
+    if cfg!(fibra_asan) {
+        say(&format!(
+            "SKIPPED {test}: under AddressSanitizer (the plain `cargo test` builds \
+             and checks every level)"
+        ));
+        return;
+    }
+    let gdb = Gdb {
+        exe: level_binary(level),
+        test_child: false,
+    };
+    let out = gdb.run(
+        &[
+            "break stop_here",
+            "run",
+            "echo @@info fibers\\n",
+            "info fibers",
+            "echo @@fiber locker bt\\n",
+            "fiber locker bt",
+            "echo @@fiber by id\\n",
+            "python import re; m = re.search(r'^\\W*(\\d+) \"listener\"', \
+             gdb.execute('info fibers', to_string=True), re.M); \
+             gdb.execute('fiber ' + m.group(1) + ' bt')",
+            "echo @@end\\n",
+        ],
+        None,
+    );
+    no_traceback(&out);
+    let lines = level != Level::False;
+    let seen = Seen { live: true, lines };
+    let info = section(&out, "info fibers");
+    check_fibers(&out, info, seen, "gdb_fibers");
+    assert_eq!(
+        info.contains("(No line tables in this program"),
+        !lines,
+        "`info fibers` says when files and lines are missing, and only then:\n{out}"
+    );
+    check_locker_bt(&out, section(&out, "fiber locker bt"), lines);
+    assert!(
+        section(&out, "fiber by id").contains("wait_for_message"),
+        "`fiber N bt`, N the listener's id, walks it:\n{out}"
+    );
+    // Rust's own entry in the section names a file plain gdb cannot find;
+    // where gdb says so, the extension says what it is about.
+    if out.contains("Missing auto-load script") {
+        assert!(
+            out.contains("fibra: that warning is about Rust's own pretty-printers"),
+            "the auto-load warning is explained:\n{out}"
+        );
+    }
+}
+
+/// With the symbol table stripped (`strip = "symbols"`, or `strip`), the
+/// commands are still there, and say in one line what they miss.
+#[test]
+fn gdb_with_symbols_stripped() {
+    let test = "gdb_with_symbols_stripped";
+    let Some(_) = Gdb::find(test) else {
+        return;
+    };
+    if cfg!(fibra_asan) {
+        say(&format!("SKIPPED {test}: under AddressSanitizer"));
+        return;
+    }
+    let built = level_binary(Level::False);
+    let stripped = built.with_file_name("gdb_fibers-stripped");
+    let status = Command::new("strip")
+        .arg("-o")
+        .arg(&stripped)
+        .arg(&built)
+        .status();
+    if !status.is_ok_and(|s| s.success()) {
+        say(&format!("SKIPPED {test}: no `strip` (binutils) here"));
+        return;
+    }
+    let gdb = Gdb {
+        exe: stripped,
+        test_child: false,
+    };
+    // `starti`: stopped at the first instruction (no symbol to break on).
+    let out = gdb.run(
+        &[
+            "starti",
+            "echo @@info fibers\\n",
+            "info fibers",
+            "echo @@fiber\\n",
+            "fiber 1 bt",
+            "echo @@end\\n",
+            "kill",
+        ],
+        None,
+    );
+    no_traceback(&out);
+    for name in ["info fibers", "fiber"] {
+        let said = section(&out, name).trim();
+        assert!(
+            said.starts_with("fibra: no symbol FIBRA_0_1_RUNTIMES") && !said.contains('\n'),
+            "`{name}` says in one line what is missing:\n{out}"
+        );
+    }
+}
+
+/// No Python error reached the user as Python's (gdb prints an exception
+/// that is not a `gdb.GdbError` with its name, and may add a traceback).
+fn no_traceback(out: &str) {
+    for bad in [
+        "Traceback",
+        "Python Exception",
+        "Error occurred in Python",
+        "Undefined info command",
+        "Undefined command",
+    ] {
+        assert!(!out.contains(bad), "gdb printed {bad:?}:\n{out}");
+    }
+}
+
+/// `examples/gdb_fibers.rs` as a program of its own, built with fibra and
+/// itself at `level` (the dependencies without debug info: they do not
+/// matter here), as a user's program would be.
+///
+/// Built by a package made for it under `target/gdb-levels/` (its
+/// `Cargo.toml` written here), which depends on fibra alone: not the
+/// example itself, whose build needs every dev-dependency. One target
+/// directory for all the levels (the running cargo holds ours): the
+/// dependencies are built once, fibra and the program once per level, and
+/// cargo finds each level's build again the next time. Each program is
+/// copied out of `target/gdb-levels/debug/`, which the next level's build
+/// overwrites; a lock keeps the builds of this process in turn.
+fn level_binary(level: Level) -> PathBuf {
+    static BUILDING: Mutex<()> = Mutex::new(());
+    let _one_at_a_time = BUILDING.lock().unwrap_or_else(|e| e.into_inner());
+    let exe = std::env::current_exe().unwrap();
+    // target/<profile>/deps/gdb-<hash>
+    let target = exe.parent().unwrap().parent().unwrap().parent().unwrap();
+    let dir = target.join("gdb-levels");
+    let package = dir.join("package");
+    std::fs::create_dir_all(&package).unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let manifest = format!(
+        r#"# Written by fibra's tests/gdb.rs: examples/gdb_fibers.rs as a program of
+# its own, built at each debug level.
+[package]
+name = "fibra-gdb-levels"
+version = "0.0.0"
+edition = "2024"
+publish = false
+
+[[bin]]
+name = "gdb_fibers"
+path = {example:?}
+
+[dependencies]
+fibra = {{ path = {root:?} }}
+
+[workspace]
+
+[profile.dev.package."*"]
+debug = false
+"#,
+        example = root.join("examples/gdb_fibers.rs"),
+        root = root,
+    );
+    write_if_changed(&package.join("Cargo.toml"), &manifest);
+    // The versions fibra is tested with, already downloaded.
+    let lock = std::fs::read_to_string(root.join("Cargo.lock")).unwrap();
+    write_if_changed(&package.join("Cargo.lock"), &lock);
+
+    let level_setting = level.toml();
+    let mut cargo = Command::new(env!("CARGO"));
+    cargo
+        .current_dir(&package)
+        .args(["build", "--offline", "--bin", "gdb_fibers", "--target-dir"])
+        .arg(&dir)
+        .arg("--config")
+        .arg(format!("profile.dev.debug={level_setting}"))
+        .arg("--config")
+        .arg(format!("profile.dev.package.fibra.debug={level_setting}"))
+        // A user's plain build, whatever flags this test was built with.
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .env_remove("CARGO_BUILD_RUSTFLAGS")
+        .env_remove("CARGO_TARGET_DIR")
+        .env_remove("CARGO_BUILD_TARGET");
+    let said = output(cargo);
+    let built = dir.join("debug/gdb_fibers");
+    assert!(
+        said.lines().any(|l| l.trim_start().starts_with("Finished")) && built.exists(),
+        "cargo could not build examples/gdb_fibers.rs at debug = {level_setting}:\n{said}"
+    );
+    // Renamed into place: another test may be running the last copy
+    // (which writing over would fail with ETXTBSY).
+    let copy = dir.join(format!("gdb_fibers-debug-{}", level.name()));
+    let fresh = dir.join(format!("gdb_fibers-debug-{}.new", level.name()));
+    std::fs::copy(&built, &fresh).unwrap();
+    std::fs::rename(&fresh, &copy).unwrap();
+    copy
+}
+
+/// Writes `text` to `path` unless it holds it already (cargo would see a
+/// new manifest or lock as a change).
+fn write_if_changed(path: &Path, text: &str) {
+    if std::fs::read_to_string(path).ok().as_deref() != Some(text) {
+        std::fs::write(path, text).unwrap();
+    }
+}
+
 /// The text after the `echo @@name` marker, up to the next marker.
 fn section<'a>(out: &'a str, name: &str) -> &'a str {
     let marker = format!("@@{name}\n");
@@ -265,6 +559,9 @@ fn section<'a>(out: &'a str, name: &str) -> &'a str {
 
 struct Gdb {
     exe: PathBuf,
+    /// `exe` is this test binary, run as [`gdb_child`]; otherwise a
+    /// program of its own, run with no arguments.
+    test_child: bool,
 }
 
 impl Gdb {
@@ -286,6 +583,7 @@ impl Gdb {
             Ok(_) => {
                 return Some(Gdb {
                     exe: std::env::current_exe().unwrap(),
+                    test_child: true,
                 });
             }
         };
@@ -318,10 +616,11 @@ impl Gdb {
         for c in commands {
             cmd.args(["-ex", c]);
         }
-        cmd.arg("--args")
-            .arg(&self.exe)
-            .args(["gdb_child", "--exact", "--nocapture", "--test-threads=1"])
-            .env(CHILD, "1");
+        cmd.arg("--args").arg(&self.exe);
+        if self.test_child {
+            cmd.args(["gdb_child", "--exact", "--nocapture", "--test-threads=1"])
+                .env(CHILD, "1");
+        }
         if cwd.is_some() {
             // Let the kernel write the child's core: raise the soft limit
             // (inherited through gdb) as far as the hard one allows.

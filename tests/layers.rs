@@ -15,11 +15,13 @@ use std::path::{Path, PathBuf};
 /// The layers of `src/`, from the ground up; `lib` is the crate root.
 const LAYERS: &[&str] = &[
     "arch",
+    "report",
     "mem",
     "timer",
     "stack",
     "reactor",
     "scheduler",
+    "observe",
     "fiber",
     "generator",
     "io",

@@ -28,8 +28,13 @@ impl Backoff {
 
     #[inline]
     pub(crate) fn spin(&mut self) {
-        for _ in 0..1u32 << self.step.min(Self::SPIN_STEPS) {
-            std::hint::spin_loop();
+        // (In a loom model, one yield: loom's scheduler is the other party.)
+        #[cfg(loom)]
+        let spins = 1;
+        #[cfg(not(loom))]
+        let spins = 1u32 << self.step.min(Self::SPIN_STEPS);
+        for _ in 0..spins {
+            crate::channel::atomic::spin_loop();
         }
         if self.step <= Self::SPIN_STEPS {
             self.step += 1;

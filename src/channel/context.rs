@@ -177,6 +177,16 @@ impl Context {
         }
     }
 
+    /// Makes a wait that ended wait again: a readiness fd's watcher, which
+    /// is registered anew each time it fired (`ready_cell.rs`). The caller
+    /// has taken its entry out of its line under that line's lock (or
+    /// never registered it): no notifier holds or can claim it now, and
+    /// the registration that follows publishes the store.
+    #[inline]
+    pub(crate) fn reset(&self) {
+        self.state.store(WAITING, Ordering::Relaxed);
+    }
+
     /// Gives up waiting: `Aborted`, or the selection a notifier made first.
     #[inline]
     pub(crate) fn abort(&self) -> Selected {

@@ -181,10 +181,7 @@ pub(crate) trait SelectHandle {
 
 impl<T> SelectHandle for Sender<T> {
     fn identity(&self) -> *const u8 {
-        match &self.flavor {
-            SendFlavor::Chan(chan) => Arc::as_ptr(chan).cast(),
-            queue => queue.queue().expect("a queue").identity(),
-        }
+        self.flavor.identity()
     }
 
     fn try_op(&self, me: *const Context) -> Option<Token> {

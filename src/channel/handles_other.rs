@@ -1,5 +1,6 @@
 //! The operations a select waits on besides channels: a fiber finishing
-//! (a [`JoinHandle`]) and an fd becoming ready ([`IoOp`]).
+//! (a [`JoinHandle`]) and an fd becoming ready ([`IoOp`]); and [`Handle`],
+//! what a select keeps of each operation, whichever kind it is.
 
 use std::io;
 use std::os::fd::RawFd;
@@ -59,6 +60,23 @@ impl<T> SelectHandle for JoinHandle<T> {
 
     fn wakes_only(&self) -> bool {
         true
+    }
+}
+
+/// An operation's handle: a sender, receiver or join handle the select
+/// borrows, or an fd readiness it holds.
+#[derive(Clone, Copy)]
+pub(crate) enum Handle<'a> {
+    Borrowed(&'a dyn SelectHandle),
+    Io(IoOp),
+}
+
+impl Handle<'_> {
+    pub(crate) fn get(&self) -> &dyn SelectHandle {
+        match self {
+            Handle::Borrowed(h) => *h,
+            Handle::Io(io) => io,
+        }
     }
 }
 

@@ -42,10 +42,16 @@
 //! pairs instead and is fine). A capacity whose ring would take more than
 //! 64 MiB is a locked channel, which grows as it fills.
 //!
-//! A fiber that polls (`try_recv`, `try_select` in a loop) without ever
-//! waiting keeps its thread: the fiber it waits for, if on the same thread,
-//! never runs. Wait instead (`recv`, `select!`, `recv_timeout`), or
-//! [`yield_now`](crate::yield_now) between tries.
+//! A fiber that polls without ever waiting (`try_recv`, `try_send`,
+//! `try_iter`, `try_select`, `select!` with `default`, `try_ready` or a
+//! zero-timeout `ready` in a loop) still lets the other fibers of its
+//! thread run, as Go's preemption does: after 64 of its non-blocking calls
+//! in a row have failed with no switch between them, the call yields once,
+//! through the runtime's poll for I/O and timers, so the fiber it waits for
+//! gets the thread even when that one waits on a socket or a sleep. The
+//! yield is not a cancellation point. Waiting (`recv`, `select!`,
+//! `recv_timeout`) is still the better loop: it costs nothing while
+//! nothing comes.
 //!
 //! # Go's idioms
 //!
@@ -81,6 +87,7 @@
 //! });
 //! ```
 
+mod atomic;
 mod backoff;
 mod chan;
 mod context;
@@ -89,8 +96,11 @@ mod handles;
 mod handles_other;
 mod line;
 mod queue;
+mod ready_cell;
+mod ready_fd;
 mod receiver;
 mod select;
+mod select_group;
 mod select_macro;
 mod select_ready;
 mod select_wait;
@@ -107,7 +117,10 @@ pub use err::{
     ReadyTimeoutError, RecvError, RecvTimeoutError, SelectTimeoutError, SendError,
     SendTimeoutError, TryReadyError, TryRecvError, TrySelectError, TrySendError,
 };
+pub use ready_fd::ReadyFd;
 pub use receiver::{IntoIter, Iter, Receiver, TryIter};
+#[doc(hidden)]
+pub use select::SelectFd;
 pub use select::{Select, SelectedOperation};
 pub use sender::Sender;
 

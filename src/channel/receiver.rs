@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use crate::channel::chan::{Chan, Got};
 use crate::channel::err::{RecvError, RecvTimeoutError, TryRecvError};
 use crate::channel::queue::{Array, Chain, QueueRef};
+use crate::channel::ready_cell::Watched;
 use crate::channel::timers::{At, Tick, sleep_until};
 use crate::timer::clock;
 
@@ -109,10 +110,20 @@ impl<T> Receiver<T> {
     /// assert_eq!(r.try_recv(), Err(TryRecvError::Disconnected));
     /// ```
     pub fn try_recv(&self) -> Result<T, TryRecvError> {
+        let got = self.try_recv_once();
+        if got.is_err() {
+            // A loop of these waiting for a fiber of this thread lets it run.
+            crate::scheduler::fair::futile();
+        }
+        got
+    }
+
+    /// [`try_recv`](Receiver::try_recv) without the fairness count.
+    fn try_recv_once(&self) -> Result<T, TryRecvError> {
         match &self.flavor {
-            Flavor::Chan(chan) => chan.try_recv(),
-            Flavor::Array(ring) => ring.try_recv(),
-            Flavor::List(list) => list.try_recv(),
+            Flavor::Chan(chan) => emptied(&**chan, chan.try_recv()),
+            Flavor::Array(ring) => emptied(&**ring, ring.try_recv()),
+            Flavor::List(list) => emptied(&**list, list.try_recv()),
             Flavor::At(at, make) => at.try_recv().map(|ns| make(clock::ns_instant(ns))),
             Flavor::Tick(tick, make) => tick.try_recv().map(|ns| make(clock::ns_instant(ns))),
             Flavor::Never => Err(TryRecvError::Empty),
@@ -235,6 +246,18 @@ impl<T> Receiver<T> {
             _ => false,
         }
     }
+}
+
+/// A `try_recv`'s result, after it re-armed the channel's readiness fd
+/// (if it has one) when it found the channel empty: the drain of an outer
+/// loop ends there (see [`Receiver::ready_fd`]). Without an fd, one
+/// relaxed load on the empty path.
+#[inline]
+fn emptied<C: Watched, T>(channel: &C, result: Result<T, TryRecvError>) -> Result<T, TryRecvError> {
+    if let Err(TryRecvError::Empty) = result {
+        channel.cell().after_empty(channel);
+    }
+    result
 }
 
 impl<T> Clone for Receiver<T> {

@@ -27,30 +27,28 @@ use std::time::{Duration, Instant};
 use crate::channel::context::{Context, OnUnwind, Selected, wait};
 use crate::channel::err::{SelectTimeoutError, TrySelectError};
 use crate::channel::handles::{Erased, Registration, SelectHandle, Token};
-use crate::channel::handles_other::IoOp;
+use crate::channel::handles_other::{Handle, IoOp};
 use crate::channel::receiver::{Flavor, Receiver};
 use crate::channel::select_wait::Parking;
 pub use crate::channel::selected::SelectedOperation;
 use crate::channel::sender::{SendFlavor, Sender};
 use crate::channel::small::{Order, Small};
-use crate::fiber::JoinHandle;
+use crate::fiber::{Group, JoinHandle};
 use crate::io::Interest;
 use crate::timer::clock;
 
-/// An operation's handle: a sender, receiver or join handle the select
-/// borrows, or an fd readiness it holds.
-#[derive(Clone, Copy)]
-pub(crate) enum Handle<'a> {
-    Borrowed(&'a dyn SelectHandle),
-    Io(IoOp),
+/// What an `io(fd, interest)` arm of [`select!`](crate::select) takes:
+/// anything with a raw fd, reached through references as a method call
+/// reaches it (so `io(&s, ..)` is `io(s, ..)`). Not for use elsewhere.
+#[doc(hidden)]
+pub trait SelectFd {
+    /// The fd to wait on.
+    fn select_fd(&self) -> std::os::fd::RawFd;
 }
 
-impl Handle<'_> {
-    pub(crate) fn get(&self) -> &dyn SelectHandle {
-        match self {
-            Handle::Borrowed(h) => *h,
-            Handle::Io(io) => io,
-        }
+impl<T: AsRawFd + ?Sized> SelectFd for T {
+    fn select_fd(&self) -> std::os::fd::RawFd {
+        self.as_raw_fd()
     }
 }
 
@@ -103,8 +101,11 @@ pub struct Select<'a> {
 
 // SAFETY: a `Select` holds shared references to senders and receivers,
 // which are `Sync` for any message type that is `Send` — and a `Select`
-// can only be built from those; the raw pointers are identities, never
-// dereferenced.
+// can only be built from those — and to join handles and groups, of which
+// a select touches only what is `Sync` whatever their `T` (an atomic flag,
+// a group's untyped core): their results are taken by the
+// `SelectedOperation`, which is not `Send`, with the caller's own
+// reference. The raw pointers are identities, never dereferenced.
 unsafe impl Send for Select<'_> {}
 // SAFETY: as above; `&Select` gives no access to the operations.
 unsafe impl Sync for Select<'_> {}
@@ -188,6 +189,38 @@ impl<'a> Select<'a> {
         self.locked_only = false;
         self.channels_only = false;
         self.add(Handle::Borrowed(h), h.identity())
+    }
+
+    /// Adds the next member of `group` to finish (beyond crossbeam):
+    /// chosen once a member has finished (one not joined yet, by
+    /// [`Group::join_next`] or another select), and only then — an empty
+    /// group is never ready, since members may be spawned into it later,
+    /// so loop `while !group.is_empty()` to collect them all.
+    /// [`SelectedOperation::group`] gives the member's result.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use fibra::channel::{Select, unbounded};
+    ///
+    /// fibra::run(|| {
+    ///     let group = fibra::Group::new();
+    ///     group.spawn(|| {
+    ///         fibra::sleep(Duration::from_millis(5));
+    ///         "member"
+    ///     });
+    ///     let (_s, messages) = unbounded::<&str>();
+    ///     let mut sel = Select::new();
+    ///     let member = sel.group(&group);
+    ///     sel.recv(&messages);
+    ///     let op = sel.select();
+    ///     assert_eq!(op.index(), member);
+    ///     assert_eq!(op.group(&group).unwrap(), "member");
+    /// });
+    /// ```
+    pub fn group<T>(&mut self, group: &'a Group<T>) -> usize {
+        self.locked_only = false;
+        self.channels_only = false;
+        self.add(Handle::Borrowed(group), group.select_identity())
     }
 
     /// Adds the readiness of `fd` for `interest` (beyond crossbeam): a
@@ -329,7 +362,12 @@ impl<'a> Select<'a> {
     /// only.
     #[inline(never)]
     fn run(&mut self, deadline: Option<u64>) -> Option<SelectedOperation<'a>> {
-        self.run_inline(deadline)
+        let selected = self.run_inline(deadline);
+        if selected.is_none() {
+            // A loop of these waiting for a fiber of this thread lets it run.
+            crate::scheduler::fair::futile();
+        }
+        selected
     }
 
     /// [`Select::run`]'s body, for `select` to take in line.

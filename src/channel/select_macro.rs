@@ -12,15 +12,22 @@
 /// `Result<T, RecvError>` (an error when the channel is empty and
 /// disconnected), `res` a `Result<(), SendError<T>>`.
 ///
-/// Beyond crossbeam, two arms wait on what fibra knows besides channels:
+/// Beyond crossbeam, three arms wait on what fibra knows besides channels:
 /// `join(handle) -> res => body`, when the fiber of a
 /// [`JoinHandle`](crate::JoinHandle) has finished (`res` is its result,
-/// taken out of the handle, which must not be joined again), and
+/// taken out of the handle, which must not be joined again);
+/// `group(g) -> res => body`, when a member of the
+/// [`Group`](crate::Group) `g` has finished (`res` is its result, as
+/// [`Group::join_next`](crate::Group::join_next) gives it; an empty group
+/// is never ready: loop while `!g.is_empty()` to collect every member); and
 /// `io(fd, interest) -> ready => body`, when a socket or any pollable fd is
 /// ready for [`Interest`](crate::io::Interest) (`ready` an
 /// `io::Result<Interest>`, as [`fibra::io::wait`](crate::io::wait) gives).
 /// So "a line from the client, a broadcast, or quit" is one `select!` in
-/// one fiber (see `examples/chat.rs`). With several arms
+/// one fiber (see `examples/chat.rs`). Every arm borrows what it is
+/// given, a value or a reference alike (`recv(r)` and `recv(&r)`,
+/// `io(s, ..)` and `io(&s, ..)`, `join(h)`): the receiver, socket or
+/// handle stays usable after the select. With several arms
 /// ready, one is chosen at random; [`select_biased!`](crate::select_biased)
 /// takes the first. In a fiber the wait parks the fiber.
 ///
@@ -45,6 +52,35 @@
 ///         }
 ///     }
 ///     assert_eq!(seen, ["hello"]);
+/// });
+/// ```
+///
+/// A supervisor that collects its workers' results as they finish while
+/// it also serves requests:
+///
+/// ```
+/// use std::time::Duration;
+/// use fibra::channel::{after, unbounded};
+///
+/// fibra::run(|| {
+///     let workers = fibra::Group::new();
+///     for ms in [10, 20] {
+///         workers.spawn(move || {
+///             fibra::sleep(Duration::from_millis(ms));
+///             ms
+///         });
+///     }
+///     let (requests_s, requests) = unbounded::<&str>();
+///     requests_s.send("status").unwrap();
+///     let (mut served, mut results) = (0, Vec::new());
+///     while !workers.is_empty() {
+///         fibra::select! {
+///             recv(requests) -> _ => served += 1,
+///             group(workers) -> ended => results.push(ended.unwrap()),
+///             recv(after(Duration::from_secs(10))) -> _ => panic!("stuck"),
+///         }
+///     }
+///     assert_eq!((served, results), (1, vec![10, 20]));
 /// });
 /// ```
 #[macro_export]
@@ -118,7 +154,8 @@ macro_rules! __select_parse {
     ($ctor:ident ($($done:tt)*) default($t:expr $(,)?) => $b:expr) => {
         $crate::__select_parse!($ctor ($($done)* [default ($t) () ($b)]))
     };
-    // An operation: `recv(..)`, `send(..)`, `join(..)` or `io(..)`, its
+    // An operation: `recv(..)`, `send(..)`, `join(..)`, `group(..)` or
+    // `io(..)`, its
     // arguments checked when it is added.
     ($ctor:ident ($($done:tt)*) $kind:ident ($($args:tt)*) -> $p:pat => $b:block, $($rest:tt)*) => {
         $crate::__select_parse!($ctor ($($done)* [$kind ($($args)*) ($p) ($b)]) $($rest)*)
@@ -134,7 +171,7 @@ macro_rules! __select_parse {
     };
     ($ctor:ident ($($done:tt)*) $($bad:tt)+) => {
         ::core::compile_error!(
-            "expected `recv(r) -> msg => body`, `send(s, v) -> res => body`, `join(h) -> res => body`, `io(fd, interest) -> res => body`, `default => body` or `default(timeout) => body`"
+            "expected `recv(r) -> msg => body`, `send(s, v) -> res => body`, `join(h) -> res => body`, `group(g) -> res => body`, `io(fd, interest) -> res => body`, `default => body` or `default(timeout) => body`"
         )
     };
 }
@@ -174,10 +211,22 @@ macro_rules! __select_register {
             }
         }
     };
+    ($ctor:ident $sel:ident ($($reg:tt)*) ($($def:tt)*) [group ($g:expr $(,)?) ($p:pat) ($b:expr)] $($rest:tt)*) => {
+        match &$g {
+            __handle => {
+                let __handle: &$crate::Group<_> = __handle;
+                $crate::__select_register!(@with $ctor $sel ($($reg)*) ($($def)*) group (__handle) [__handle ($p) ($b)] $($rest)*)
+            }
+        }
+    };
     ($ctor:ident $sel:ident ($($reg:tt)*) ($($def:tt)*) [io ($fd:expr, $i:expr $(,)?) ($p:pat) ($b:expr)] $($rest:tt)*) => {{
-        let __handle = &$fd;
+        // Through auto-deref, so that `io(&s, ..)` is `io(s, ..)`.
+        let __handle: ::std::os::fd::RawFd = {
+            use $crate::channel::SelectFd as _;
+            (&$fd).select_fd()
+        };
         let __interest: $crate::io::Interest = $i;
-        $crate::__select_register!(@with $ctor $sel ($($reg)*) ($($def)*) io (__handle, __interest) [__handle ($p) ($b)] $($rest)*)
+        $crate::__select_register!(@with $ctor $sel ($($reg)*) ($($def)*) io (&__handle, __interest) [__handle ($p) ($b)] $($rest)*)
     }};
     ($ctor:ident $sel:ident ($($reg:tt)*) () [default ($($t:expr)?) () ($b:expr)] $($rest:tt)*) => {
         $crate::__select_register!($ctor $sel ($($reg)*) ([($($t)?) ($b)]) $($rest)*)
@@ -188,7 +237,7 @@ macro_rules! __select_register {
     ($ctor:ident $sel:ident ($($reg:tt)*) ($($def:tt)*) [$kind:ident $($x:tt)*] $($rest:tt)*) => {
         ::core::compile_error!(::core::concat!(
             "unknown operation `", ::core::stringify!($kind),
-            "`: expected `recv(r)`, `send(s, v)`, `join(h)` or `io(fd, interest)`"
+            "`: expected `recv(r)`, `send(s, v)`, `join(h)`, `group(g)` or `io(fd, interest)`"
         ))
     };
     // The handle is bound; the Select is made before the first operation.
@@ -266,6 +315,14 @@ macro_rules! __select_dispatch {
     ($op:ident [$i:ident join $h:ident ($p:pat) ($b:expr)] $($rest:tt)*) => {
         if $op.index() == $i {
             let $p = $op.join($h);
+            $b
+        } else {
+            $crate::__select_dispatch!($op $($rest)*)
+        }
+    };
+    ($op:ident [$i:ident group $h:ident ($p:pat) ($b:expr)] $($rest:tt)*) => {
+        if $op.index() == $i {
+            let $p = $op.group($h);
             $b
         } else {
             $crate::__select_dispatch!($op $($rest)*)

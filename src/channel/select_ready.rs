@@ -20,7 +20,7 @@ impl Select<'_> {
     ///
     /// None can.
     pub fn try_ready(&mut self) -> Result<usize, TryReadyError> {
-        self.ready_until(Some(0)).ok_or(TryReadyError)
+        self.ready_or_give_way(Some(0)).ok_or(TryReadyError)
     }
 
     /// Waits until an operation can go ahead; its index.
@@ -35,7 +35,7 @@ impl Select<'_> {
     ///
     /// None could go ahead in time.
     pub fn ready_timeout(&mut self, timeout: Duration) -> Result<usize, ReadyTimeoutError> {
-        self.ready_until(Some(clock::after_ns(timeout)))
+        self.ready_or_give_way(Some(clock::after_ns(timeout)))
             .ok_or(ReadyTimeoutError)
     }
 
@@ -45,8 +45,19 @@ impl Select<'_> {
     ///
     /// None could go ahead in time.
     pub fn ready_deadline(&mut self, deadline: Instant) -> Result<usize, ReadyTimeoutError> {
-        self.ready_until(Some(clock::instant_ns(deadline)))
+        self.ready_or_give_way(Some(clock::instant_ns(deadline)))
             .ok_or(ReadyTimeoutError)
+    }
+
+    /// [`Select::ready_until`] with a deadline, counted for fairness when
+    /// nothing was ready (see `scheduler::fair`).
+    fn ready_or_give_way(&mut self, deadline: Option<u64>) -> Option<usize> {
+        let ready = self.ready_until(deadline);
+        if ready.is_none() {
+            // A loop of these waiting for a fiber of this thread lets it run.
+            crate::scheduler::fair::futile();
+        }
+        ready
     }
 
     /// The readiness loop: as [`Select::run`], with watchers.

@@ -8,10 +8,11 @@ use std::marker::PhantomData;
 use crate::channel::chan::{PromiseSlot, RecvSlot};
 use crate::channel::err::{RecvError, SendError};
 use crate::channel::handles::{SelectHandle, Token};
+use crate::channel::handles_other::Handle;
 use crate::channel::receiver::Receiver;
-use crate::channel::select::Handle;
+use crate::channel::select_group::Member;
 use crate::channel::sender::{SendFlavor, Sender};
-use crate::fiber::{JoinError, JoinHandle};
+use crate::fiber::{Group, JoinError, JoinHandle};
 use crate::io::Interest;
 
 /// The operation a [`Select`](super::Select) chose, to be completed with
@@ -162,6 +163,57 @@ impl<'a> SelectedOperation<'a> {
         );
         self.token = None;
         h.take_finished()
+    }
+
+    /// Completes the chosen operation of `group`: the result of the
+    /// member that finished, which leaves the group (as with
+    /// [`Group::join_next`]).
+    ///
+    /// # Errors
+    ///
+    /// The member's: a [`JoinError`] if it panicked or was cancelled.
+    ///
+    /// # Panics
+    ///
+    /// If `group` is not the group the operation was added with.
+    ///
+    /// ```
+    /// use fibra::channel::Select;
+    ///
+    /// fibra::run(|| {
+    ///     let group = fibra::Group::new();
+    ///     group.spawn(|| 7);
+    ///     group.spawn(|| panic!("boom"));
+    ///     let (mut values, mut panics) = (0, 0);
+    ///     while !group.is_empty() {
+    ///         let mut sel = Select::new();
+    ///         sel.group(&group);
+    ///         match sel.select().group(&group) {
+    ///             Ok(v) => values += v,
+    ///             Err(e) => panics += usize::from(e.is_panic()),
+    ///         }
+    ///     }
+    ///     assert_eq!((values, panics), (7, 1));
+    /// });
+    /// ```
+    pub fn group<T>(mut self, group: &Group<T>) -> Result<T, JoinError> {
+        assert!(
+            std::ptr::eq(group.select_identity(), self.ptr),
+            "passed a group that wasn't selected",
+        );
+        match self.token.take() {
+            Some(Token::Message(member)) => {
+                // SAFETY: the operation is `group`'s (the identity check
+                // above), whose `Message` tokens hold a `Member`
+                // (`select_group.rs`).
+                let Member(id) = unsafe { member.into_value::<Member>() };
+                group.select_complete(id)
+            }
+            other => {
+                self.token = other;
+                panic!("passed a group that wasn't selected")
+            }
+        }
     }
 
     /// Completes the chosen fd readiness: what the fd is ready for.

@@ -56,6 +56,15 @@ impl<T> SendFlavor<T> {
             SendFlavor::Chan(_) => None,
         }
     }
+
+    /// The channel's address: equal for two senders of one channel (what
+    /// `same_channel` and a select's operations compare).
+    pub(crate) fn identity(&self) -> *const u8 {
+        match self {
+            SendFlavor::Chan(chan) => Arc::as_ptr(chan).cast(),
+            queue => queue.queue().expect("a queue").identity(),
+        }
+    }
 }
 
 /// `$body` with `$c` bound to the sender's channel, whichever it is (both
@@ -87,7 +96,12 @@ impl<T> Sender<T> {
     /// assert_eq!(s.try_send(3), Err(fibra::channel::TrySendError::Disconnected(3)));
     /// ```
     pub fn try_send(&self, msg: T) -> Result<(), TrySendError<T>> {
-        on_chan!(&self.flavor, c => c.try_send(msg))
+        let sent = on_chan!(&self.flavor, c => c.try_send(msg));
+        if sent.is_err() {
+            // A loop of these waiting for a fiber of this thread lets it run.
+            crate::scheduler::fair::futile();
+        }
+        sent
     }
 
     /// Sends, waiting for room if the channel is full (for a channel of
@@ -142,8 +156,7 @@ impl<T> Sender<T> {
 
     /// Whether both senders belong to one channel.
     pub fn same_channel(&self, other: &Sender<T>) -> bool {
-        crate::channel::handles::SelectHandle::identity(self)
-            == crate::channel::handles::SelectHandle::identity(other)
+        self.flavor.identity() == other.flavor.identity()
     }
 }
 

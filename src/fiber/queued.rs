@@ -7,11 +7,16 @@
 //! The job's [`JoinHandle`] cannot name the fiber's slot before it starts:
 //! it holds a [`Placement`] that the starting worker fills in, so `cancel`
 //! works at every stage.
+//!
+//! A group's member sent to the workers ([`Job::member`]) carries the
+//! group's [`JobHooks`]: its exit callback, as a spawned member's, and a
+//! word to the group when the fiber is made on its worker, or when it
+//! never will be.
 
 use std::alloc::Layout;
 use std::sync::Arc;
 
-use crate::fiber::entry::start_fiber;
+use crate::fiber::entry::{OnExit, start_fiber};
 use crate::fiber::fiber_ref::{FiberRef, Placement};
 use crate::fiber::join::{FiberEnd, JoinError, JoinHandle, packet};
 use crate::scheduler::core::Core;
@@ -33,6 +38,22 @@ impl Job {
         unsafe { Job::new_unchecked(f) }
     }
 
+    /// A job running `f` as a member of a group, which `hooks` tell.
+    ///
+    /// # Safety
+    ///
+    /// `hooks`' functions may be called with their data from any thread,
+    /// once each as [`JobHooks`] says.
+    #[track_caller]
+    pub(crate) unsafe fn member<F, T>(f: F, hooks: JobHooks) -> (Job, JoinHandle<T>)
+    where
+        F: FnOnce() -> T + Send + 'static,
+        T: Send + 'static,
+    {
+        // SAFETY: everything is 'static; the hooks are forwarded.
+        unsafe { Job::build(f, Some(hooks)) }
+    }
+
     /// Like [`Job::new`] for a closure that borrows.
     ///
     /// # Safety
@@ -46,6 +67,21 @@ impl Job {
         F: FnOnce() -> T + Send + 'a,
         T: Send + 'a,
     {
+        // SAFETY: forwarded from the caller.
+        unsafe { Job::build(f, None) }
+    }
+
+    /// [`Job::new_unchecked`], with a group's `hooks` if it is a member.
+    ///
+    /// # Safety
+    ///
+    /// As for [`Job::new_unchecked`] and [`Job::member`].
+    #[track_caller]
+    unsafe fn build<'a, F, T>(f: F, hooks: Option<JobHooks>) -> (Job, JoinHandle<T>)
+    where
+        F: FnOnce() -> T + Send + 'a,
+        T: Send + 'a,
+    {
         let id = FiberId::next();
         let placement = Arc::new(Placement::queued());
         let at = FiberRef::Queued(placement.clone());
@@ -54,6 +90,7 @@ impl Job {
             f: Some(f),
             end: Some(fiber_end),
             id,
+            hooks,
         };
         let placed = placement.clone();
         let location = std::panic::Location::caller();
@@ -61,8 +98,16 @@ impl Job {
             let stack = match core.take_stack(core.default_stack) {
                 Ok(stack) => stack,
                 Err(e) => {
-                    tracing::error!(error = %e, fiber = id.as_u64(), "cannot start a fiber");
                     let message = format!("fibra: cannot map the stack of fiber {id}: {e}");
+                    crate::report::tell(
+                        crate::report::Level::Error,
+                        "fibra",
+                        &message,
+                        None,
+                        || {
+                            tracing::error!(error = %e, fiber = id.as_u64(), "cannot start a fiber");
+                        },
+                    );
                     unstarted.fail(JoinError::panic(id, None, Box::new(message)));
                     return;
                 }
@@ -70,8 +115,18 @@ impl Job {
             let (Some(f), Some(end)) = (unstarted.f.take(), unstarted.end.take()) else {
                 unreachable!("a job starts once");
             };
-            // SAFETY: forwarded from `new_unchecked`'s caller.
-            let key = unsafe { start_fiber(core, stack, f, end, id, None, None, location) };
+            let hooks = unstarted.hooks.take();
+            let on_exit = hooks.as_ref().map(|h| OnExit {
+                call: h.on_exit,
+                data: h.data,
+            });
+            // SAFETY: forwarded from `build`'s caller.
+            let key = unsafe { start_fiber(core, stack, f, end, id, None, on_exit, location) };
+            if let Some(hooks) = hooks {
+                // The fiber is queued and has not run.
+                // SAFETY: called once, as `JobHooks` says.
+                unsafe { (hooks.started)(hooks.data, id) };
+            }
             if placed.place(core.id, key) {
                 core.cancel(key, id);
             }
@@ -84,12 +139,32 @@ impl Job {
     }
 }
 
+/// What a group is told of its member sent as a job, with `data` (a count
+/// of the group's node): `started(data, id)` on the worker that made the
+/// fiber, right after (before it runs), and `on_exit(data)` at its end,
+/// on its fiber, as for a spawned member; or, instead of both,
+/// `never_ran(data, id)` once its result (cancelled) is in, when the job
+/// is dropped unrun or its fiber could not be made, on whichever thread
+/// that happens.
+pub(crate) struct JobHooks {
+    pub(crate) data: *const (),
+    pub(crate) started: unsafe fn(*const (), FiberId),
+    pub(crate) on_exit: unsafe fn(*const ()),
+    pub(crate) never_ran: unsafe fn(*const (), FiberId),
+}
+
+// The hooks are called on other threads by contract (`Job::member`'s
+// caller provides for it); `data` is theirs alone.
+// SAFETY: as argued just above.
+unsafe impl Send for JobHooks {}
+
 /// A job's closure and its end of the packet until the fiber exists:
 /// dropped unrun, the job reports that the fiber was cancelled.
 struct Unstarted<F, T> {
     f: Option<F>,
     end: Option<FiberEnd<T>>,
     id: FiberId,
+    hooks: Option<JobHooks>,
 }
 
 impl<F, T> Unstarted<F, T> {
@@ -103,6 +178,11 @@ impl<F, T> Unstarted<F, T> {
         let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| drop(f)));
         if let Some(end) = self.end.take() {
             end.complete(Err(error));
+        }
+        if let Some(hooks) = self.hooks.take() {
+            // SAFETY: the fiber was never made: called once, after the
+            // result is in, as `JobHooks` says.
+            unsafe { (hooks.never_ran)(hooks.data, self.id) };
         }
     }
 }

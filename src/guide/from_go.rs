@@ -27,6 +27,8 @@
 //! | `time.Sleep(d)` | [`fibra::sleep(d)`](crate::sleep) | |
 //! | `context.WithTimeout` | [`fibra::timeout(d, \|\| ..)`](crate::timeout) | unwinds the closure wherever it waits; nothing to pass down |
 //! | `cancel()` of a context | [`handle.cancel()`](crate::JoinHandle::cancel), or a dropped "done" channel | see below |
+//! | `errgroup.WithContext`, `g.Go(f)`, `g.Wait()` | [`Group::new()`](crate::Group::new), [`spawn(f)`](crate::Group::spawn), [`try_join_all()`](crate::Group::try_join_all) | the first error unwinds the other members: no `ctx` for them to watch |
+//! | a context shared by goroutines: `WithCancel`, `WithTimeout` | a [`Group`](crate::Group): [`cancel()`](crate::Group::cancel), [`with_timeout(d)`](crate::Group::with_timeout) | a group made inside a member is its child, as a derived context |
 //! | `sync.WaitGroup` | [`fibra::sync::WaitGroup`](crate::sync::WaitGroup) | a clone per member, dropped when done: no counter to get wrong |
 //! | `sync.Mutex`, `RWMutex`, `Cond`, `Once` | [`fibra::sync::{Mutex, RwLock, Condvar, OnceLock}`](crate::sync) | the lock owns the data it guards |
 //! | `runtime.Gosched()` | [`fibra::yield_now()`](crate::yield_now) | |
@@ -76,8 +78,9 @@
 //! `send(ch, x) -> res =>`, `default:` is `default =>`. A timeout is an
 //! arm on [`after`](crate::channel::after), as in Go, or
 //! `default(duration) =>`. Beyond Go, an arm may wait for a fiber's end,
-//! `join(handle) -> res`, or for a socket or fd to be ready,
-//! `io(fd, interest) -> ready`.
+//! `join(handle) -> res`, for the next member of a
+//! [`Group`](crate::Group) to finish, `group(g) -> res` (see below), or for
+//! a socket or fd to be ready, `io(fd, interest) -> ready`.
 //!
 //! ```
 //! use std::time::Duration;
@@ -183,6 +186,119 @@
 //! });
 //! ```
 //!
+//! # `errgroup`, and a context for many goroutines: `Group`
+//!
+//! Go ties goroutines together by hand: an `errgroup` (or a `WaitGroup`)
+//! to wait for them, a `context` passed to each so that a cancel or a
+//! deadline reaches it, and every one of them watching `ctx.Done()`. A
+//! [`fibra::Group`](crate::Group) is all three: a set of member fibers
+//! that end together. Its cancel, its deadline, and the first error of
+//! [`try_join_all`](crate::Group::try_join_all) unwind each member from
+//! wherever it waits, so a member's code has nothing to watch.
+//!
+//! | Go | [`Group`](crate::Group) |
+//! |---|---|
+//! | `g, ctx := errgroup.WithContext(ctx)` | `let g = Group::new();` |
+//! | `g.Go(func() error { .. })` | `g.spawn(\|\| -> Result<T, E> { .. })` |
+//! | `err := g.Wait()` | `g.try_join_all()`: `Err` of the first error, or every value, in spawn order |
+//! | `ctx, cancel := context.WithCancel(ctx)` + goroutines that take it | `Group::new()`, their `spawn`s, `cancel()` |
+//! | `context.WithTimeout(ctx, d)`, `WithDeadline` | [`Group::with_timeout(d)`](crate::Group::with_timeout), [`with_deadline`](crate::Group::with_deadline) |
+//! | a context derived from another | a group made inside a member of another: its child; the parent's cancel and deadline reach it |
+//! | `wg.Wait()`, results one at a time from a channel | [`join_next()`](crate::Group::join_next): each member's result as it finishes |
+//! | `g.SetLimit(n)` | an [`acquire_owned`](crate::sync::Semaphore::acquire_owned) permit moved into each member |
+//! | `case r := <-results:` beside other cases | a `group(g) -> r` arm of [`select!`](crate::select): the next member's result |
+//!
+//! An errgroup whose fetches run at once, where the first failure
+//! cancels the others (here, a fetch that would take an hour):
+//!
+//! ```
+//! use std::time::Duration;
+//!
+//! fn fetch(url: &str) -> Result<usize, String> {
+//!     match url {
+//!         "/slow" => fibra::sleep(Duration::from_secs(3600)),
+//!         "/missing" => return Err(format!("{url}: 404")),
+//!         _ => fibra::sleep(Duration::from_millis(1)),
+//!     }
+//!     Ok(url.len())
+//! }
+//!
+//! fibra::run(|| {
+//!     let g = fibra::Group::new(); // g, ctx := errgroup.WithContext(ctx)
+//!     for url in ["/", "/about"] {
+//!         g.spawn(move || fetch(url)); // g.Go(...)
+//!     }
+//!     assert_eq!(g.try_join_all(), Ok(vec![1, 6])); // g.Wait(), and the values
+//!
+//!     let g = fibra::Group::new();
+//!     for url in ["/slow", "/missing"] {
+//!         g.spawn(move || fetch(url));
+//!     }
+//!     // "/slow" is unwound from its sleep as soon as "/missing" fails.
+//!     assert_eq!(g.try_join_all(), Err("/missing: 404".to_string()));
+//! });
+//! ```
+//!
+//! Cancellation flows down a tree of groups as it does down derived
+//! contexts, with no `ctx` argument: a group made inside a member of
+//! another is its child. Cancelling the root (or its deadline) unwinds
+//! every member at every depth, and each one's destructors run:
+//!
+//! ```
+//! use std::cell::Cell;
+//! use std::rc::Rc;
+//! use std::time::Duration;
+//! use fibra::channel::bounded;
+//!
+//! /// Counts the fibers unwound.
+//! struct Unwound(Rc<Cell<u32>>);
+//! impl Drop for Unwound {
+//!     fn drop(&mut self) {
+//!         self.0.set(self.0.get() + 1);
+//!     }
+//! }
+//!
+//! fibra::run(|| {
+//!     let unwound = Rc::new(Cell::new(0));
+//!     let (started_tx, started) = bounded(2);
+//!     let jobs = fibra::Group::new(); // ctx, cancel := context.WithCancel(ctx)
+//!     let u = unwound.clone();
+//!     jobs.spawn(move || {
+//!         let _guard = Unwound(u.clone());
+//!         let steps = fibra::Group::new(); // derived from it: a child group
+//!         for _ in 0..2 {
+//!             let (u, started_tx) = (u.clone(), started_tx.clone());
+//!             steps.spawn(move || {
+//!                 let _guard = Unwound(u);
+//!                 started_tx.send(()).unwrap();
+//!                 fibra::sleep(Duration::from_secs(3600));
+//!             });
+//!         }
+//!         while let Some(step) = steps.join_next() {
+//!             step.unwrap();
+//!         }
+//!     });
+//!     started.recv().unwrap();
+//!     started.recv().unwrap();
+//!     jobs.cancel(); // cancel()
+//!     assert!(jobs.join_next().unwrap().unwrap_err().is_cancelled());
+//!     assert_eq!(unwound.get(), 3); // the member and both of its steps
+//!
+//!     // context.WithTimeout(ctx, 10*time.Millisecond), for a set of fibers
+//!     let bounded_jobs = fibra::Group::with_timeout(Duration::from_millis(10));
+//!     bounded_jobs.spawn(|| fibra::sleep(Duration::from_secs(3600)));
+//!     assert!(bounded_jobs.join_next().unwrap().unwrap_err().is_cancelled());
+//! });
+//! ```
+//!
+//! For one call, [`fibra::timeout`](crate::timeout) is the
+//! `WithTimeout` to reach for (above); it bounds the groups made inside it
+//! too. A server's graceful shutdown — stop accepting, give the
+//! connections in flight a grace period, cancel the rest — is a `Group`
+//! of connections, a `fibra::timeout` around its
+//! [`join_next`](crate::Group::join_next) loop, and a `cancel`: see
+//! `examples/shutdown.rs` (`cargo run --example shutdown`).
+//!
 //! # `GOMAXPROCS` and where goroutines run
 //!
 //! [`fibra::run`](crate::run) is `GOMAXPROCS=1`: every fiber on the calling
@@ -237,6 +353,33 @@
 //!     // A line of it: fiber 2 "waiter" [parked: channel receive] stack … B spawned at …
 //!     assert!(dump.contains("\"waiter\" [parked: channel receive]"), "{dump}");
 //!     assert!(dump.contains("[parked: sleep, "), "{dump}");
+//! });
+//! # Ok::<(), std::io::Error>(())
+//! ```
+//!
+//! # Deadlocks and stalls, with no setup
+//!
+//! Go prints `fatal error: all goroutines are asleep - deadlock!` and exits
+//! with status 2. fibra tells the same case — every fiber waiting on
+//! fibra's locks, channels and joins, with no timer armed and no fd
+//! registered, for ten times the stall threshold (1 s by default) — with
+//! every fiber's stack, file and line. With no `tracing` subscriber set it
+//! goes to stderr (`fibra WARN fibra::deadlock: ...`, the dump below), as
+//! do the stall warnings; with one set, to it alone. By default the
+//! runtime keeps waiting, since a plain thread may still wake a fiber;
+//! [`on_deadlock(OnDeadlock::Exit)`](crate::runtime::Builder::on_deadlock)
+//! exits with status 2, as Go does.
+//!
+//! ```
+//! use fibra::runtime::OnDeadlock;
+//!
+//! let rt = fibra::Runtime::builder().on_deadlock(OnDeadlock::Exit).build()?;
+//! rt.block_on(|| {
+//!     // runtime.NumGoroutine(): the running runtime's handle, from any fiber.
+//!     let handle = fibra::runtime::Handle::current();
+//!     let h = fibra::spawn(|| ());
+//!     assert_eq!(handle.fibers(), 1);
+//!     h.join().unwrap();
 //! });
 //! # Ok::<(), std::io::Error>(())
 //! ```

@@ -18,6 +18,7 @@
 //! | `tokio::spawn(async move { .. })` | [`fibra::spawn(move \|\| ..)`](crate::spawn) | no `Send`; `spawn_local` and `LocalSet` have nothing left to do |
 //! | `.await` | (delete it) | the call itself waits, parking the fiber |
 //! | `handle.abort()` | [`handle.cancel()`](crate::JoinHandle::cancel) | unwinds the fiber from the call it waits in |
+//! | `JoinSet`, `CancellationToken` | [`fibra::Group`](crate::Group) | one type for both; see [below](#joinset-and-cancellationtoken-group) |
 //! | `JoinError::is_cancelled`, `is_panic`, `into_panic` | [`JoinError`](crate::JoinError), the same names | |
 //! | `tokio::task::yield_now().await` | [`fibra::yield_now()`](crate::yield_now) | |
 //! | `spawn_blocking(f).await` | [`fibra::spawn_blocking(f)`](crate::spawn_blocking) | returns `f`'s value; a panic in `f` is re-raised |
@@ -128,6 +129,91 @@
 //!     assert_eq!(fibra::timeout(Duration::from_secs(1), || 42), Ok(42));
 //! });
 //! ```
+//!
+//! # `JoinSet` and `CancellationToken`: `Group`
+//!
+//! A [`fibra::Group`](crate::Group) is a `JoinSet` whose cancel reaches
+//! its members wherever they wait, so it is the `CancellationToken` too:
+//! a member needs no `select!` on `token.cancelled()`, since the sleep,
+//! read or lock it waits in is unwound (its destructors run), as
+//! `abort` does to a future at its `.await`.
+//!
+//! | tokio | [`Group`](crate::Group) | what differs |
+//! |---|---|---|
+//! | `JoinSet::new()`, `set.spawn(fut)` | [`Group::new()`](crate::Group::new), [`spawn(f)`](crate::Group::spawn) | methods take `&self`: a member may spawn into its own group |
+//! | `set.join_next().await` | [`join_next()`](crate::Group::join_next) | the same `Option<Result<T, JoinError>>`, in the order members finish |
+//! | `set.try_join_next()`, `len()`, `is_empty()` | [`try_join_next()`](crate::Group::try_join_next), the same names | |
+//! | `select! { Some(res) = set.join_next() => .. }` | [`select! { group(set) -> res => .. }`](crate::select) | an empty group's arm is never ready, as the `Some` pattern disables tokio's |
+//! | `set.abort_all()`, `token.cancel()` | [`cancel()`](crate::Group::cancel) | members spawned afterwards are cancelled before they run |
+//! | `token.child_token()` | a group made inside a member of another: its child | the parent's cancel and deadline reach it, at any depth |
+//! | `timeout(d, drain(&mut set))`, a token cancelled by a timer | [`Group::with_timeout(d)`](crate::Group::with_timeout), [`with_deadline`](crate::Group::with_deadline) | members still running at the deadline are cancelled |
+//! | `try_join_all` of `futures`, on tasks | [`try_join_all()`](crate::Group::try_join_all) | the first `Err` cancels the rest |
+//! | dropping a `JoinSet` aborts its tasks | dropping a `Group` cancels its members | and returns only once they have unwound: none outlives it |
+//!
+//! ```
+//! use std::time::Duration;
+//!
+//! fibra::run(|| {
+//!     let set = fibra::Group::new(); // JoinSet::new()
+//!     for ms in [30, 10, 20] {
+//!         set.spawn(move || {
+//!             fibra::sleep(Duration::from_millis(ms));
+//!             ms
+//!         });
+//!     }
+//!     let mut done = Vec::new();
+//!     while let Some(res) = set.join_next() {
+//!         done.push(res.unwrap()); // as they finish
+//!     }
+//!     assert_eq!(done, [10, 20, 30]);
+//! });
+//! ```
+//!
+//! A token and its child token, as groups: cancelling the outer one
+//! unwinds the worker and the sub-task it started, and each one's cleanup
+//! runs before the drop of the group returns.
+//!
+//! ```
+//! use std::time::Duration;
+//! use fibra::channel::{Sender, unbounded};
+//!
+//! /// Says when it is dropped: a task's cleanup.
+//! struct Cleanup(&'static str, Sender<&'static str>);
+//! impl Drop for Cleanup {
+//!     fn drop(&mut self) {
+//!         let _ = self.1.send(self.0);
+//!     }
+//! }
+//!
+//! fibra::run(|| {
+//!     let (cleaned, cleanups) = unbounded();
+//!     let token = fibra::Group::new(); // CancellationToken::new(), and its tasks
+//!     token.spawn(move || {
+//!         let _cleanup = Cleanup("worker", cleaned.clone());
+//!         let child = fibra::Group::new(); // token.child_token()
+//!         child.spawn(move || {
+//!             let _cleanup = Cleanup("sub-task", cleaned);
+//!             // No select! on child.cancelled(): the cancel lands here.
+//!             fibra::sleep(Duration::from_secs(3600));
+//!         });
+//!         child.join_next();
+//!     });
+//!     fibra::sleep(Duration::from_millis(1)); // they start, and wait
+//!     token.cancel(); // token.cancel()
+//!     drop(token); // returns once both have unwound
+//!     let mut cleaned: Vec<_> = cleanups.try_iter().collect();
+//!     cleaned.sort();
+//!     assert_eq!(cleaned, ["sub-task", "worker"]);
+//! });
+//! ```
+//!
+//! A server's graceful shutdown on Ctrl-C (tokio's `ctrl_c`, a token, a
+//! `TaskTracker`) is a group of connections: stop accepting, give the
+//! connections in flight a grace period with a
+//! [`fibra::timeout`](crate::timeout) around their
+//! [`join_next`](crate::Group::join_next) loop, then
+//! [`cancel`](crate::Group::cancel) the rest. See `examples/shutdown.rs`
+//! (`cargo run --example shutdown`).
 //!
 //! # Limits on concurrency
 //!

@@ -11,7 +11,7 @@
 //! (the interrupted code may hold it: aliasing). So the hooks of
 //! `sigaction` and `signal` install, for every handler the user gives, a
 //! trampoline of ours that calls it inside
-//! [`callout`](crate::scheduler::core::callback::callout): while it runs,
+//! [`callout`](crate::scheduler::callout::callout): while it runs,
 //! [`parkable`](super::parkable) says no on this thread, and every hooked
 //! call there goes straight to the kernel (a blocking socket call blocks
 //! the thread, as it would without the hook).
@@ -41,7 +41,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use libc::{c_int, c_void, sighandler_t, siginfo_t};
 
 use super::sys;
-use crate::scheduler::core::callback::callout;
+use crate::scheduler::callout::callout;
 use crate::scheduler::park::signal_handled;
 use crate::scheduler::stack_trace::sample;
 

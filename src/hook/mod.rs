@@ -195,9 +195,9 @@ mod wait;
 
 use libc::c_int;
 
+use crate::scheduler::callout;
 use crate::scheduler::context;
 use crate::scheduler::core::Core;
-use crate::scheduler::core::callback;
 
 /// The runtime a hooked call may park in: a runtime is entered on this
 /// thread (the caller is one of its fibers or a `block_on` closure), and
@@ -206,7 +206,7 @@ use crate::scheduler::core::callback;
 #[inline(always)]
 fn parkable<'a>() -> Option<&'a Core> {
     let core = context::current()?;
-    (!callback::in_callout()).then_some(core)
+    (!callout::in_callout()).then_some(core)
 }
 
 /// [`parkable`], for a call on `fd`; never for stdin, stdout and stderr,

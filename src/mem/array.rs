@@ -46,6 +46,11 @@ impl<T> MappedArray<T> {
         "MappedArray: a zero-sized or over-aligned type"
     );
 
+    /// Where a debugger reads the start of the values and their count, in
+    /// bytes from the array's address (`scheduler::debugger`).
+    pub(crate) const PTR_AT: usize = std::mem::offset_of!(Self, ptr);
+    pub(crate) const LEN_AT: usize = std::mem::offset_of!(Self, len);
+
     /// An empty array, with no mapping until the first push.
     pub(crate) const fn new() -> MappedArray<T> {
         #[allow(clippy::let_unit_value)]

@@ -51,7 +51,7 @@ macro_rules! fd_traits {
             ///
             /// None: the `Result` is std's shape.
             pub fn set_nonblocking(&self, nonblocking: bool) -> std::io::Result<()> {
-                self.sock.reg.set_nonblocking(nonblocking);
+                self.sock.reg.timeouts().set_nonblocking(nonblocking);
                 Ok(())
             }
         }
@@ -338,7 +338,7 @@ macro_rules! timeouts {
             /// `InvalidInput` for `Some(Duration::ZERO)`, as std.
             pub fn set_read_timeout(&self, timeout: Option<std::time::Duration>) -> std::io::Result<()> {
                 self.sock.inner.set_read_timeout(timeout)?;
-                self.sock.reg.set_read_timeout(timeout)
+                self.sock.reg.timeouts().set_read_timeout(timeout)
             }
 
             /// Sets the write timeout (see `set_read_timeout`).
@@ -348,17 +348,17 @@ macro_rules! timeouts {
             /// `InvalidInput` for `Some(Duration::ZERO)`, as std.
             pub fn set_write_timeout(&self, timeout: Option<std::time::Duration>) -> std::io::Result<()> {
                 self.sock.inner.set_write_timeout(timeout)?;
-                self.sock.reg.set_write_timeout(timeout)
+                self.sock.reg.timeouts().set_write_timeout(timeout)
             }
 
             /// The read timeout.
             pub fn read_timeout(&self) -> std::io::Result<Option<std::time::Duration>> {
-                Ok(self.sock.reg.read_timeout())
+                Ok(self.sock.reg.timeouts().read_timeout())
             }
 
             /// The write timeout.
             pub fn write_timeout(&self) -> std::io::Result<Option<std::time::Duration>> {
-                Ok(self.sock.reg.write_timeout())
+                Ok(self.sock.reg.timeouts().write_timeout())
             }
         }
     )*};

@@ -7,21 +7,21 @@
 //! one that reuses its fd number) and the read and write timeouts, which
 //! std keeps in the kernel (`SO_RCVTIMEO`) but which do nothing on a
 //! non-blocking socket. As the kernel's, the timeouts and the
-//! non-blocking mode are shared by a socket and its `try_clone`s: the
-//! first clone moves them into a [`SharedWords`] both point at.
+//! non-blocking mode are shared by a socket and its `try_clone`s: they
+//! are kept in [`TimeoutWords`], which the first clone moves into a
+//! `SharedWords` both point at.
 
 use std::io;
 use std::os::fd::RawFd;
 #[cfg(feature = "futures-io")]
-use std::sync::atomic::AtomicBool;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 #[cfg(feature = "futures-io")]
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use crate::io::Interest;
 pub(crate) use crate::net::stream_buf::StreamBuf;
-use crate::net::timeout_words::{NONBLOCKING, SHARED, shared_value};
+use crate::net::timeout_words::{NONBLOCKING, SHARED, TimeoutWords, shared_value};
 use crate::scheduler::context;
 use crate::scheduler::core::Core;
 use crate::scheduler::park::{Parked, park};
@@ -34,26 +34,32 @@ use crate::timer::clock;
 pub(crate) struct Registration {
     /// Unique in the process: the reactor's owner tag for this socket.
     uid: u64,
-    /// Nanoseconds; 0 means no timeout. Bit [`NONBLOCKING`] (in both words
-    /// alike) is the socket's non-blocking mode, which the loop reads
-    /// only when a call said `WouldBlock`: in the word it loads anyway, it
-    /// costs a blocking call nothing. Bit [`SHARED`] says the socket has
-    /// been cloned: the rest of the word is then the address of the word
-    /// in its [`SharedWords`] that holds the value (read only when the
-    /// word is not 0, so a socket without a timeout never looks there).
-    /// A word once shared never changes again, and the `SharedWords` lives
-    /// as long as the registration: it holds one count of its `Arc`.
-    pub(super) read_timeout: AtomicU64,
-    pub(super) write_timeout: AtomicU64,
+    /// The read and write timeouts and the non-blocking mode, shared with
+    /// the socket's clones.
+    timeouts: TimeoutWords,
 }
 
 impl Registration {
     pub(crate) fn new() -> Registration {
         Registration {
             uid: crate::reactor::new_socket_owner(),
-            read_timeout: AtomicU64::new(0),
-            write_timeout: AtomicU64::new(0),
+            timeouts: TimeoutWords::new(),
         }
+    }
+
+    /// A registration for a duplicate of the fd (`try_clone`): its own id,
+    /// the timeouts and the mode shared with this one (both ways, as the
+    /// kernel shares them between duplicated fds).
+    pub(crate) fn duplicate(&self) -> Registration {
+        Registration {
+            uid: crate::reactor::new_socket_owner(),
+            timeouts: self.timeouts.duplicate(),
+        }
+    }
+
+    /// The socket's timeouts and non-blocking mode, to read and set.
+    pub(crate) fn timeouts(&self) -> &TimeoutWords {
+        &self.timeouts
     }
 
     /// The socket's process-unique id.
@@ -133,7 +139,7 @@ impl Registration {
     /// readability in between, at most the read timeout (then `WouldBlock`,
     /// as std reports an expired socket timeout on Unix).
     pub(crate) fn read<R>(&self, fd: RawFd, op: impl FnMut() -> io::Result<R>) -> io::Result<R> {
-        let timeout = self.read_timeout.load(Ordering::Relaxed);
+        let timeout = self.timeouts.load(true);
         self.io_from(
             context::current(),
             fd,
@@ -146,7 +152,7 @@ impl Registration {
 
     /// Like [`Registration::read`], for writability and the write timeout.
     pub(crate) fn write<R>(&self, fd: RawFd, op: impl FnMut() -> io::Result<R>) -> io::Result<R> {
-        let timeout = self.write_timeout.load(Ordering::Relaxed);
+        let timeout = self.timeouts.load(false);
         self.io_from(
             context::current(),
             fd,
@@ -181,12 +187,12 @@ impl Registration {
     /// the kernel cold.
     #[inline(never)]
     pub(crate) fn transfer(&self, fd: RawFd, mut buf: StreamBuf<'_>) -> io::Result<usize> {
-        let (interest, timeout) = if buf.is_send() {
-            (Interest::WRITABLE, &self.write_timeout)
+        let (interest, read) = if buf.is_send() {
+            (Interest::WRITABLE, false)
         } else {
-            (Interest::READABLE, &self.read_timeout)
+            (Interest::READABLE, true)
         };
-        let timeout = timeout.load(Ordering::Relaxed);
+        let timeout = self.timeouts.load(read);
         let len = buf.len();
         self.stream_io(fd, interest, timeout, len, || buf.call(fd))
     }
@@ -201,7 +207,7 @@ impl Registration {
         len: usize,
         op: impl FnMut() -> io::Result<usize>,
     ) -> io::Result<usize> {
-        let timeout = self.read_timeout.load(Ordering::Relaxed);
+        let timeout = self.timeouts.load(true);
         self.stream_io(fd, Interest::READABLE, timeout, len, op)
     }
 
@@ -213,7 +219,7 @@ impl Registration {
         len: usize,
         op: impl FnMut() -> io::Result<usize>,
     ) -> io::Result<usize> {
-        let timeout = self.write_timeout.load(Ordering::Relaxed);
+        let timeout = self.timeouts.load(false);
         self.stream_io(fd, Interest::WRITABLE, timeout, len, op)
     }
 
@@ -276,12 +282,7 @@ impl Registration {
     /// return when the next call still says `WouldBlock`, which marks the
     /// socket for the wait after. On a thread without a runtime it polls.
     pub(crate) fn ready(&self, fd: RawFd, interest: Interest) -> io::Result<()> {
-        let ns = if interest.is_readable() {
-            &self.read_timeout
-        } else {
-            &self.write_timeout
-        };
-        let timeout = ns.load(Ordering::Relaxed);
+        let timeout = self.timeouts.load(interest.is_readable());
         let core = context::current();
         let wait = match core {
             Some(core) => readiness::is_drained(core, fd, self.uid, interest),

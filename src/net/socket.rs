@@ -199,8 +199,8 @@ impl<S: AsRawFd> Socket<S> {
     ) -> Socket<S> {
         let sock = Socket::new(inner);
         // (A timeout the kernel holds is never zero, the one error.)
-        let _ = sock.reg.set_read_timeout(read.ok().flatten());
-        let _ = sock.reg.set_write_timeout(write.ok().flatten());
+        let _ = sock.reg.timeouts().set_read_timeout(read.ok().flatten());
+        let _ = sock.reg.timeouts().set_write_timeout(write.ok().flatten());
         sock
     }
 

@@ -1,18 +1,54 @@
-//! A socket's read and write timeouts and its non-blocking mode: two
-//! words of its [`Registration`], which the loop reads on every call, and,
-//! once the socket has been cloned, a [`SharedWords`] that the socket and
-//! its `try_clone`s share (as the kernel shares std's timeouts between
-//! duplicated fds).
+//! A socket's read and write timeouts and its non-blocking mode: the two
+//! words of [`TimeoutWords`], which a socket's `Registration` keeps and
+//! its loop reads on every call, and, once the socket has been cloned, a
+//! [`SharedWords`] that the socket and its `try_clone`s share (as the
+//! kernel shares std's timeouts between duplicated fds).
 
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::net::registration::Registration;
 use crate::timer::clock;
 
-impl Registration {
+/// A socket's read and write timeouts and its non-blocking mode.
+///
+/// # Invariant
+/// Each word is nanoseconds; 0 means no timeout. Bit [`NONBLOCKING`] (in
+/// both words alike) is the socket's non-blocking mode, which the loop
+/// reads only when a call said `WouldBlock`: in the word it loads anyway,
+/// it costs a blocking call nothing. Bit [`SHARED`] says the socket has
+/// been cloned: the rest of the word is then the address of the word in
+/// its [`SharedWords`] that holds the value (read only when the word is
+/// not 0, so a socket without a timeout never looks there). A word once
+/// shared never changes again, and the `SharedWords` lives as long as
+/// these words: they hold one count of its `Arc`.
+#[derive(Debug)]
+pub(crate) struct TimeoutWords {
+    read_timeout: AtomicU64,
+    write_timeout: AtomicU64,
+}
+
+impl TimeoutWords {
+    pub(crate) fn new() -> TimeoutWords {
+        TimeoutWords {
+            read_timeout: AtomicU64::new(0),
+            write_timeout: AtomicU64::new(0),
+        }
+    }
+
+    /// The read (`read`) or write timeout's word as the loop takes it: a
+    /// timeout in nanoseconds with the bits above, [`shared_value`] to
+    /// follow when [`SHARED`] is set.
+    #[inline(always)]
+    pub(crate) fn load(&self, read: bool) -> u64 {
+        if read {
+            self.read_timeout.load(Ordering::Relaxed)
+        } else {
+            self.write_timeout.load(Ordering::Relaxed)
+        }
+    }
+
     /// Sets the read timeout (for this socket and its clones).
     pub(crate) fn set_read_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
         let ns = timeout_to_nanos(timeout)?;
@@ -51,13 +87,13 @@ impl Registration {
         }
     }
 
-    /// A registration for a duplicate of the fd (`try_clone`): its own id,
-    /// the timeouts and the mode shared with this one (both ways, as the
-    /// kernel shares them between duplicated fds).
-    pub(crate) fn duplicate(&self) -> Registration {
+    /// The words for a duplicate of the fd (`try_clone`): the timeouts and
+    /// the mode shared with this one (both ways, as the kernel shares them
+    /// between duplicated fds).
+    pub(crate) fn duplicate(&self) -> TimeoutWords {
         let _setting = lock_setters();
         let words = self.share();
-        let r = Registration::new();
+        let r = TimeoutWords::new();
         // One more count for `r`, released by its drop.
         let count = Arc::clone(&words);
         std::mem::forget(count);
@@ -68,14 +104,14 @@ impl Registration {
         r
     }
 
-    /// The registration's `SharedWords`, made and pointed at on the first
+    /// The words' `SharedWords`, made and pointed at on the first
     /// call. Called with the setters' lock held.
     fn share(&self) -> Arc<SharedWords> {
         let read = self.read_timeout.load(Ordering::Acquire);
         if read & SHARED != 0 {
             let ptr = (read & !SHARED) as *const SharedWords;
             // A shared word is the address of the `read` word of the
-            // `SharedWords` this registration holds a count of (the first
+            // `SharedWords` these words hold a count of (the first
             // field of a `repr(C)` struct, so the struct's own address).
             // SAFETY: `ptr` is from `Arc::into_raw` and alive (counted);
             // one more count, made an `Arc`, leaves ours alone.
@@ -89,7 +125,7 @@ impl Registration {
             read: AtomicU64::new(read),
             write: AtomicU64::new(write),
         });
-        // The registration's own count, released by its drop.
+        // The words' own count, released by their drop.
         let ptr = Arc::into_raw(Arc::clone(&words));
         debug_assert_eq!(ptr as u64 & SHARED, 0);
         // Release: a loop that sees a shared word sees the words it points
@@ -101,8 +137,8 @@ impl Registration {
         words
     }
 
-    /// The word that holds the read (`read`) or write timeout now: the
-    /// registration's own, or the shared one its own points at.
+    /// The word that holds the read (`read`) or write timeout now: our
+    /// own, or the shared one our own points at.
     fn word(&self, read: bool) -> &AtomicU64 {
         let own = if read {
             &self.read_timeout
@@ -118,11 +154,11 @@ impl Registration {
     }
 }
 
-impl Drop for Registration {
+impl Drop for TimeoutWords {
     fn drop(&mut self) {
         let read = *self.read_timeout.get_mut();
         if read & SHARED != 0 {
-            // SAFETY: the registration's own count of its `SharedWords`
+            // SAFETY: the words' own count of their `SharedWords`
             // (see `share`), released once, here.
             drop(unsafe { Arc::from_raw((read & !SHARED) as *const SharedWords) });
         }
@@ -139,7 +175,7 @@ pub(crate) struct SharedWords {
     write: AtomicU64,
 }
 
-/// A registration's word pointing at `word` of its `SharedWords`.
+/// A word of [`TimeoutWords`] pointing at `word` of its `SharedWords`.
 fn shared_word(word: &AtomicU64) -> u64 {
     std::ptr::from_ref(word) as u64 | SHARED
 }
@@ -151,15 +187,15 @@ fn shared_word(word: &AtomicU64) -> u64 {
 #[inline(never)]
 pub(crate) fn shared_value(word: u64) -> u64 {
     // Acquire for the loop's relaxed load of `word`: the shared words were
-    // made before the registration's word was stored (with release).
+    // made before the words' own word was stored (with release).
     std::sync::atomic::fence(Ordering::Acquire);
     // SAFETY: a shared word points at a word of the `SharedWords` the
-    // registration it was loaded from holds (see `Registration::share`);
-    // the caller borrows that registration.
+    // `TimeoutWords` it was loaded from holds (see `TimeoutWords::share`);
+    // the caller borrows those words.
     unsafe { &*((word & !SHARED) as *const AtomicU64) }.load(Ordering::Relaxed)
 }
 
-/// The lock every change of a registration's words takes (a set timeout,
+/// The lock every change of a socket's timeout words takes (a set timeout,
 /// a set mode, a clone): rare calls, so one lock for the process, and the
 /// loop's reads never take it.
 fn lock_setters() -> std::sync::MutexGuard<'static, ()> {
@@ -168,12 +204,12 @@ fn lock_setters() -> std::sync::MutexGuard<'static, ()> {
 }
 
 /// The bit of a timeout word that says the socket is non-blocking (see
-/// `Registration::read_timeout`'s field). Timeouts are kept below it and
+/// [`TimeoutWords`]' invariant). Timeouts are kept below it and
 /// [`SHARED`]: 2^62 ns is 146 years.
 pub(crate) const NONBLOCKING: u64 = 1 << 63;
 
 /// The bit of a timeout word that says the word points at a shared one
-/// (see `Registration::read_timeout`'s field). An address fits below it.
+/// (see [`TimeoutWords`]' invariant). An address fits below it.
 pub(crate) const SHARED: u64 = 1 << 62;
 
 /// As std: a zero timeout is an error.
@@ -189,7 +225,7 @@ fn timeout_to_nanos(timeout: Option<Duration>) -> io::Result<u64> {
 }
 
 /// Stores timeout `ns` in `word` (not a shared one: see
-/// `Registration::word`), keeping its [`NONBLOCKING`] bit. The caller
+/// `TimeoutWords::word`), keeping its [`NONBLOCKING`] bit. The caller
 /// holds the setters' lock.
 fn set_nanos(word: &AtomicU64, ns: u64) {
     let old = word.load(Ordering::Relaxed);

@@ -1,6 +1,6 @@
-//! The kernel's events, read straight: `epoll_wait` as a system call into
-//! a buffer of the reactor's own, and what an event's bits mean for a
-//! source.
+//! The kernel's events, read straight: `epoll_wait` (`epoll_pwait2` for a
+//! wait with a timeout) as a system call into a buffer of the reactor's
+//! own, and what an event's bits mean for a source.
 //!
 //! mio registers the fds (its `Registry`), but the wait after every turn
 //! that finds nothing to run is the one call of the reactor on the path of
@@ -14,6 +14,7 @@
 
 use std::io;
 use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use super::Interest;
@@ -21,6 +22,9 @@ use crate::arch::syscall;
 
 /// How many events one wait takes at most.
 const CAPACITY: usize = 1024;
+
+/// Whether `epoll_pwait2` may be tried (until a kernel says it has none).
+static PWAIT2: AtomicBool = AtomicBool::new(true);
 
 /// The events of the last wait.
 pub(super) struct Events {
@@ -37,33 +41,28 @@ impl Events {
     }
 
     /// Waits on epoll fd `epfd` for at most `timeout` (`None`: until an
-    /// event comes), as mio's `Poll::poll` does: a timeout below a
-    /// millisecond is rounded up, not to zero, unless it is zero. An
-    /// interrupted wait finds no events.
+    /// event comes). An interrupted wait finds no events.
+    ///
+    /// A timeout that is neither zero nor `None` is kept to the
+    /// nanosecond with `epoll_pwait2` (Linux 5.11): `epoll_wait` takes
+    /// milliseconds, and a wait rounded up to the next one ends up to a
+    /// millisecond late (an outer loop that waits for its frame's deadline
+    /// in `turn` starts the frame that late). Where the kernel lacks it
+    /// (`ENOSYS`, or `EPERM` from a seccomp filter that does not know it),
+    /// the wait falls back to `epoll_wait`, rounded up as mio's
+    /// `Poll::poll` does, and so do all later ones. Zero and `None`, the
+    /// waits of every round trip, stay `epoll_wait`.
     #[inline(always)]
     pub(super) fn wait(&mut self, epfd: RawFd, timeout: Option<Duration>) -> io::Result<()> {
-        let ms = timeout.map_or(-1, |t| {
-            i32::try_from(
-                t.checked_add(Duration::from_nanos(999_999))
-                    .unwrap_or(t)
-                    .as_millis(),
-            )
-            .unwrap_or(i32::MAX)
-        });
         self.len = 0;
-        // SAFETY: `buf` holds CAPACITY events, all of which epoll_wait may
-        // write and no more (it is told the count); `epfd` is the caller's
-        // epoll fd; the call touches no other memory of ours.
-        let r = unsafe {
-            syscall::syscall6(
-                libc::SYS_epoll_wait,
-                epfd as usize,
-                self.buf.as_mut_ptr() as usize,
-                CAPACITY,
-                ms as isize as usize,
-                0,
-                0,
-            )
+        let r = match timeout {
+            Some(t) if !t.is_zero() && PWAIT2.load(Ordering::Relaxed) => {
+                match self.wait_precise(epfd, t) {
+                    Some(r) => r,
+                    None => self.wait_ms(epfd, timeout),
+                }
+            }
+            _ => self.wait_ms(epfd, timeout),
         };
         match syscall::result(r) {
             Ok(n) => {
@@ -73,6 +72,63 @@ impl Events {
             Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(()),
             Err(e) => Err(e),
         }
+    }
+
+    /// `epoll_wait`: a timeout below a millisecond is rounded up, not to
+    /// zero, unless it is zero.
+    #[inline(always)]
+    fn wait_ms(&mut self, epfd: RawFd, timeout: Option<Duration>) -> isize {
+        let ms = timeout.map_or(-1, |t| {
+            i32::try_from(
+                t.checked_add(Duration::from_nanos(999_999))
+                    .unwrap_or(t)
+                    .as_millis(),
+            )
+            .unwrap_or(i32::MAX)
+        });
+        // SAFETY: `buf` holds CAPACITY events, all of which epoll_wait may
+        // write and no more (it is told the count); `epfd` is the caller's
+        // epoll fd; the call touches no other memory of ours.
+        unsafe {
+            syscall::syscall6(
+                libc::SYS_epoll_wait,
+                epfd as usize,
+                self.buf.as_mut_ptr() as usize,
+                CAPACITY,
+                ms as isize as usize,
+                0,
+                0,
+            )
+        }
+    }
+
+    /// `epoll_pwait2` with `timeout` to the nanosecond; `None` (and no
+    /// more tries, process-wide) where the kernel has no such call.
+    #[cold]
+    #[inline(never)]
+    fn wait_precise(&mut self, epfd: RawFd, timeout: Duration) -> Option<isize> {
+        let ts = libc::timespec {
+            tv_sec: libc::time_t::try_from(timeout.as_secs()).unwrap_or(libc::time_t::MAX),
+            tv_nsec: timeout.subsec_nanos() as libc::c_long,
+        };
+        // SAFETY: as `wait_ms`'s call, and `ts` a valid timespec the call
+        // only reads; no signal mask (null), so the size is not read.
+        let r = unsafe {
+            syscall::syscall6(
+                libc::SYS_epoll_pwait2,
+                epfd as usize,
+                self.buf.as_mut_ptr() as usize,
+                CAPACITY,
+                &raw const ts as usize,
+                0,
+                0,
+            )
+        };
+        if r == -(libc::ENOSYS as isize) || r == -(libc::EPERM as isize) {
+            PWAIT2.store(false, Ordering::Relaxed);
+            return None;
+        }
+        Some(r)
     }
 
     pub(super) fn is_empty(&self) -> bool {
@@ -184,6 +240,49 @@ mod tests {
             assert_eq!(readiness(got[0].1).0, R);
             // A bad epoll fd is an error, not a panic.
             assert!(events.wait(efd, Some(Duration::ZERO)).is_err());
+            libc::close(efd);
+            libc::close(ep);
+        }
+    }
+
+    #[test]
+    fn a_timed_wait_keeps_its_nanoseconds_and_falls_back_to_milliseconds() {
+        // SAFETY: as in the test above.
+        unsafe {
+            let ep = libc::epoll_create1(libc::EPOLL_CLOEXEC);
+            let efd = libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC);
+            assert!(ep >= 0 && efd >= 0);
+            let mut ev = libc::epoll_event {
+                events: EPOLLIN as u32,
+                u64: 7,
+            };
+            assert_eq!(libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, efd, &mut ev), 0);
+            let mut events = Events::new();
+            let mut wait = |timeout: Duration| {
+                let start = std::time::Instant::now();
+                events.wait(ep, Some(timeout)).unwrap();
+                (
+                    start.elapsed(),
+                    events.iter().map(|e| e.0).collect::<Vec<_>>(),
+                )
+            };
+            // The kernel's way (`epoll_pwait2` where it has it) and the
+            // fallback (`epoll_wait`): each waits out a sub-millisecond
+            // timeout, not less, and returns at once with a ready fd.
+            for precise in [true, false] {
+                PWAIT2.store(precise, Ordering::Relaxed);
+                let (took, got) = wait(Duration::from_micros(300));
+                assert!(got.is_empty(), "{got:?}");
+                assert!(took >= Duration::from_micros(300), "{took:?}");
+                let one = 1u64;
+                assert_eq!(libc::write(efd, (&raw const one).cast(), 8), 8);
+                let (took, got) = wait(Duration::from_secs(10));
+                assert_eq!(got, [7]);
+                assert!(took < Duration::from_secs(5), "{took:?}");
+                let mut drained = 0u64;
+                assert_eq!(libc::read(efd, (&raw mut drained).cast(), 8), 8);
+            }
+            PWAIT2.store(true, Ordering::Relaxed);
             libc::close(efd);
             libc::close(ep);
         }

@@ -9,8 +9,9 @@ use std::time::Duration;
 
 use crate::fiber::{self, JoinHandle};
 use crate::runtime::{Builder, Dump, Runtime, WorkerMetrics};
-use crate::scheduler::context::{Enter, close};
+use crate::scheduler::context::{self, Enter, close};
 use crate::scheduler::core::{Core, Until};
+use crate::scheduler::dump_names;
 use crate::scheduler::thread_exit;
 
 /// A runtime on the thread that drives it: the default flavor of [`Runtime`].
@@ -406,14 +407,7 @@ impl Runtime {
     /// ```
     pub fn metrics(&self) -> Vec<WorkerMetrics> {
         let (alive, ready) = self.core().figures();
-        vec![WorkerMetrics {
-            worker: 0,
-            alive,
-            ready,
-            parked: alive - ready,
-            queued: 0,
-            stolen: 0,
-        }]
+        vec![WorkerMetrics::current_thread(alive, ready)]
     }
 
     /// Every fiber of this runtime with its id, name, state and what it
@@ -437,7 +431,22 @@ impl Runtime {
     /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn dump(&self) -> Dump {
-        Dump::resolve(vec![self.core().dump_section(true)])
+        dump_names::resolve(vec![self.core().dump_section(true)], context::in_fiber())
+    }
+
+    /// A [`Handle`](crate::runtime::Handle) to this runtime, which other
+    /// threads may hold: to spawn onto it, count its fibers, dump them.
+    ///
+    /// ```
+    /// let rt = fibra::Runtime::new()?;
+    /// let handle = rt.handle();
+    /// let h = std::thread::spawn(move || handle.spawn(|| 7)).join().unwrap();
+    /// // Started the next time the runtime is driven.
+    /// assert_eq!(rt.block_on(|| h.join().unwrap()), 7);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn handle(&self) -> crate::runtime::Handle {
+        crate::runtime::Handle::of_core(self.core())
     }
 
     /// This runtime's id in the registry (for tests).

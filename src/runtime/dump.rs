@@ -22,9 +22,9 @@ use std::time::Duration;
 
 pub(crate) use crate::scheduler::fiber_info::Dump;
 use crate::scheduler::fiber_info::{ANSWER_WITHIN, Busy, FiberInfo, FiberState, Section};
-use crate::scheduler::registry;
 use crate::scheduler::shared::{Remote, Shared};
 use crate::scheduler::stack_trace::sample::Sampled;
+use crate::scheduler::{context, dump_names, registry};
 use crate::sync::mpsc;
 
 /// How long a runtime must have run one context without a switch, while a
@@ -105,7 +105,7 @@ pub(crate) fn collect(
             sections[i].busy = busy(shared);
         }
     }
-    Dump::resolve(sections)
+    dump_names::resolve(sections, context::in_fiber())
 }
 
 /// What keeps `shared`'s runtime from answering, if it runs fibers: the
@@ -120,7 +120,7 @@ fn busy(shared: &Shared) -> Option<Busy> {
     Some(Busy {
         starved,
         running: running
-            .map(|r| crate::scheduler::watch::describe(r.id, r.name.as_deref(), r.root)),
+            .map(|r| crate::scheduler::fiber_id::describe(r.id, r.name.as_deref(), r.root)),
     })
 }
 
@@ -154,7 +154,11 @@ fn stalled(shared: &Shared, word: usize) -> Option<(FiberInfo, Sampled)> {
         running_for: Some(held),
         spawned_at: running.location,
         stack_used: None,
+        cpu_time: None,
         stack: None,
+        // (The fiber layer's map of members is on that thread.)
+        group: None,
+        in_group: None,
     };
     Some((info, stack))
 }

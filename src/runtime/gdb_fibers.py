@@ -8,23 +8,31 @@
 #   fiber NAME [CMD]     the same, for the fiber of that name
 #   fiber all [CMD]      CMD on every fiber
 #
-# Embedded in every binary that links fibra (`#![debugger_visualizer]` in
-# src/lib.rs), so gdb runs it when it loads the program, once auto-loading
-# is allowed for it (`gdb -iex 'add-auto-load-safe-path /path/to/binary'`,
-# or `set auto-load safe-path /` in ~/.gdbinit). `source` it by hand
-# otherwise. It reads fibra's own structures through the debug info: the
-# program must be built with it for fibra (`debug = true` or `2`; the
-# default of `cargo build`, not of `--release`).
+# Embedded in every binary that links fibra, at every debug level, by a
+# static in gdb's `.debug_gdb_scripts` section (`GDB_SCRIPT` in
+# src/scheduler/debugger.rs; not `#![debugger_visualizer]`, which rustc
+# writes only with debug info). gdb runs it when it loads the program, once
+# auto-loading is allowed for it (`gdb -iex 'add-auto-load-safe-path
+# /path/to/binary'`, or `set auto-load safe-path /` in ~/.gdbinit); `source`
+# it by hand otherwise.
+#
+# It needs no debug info: it reads fibra's structures as raw memory, where
+# the program itself says they lie. It needs the symbol table (to find
+# `FIBRA_0_1_RUNTIMES`) and the unwind tables (`.eh_frame`, always there):
+# line tables add files and lines to what it shows.
 #
 # ## How it finds the fibers
 #
-# `fibra::scheduler::debugger::FIBRA_0_1_RUNTIMES` (src/scheduler/debugger.rs)
-# holds the address and length of an array of two words per live runtime:
-# the address of its `Core` and its thread's LWP. A core's `local.fibers` is
-# the slab of its fiber records (src/scheduler/core/record.rs): saved stack
-# pointer, state, id, name, and what its last park waited on (`StoredWait`,
-# whose tags `waiting_on` below decodes as src/scheduler/wait_on.rs does).
-# tests/gdb.rs fails when these stop matching.
+# `FIBRA_0_1_RUNTIMES` (src/scheduler/debugger.rs, an unmangled symbol)
+# holds the address and length of an array of entries, one per live
+# runtime (its `Core`, its thread's LWP, its `Local`, its thread's name and
+# whether it is a worker), and the address of a `Layout`: the offsets, by
+# `offset_of!`, of the fields read here, and the byte of each state. A
+# runtime's `Local` holds the running context's key and the array of its
+# fiber records (src/scheduler/core/record.rs): saved stack pointer, state,
+# id, name, and what its last park waited on (`StoredWait`, whose tags
+# `waiting_on` below decodes as src/scheduler/wait_on.rs does). tests/gdb.rs
+# fails when these stop matching.
 #
 # ## How a parked fiber's stack is shown, without running it or writing it
 #
@@ -48,7 +56,14 @@
 # Go's runtime-gdb.py sets the thread's pc and sp instead, and sets them
 # back: that cannot be done in a core, and a `fiber N CMD` interrupted in
 # between would leave a live thread at the fiber's registers.
+#
+# ## Errors
+#
+# Every command says what went wrong in one line (`fibra: ...`), never with
+# a Python traceback: `FibraError` is gdb's own error type, and any other
+# exception is turned into one (see `one_line`).
 
+import functools
 import re
 import struct
 import time
@@ -56,75 +71,60 @@ import time
 import gdb
 import gdb.unwinder
 
-RUNTIMES = "fibra::scheduler::debugger::FIBRA_0_1_RUNTIMES"
-CORE = "fibra::scheduler::core::Core"
+RUNTIMES = "FIBRA_0_1_RUNTIMES"
 NO_DEADLINE = (1 << 64) - 1
 
 # fibra's own frames, and the standard library's, are not where a user
 # would say a fiber "is": `info fibers` names the first frame that is none
 # of these (the switch's assembly is `fibra_0_1_*`).
-INTERNAL = re.compile(r"^<?(fibra|core|std|alloc)::|^fibra_\d+_\d+_|^_")
+INTERNAL = re.compile(r"^<?&?(mut )?(fibra|core|std|alloc)::|^fibra_\d+_\d+_|^_")
+
+
+class FibraError(gdb.GdbError):
+    """An error gdb prints as its one line, with no traceback."""
+
+
+def one_line(what):
+    """Wraps a command's `invoke` (or a hook gdb calls) so that whatever
+    goes wrong reaches the user as one line: gdb prints a `gdb.GdbError`
+    as a message, but any other exception with Python's name for it and,
+    in some settings, a traceback."""
+
+    def wrap(f):
+        @functools.wraps(f)
+        def run(*args, **kwargs):
+            try:
+                return f(*args, **kwargs)
+            except gdb.GdbError:
+                raise
+            except KeyboardInterrupt:
+                raise FibraError("fibra: %s: interrupted" % what)
+            except gdb.MemoryError as e:
+                raise FibraError(
+                    "fibra: %s: cannot read the program's memory (%s): a "
+                    "runtime being made or closed, or a core without it" % (what, e)
+                )
+            except Exception as e:
+                raise FibraError("fibra: %s failed: %s" % (what, e))
+
+        return run
+
+    return wrap
+
+
+def read(addr, size):
+    return bytes(gdb.selected_inferior().read_memory(addr, size))
 
 
 def word(addr):
     """The 8-byte word at `addr` in the inferior."""
-    mem = gdb.selected_inferior().read_memory(addr, 8)
-    return struct.unpack("<Q", bytes(mem))[0]
-
-
-def field(value, name):
-    """`value.name`, or its first field if it has no `name` (the
-    standard library's wrappers: UnsafeCell's `value`, NonNull's
-    `pointer`)."""
-    fields = value.type.strip_typedefs().fields()
-    for f in fields:
-        if f.name == name:
-            return value[f]
-    return value[fields[0]]
-
-
-def pointer_in(value):
-    """The first raw pointer inside `value` (a NonNull, a Unique, a
-    RawVec...), as an integer."""
-    t = value.type.strip_typedefs()
-    if t.code == gdb.TYPE_CODE_PTR:
-        return int(value)
-    for f in t.fields():
-        if f.bitsize == 0 and not f.artificial:
-            try:
-                return pointer_in(value[f])
-            except ValueError:
-                continue
-    raise ValueError("no pointer in " + str(t))
-
-
-def variant(value):
-    """The name of the variant a Rust enum value holds (`Some`, `None`):
-    gdb gives the value the fields of its variant."""
-    fields = value.type.strip_typedefs().fields()
-    return fields[-1].name if fields else None
+    return struct.unpack("<Q", read(addr, 8))[0]
 
 
 def utf8(addr, length):
     if addr == 0 or length <= 0:
         return ""
-    data = bytes(gdb.selected_inferior().read_memory(addr, min(length, 4096)))
-    return data.decode("utf-8", "replace")
-
-
-def gdb_string(value):
-    """The text of a string gdb made from an expression: a C string, or
-    in Rust a `&str` (a pointer and a length)."""
-    try:
-        return value.string()
-    except gdb.error:
-        return utf8(pointer_in(value), int(field(value, "length")))
-
-
-def rust_string(value):
-    """A `String`'s text: its Vec's length and first pointer."""
-    vec = field(value, "vec")
-    return utf8(pointer_in(vec), int(field(vec, "len")))
+    return read(addr, min(length, 4096)).decode("utf-8", "replace")
 
 
 TRAMPOLINE = "fibra_0_1_trampoline"
@@ -139,37 +139,68 @@ def symbol_at(pc):
     return text.split(" in section ", 1)[0].strip()
 
 
-class NoDebugInfo(gdb.GdbError):
-    pass
-
-
-def no_debug_info():
-    return NoDebugInfo(
-        "fibra: no debug info for fibra's runtime in this program, so its "
-        "fibers cannot be read. Build with debug info for fibra (the default "
-        "of `cargo build`; for release, `[profile.release] debug = true` or "
-        "`[profile.release.package.fibra] debug = true` in Cargo.toml)."
-    )
-
-
-def core_type():
+def address_of(name):
+    """The address of the global `name`, from the debug info or, without
+    it, from the symbol table (`info address` looks in both)."""
     try:
-        return gdb.lookup_type(CORE)
+        text = gdb.execute("info address " + name, to_string=True)
     except gdb.error:
-        raise no_debug_info()
+        return None
+    m = re.search(r"\b0x[0-9a-fA-F]+", text)
+    return int(m.group(0), 16) if m else None
 
 
-def arc_data_offset():
-    """Where an `Arc<str>`'s text starts in its allocation (after the two
-    counts)."""
-    try:
-        inner = gdb.lookup_type("alloc::sync::ArcInner<str>")
-        for f in inner.fields():
-            if f.name == "data":
-                return f.bitpos // 8
-    except gdb.error:
-        pass
-    return 16
+# The fields of `Layout` (src/scheduler/debugger.rs), in its order: one
+# 8-byte word each.
+LAYOUT_FIELDS = (
+    "size",
+    "entry_size",
+    "current",
+    "entered",
+    "records",
+    "records_len",
+    "record_size",
+    "sp",
+    "state",
+    "id",
+    "name",
+    "wait_tag",
+    "wait_word",
+    "waiting_until",
+    "ready",
+    "running",
+    "parked",
+    "done",
+    "vacant",
+    "name_ptr",
+    "name_len",
+    "name_text",
+    "str_ptr",
+    "str_len",
+)
+
+
+class Layout:
+    """Where the program says the fields this script reads lie."""
+
+    def __init__(self, addr):
+        size = word(addr)
+        if size < 8 * len(LAYOUT_FIELDS):
+            raise FibraError(
+                "fibra: this program's runtime publishes %d bytes of layout, "
+                "and this script reads %d: they are not from one fibra"
+                % (size, 8 * len(LAYOUT_FIELDS))
+            )
+        words = struct.unpack("<%dQ" % len(LAYOUT_FIELDS), read(addr, 8 * len(LAYOUT_FIELDS)))
+        for name, value in zip(LAYOUT_FIELDS, words):
+            setattr(self, name, value)
+        self.states = {
+            self.ready: "Ready",
+            self.running: "Running",
+            self.parked: "Parked",
+            self.done: "Done",
+            self.vacant: "Vacant",
+        }
 
 
 def deadline_left(until):
@@ -189,11 +220,9 @@ def deadline_left(until):
 INTEREST = ((1, "READABLE"), (2, "WRITABLE"), (4, "PRIORITY"))
 
 
-def waiting_on(stored):
+def waiting_on(layout, tag, w):
     """What a park waits on, as `WaitOn`'s Display says it
     (src/scheduler/wait_on.rs: `StoredWait`'s tag and word)."""
-    tag = int(stored["tag"])
-    w = int(stored["word"])
     if tag == 0:
         return None
     if tag == 1:
@@ -209,7 +238,7 @@ def waiting_on(stored):
         return "join of fiber %d" % w
     if tag == 4:
         # The address of a `&'static str`: its pointer and length.
-        return utf8(word(w), word(w + 8))
+        return utf8(word(w + layout.str_ptr), word(w + layout.str_len))
     return {
         5: "signal::wait",
         6: "block_on_future",
@@ -218,24 +247,35 @@ def waiting_on(stored):
     }.get(tag, "tag %d" % tag)
 
 
+def field_at(rec, at, size):
+    """The unsigned integer of `size` bytes at offset `at` of a record's
+    bytes."""
+    return int.from_bytes(rec[at : at + size], "little")
+
+
 class Fiber:
     """One context of a runtime, as its record says."""
 
-    def __init__(self, runtime, key, rec, arc_offset):
+    def __init__(self, runtime, key, rec):
+        layout = runtime.layout
         self.runtime = runtime
         self.key = key
         self.root = key == 0
-        self.sp = int(rec["sp"])
-        self.state = str(rec["state"]).rsplit("::", 1)[-1]
-        self.id = word(int(rec["id"].address))
-        name_at = int(rec["name"].address)
-        ptr, length = word(name_at), word(name_at + 8)
-        self.name = utf8(ptr + arc_offset, length) if ptr else None
+        self.sp = field_at(rec, layout.sp, 8)
+        self.state = runtime.state_of(rec)
+        self.id = field_at(rec, layout.id, 8)
+        ptr = field_at(rec, layout.name + layout.name_ptr, 8)
+        length = field_at(rec, layout.name + layout.name_len, 8)
+        self.name = utf8(ptr + layout.name_text, length) if ptr else None
         self.waiting_on = None
         self.deadline_in = None
         if self.state == "Parked":
-            self.waiting_on = waiting_on(rec["waiting_on"])
-            self.deadline_in = deadline_left(int(rec["waiting_until"]))
+            self.waiting_on = waiting_on(
+                layout,
+                field_at(rec, layout.wait_tag, 1),
+                field_at(rec, layout.wait_word, 8),
+            )
+            self.deadline_in = deadline_left(field_at(rec, layout.waiting_until, 8))
 
     @property
     def on_thread(self):
@@ -284,33 +324,40 @@ class Fiber:
         return text
 
 
+# At most this many records are read of one runtime: a torn or stale entry
+# cannot make `info fibers` read gigabytes.
+MAX_RECORDS = 1 << 20
+
+
 class Runtime:
-    def __init__(self, index, core, lwp):
+    def __init__(self, index, layout, entry):
+        core, lwp, local, name, name_len, worker = entry
         self.index = index
+        self.layout = layout
         self.lwp = lwp
-        self.address = int(core.address)
-        local = field(core["local"], "value")
-        self.current = int(local["current"])
-        self.entered = bool(local["entered"])
+        self.address = core
+        self.current = struct.unpack("<I", read(local + layout.current, 4))[0]
+        self.entered = read(local + layout.entered, 1) != b"\0"
         # A worker's root runs the worker's loop, never the user's code.
-        self.worker = variant(core["worker"]) == "Some"
-        shared = field(pointer_value(core["shared"]), "data")
-        self.thread_name = rust_string(shared["thread_name"])
-        slots = local["fibers"]["slots"]
-        records = field(slots["ptr"], "pointer")
-        count = int(slots["len"])
-        arc_offset = arc_data_offset()
+        self.worker = worker != 0
+        self.thread_name = utf8(name, name_len)
+        records = word(local + layout.records)
+        count = min(word(local + layout.records_len), MAX_RECORDS)
         self.fibers = []
         for key in range(count):
-            rec = records[key]
-            state = str(rec["state"]).rsplit("::", 1)[-1]
+            rec = read(records + key * layout.record_size, layout.record_size)
+            state = self.state_of(rec)
             if state in ("Vacant", "Done"):
                 continue
             if key == 0 and (self.worker or (state == "Running" and not self.entered)):
                 # The root of a worker (its loop), or of a runtime nobody
                 # drives now: no user code of its own anywhere.
                 continue
-            self.fibers.append(Fiber(self, key, rec, arc_offset))
+            self.fibers.append(Fiber(self, key, rec))
+
+    def state_of(self, rec):
+        byte = field_at(rec, self.layout.state, 1)
+        return self.layout.states.get(byte, "state %d" % byte)
 
     def gdb_thread(self):
         """The gdb thread this runtime runs on, by its LWP."""
@@ -320,29 +367,30 @@ class Runtime:
         return None
 
 
-def pointer_value(arc):
-    """What an `Arc<T>` points at (its `ArcInner<T>`)."""
-    inner = field(field(arc, "ptr"), "pointer")
-    return inner.dereference()
-
-
 def runtimes():
     """Every live runtime of the inferior."""
-    sym = gdb.lookup_global_symbol(RUNTIMES)
-    if sym is None:
-        try:
-            gdb.execute("info address FIBRA_0_1_RUNTIMES", to_string=True)
-        except gdb.error:
-            raise gdb.GdbError("fibra: this program has no fibra runtime (0.1)")
-        raise no_debug_info()
-    core_ptr = core_type().pointer()
-    at = int(sym.value().address)
-    cores, count = word(at), word(at + 8)
+    at = address_of(RUNTIMES)
+    if at is None:
+        raise FibraError(
+            "fibra: no symbol %s in this program: it has no fibra 0.1 runtime, "
+            'or its symbol table was stripped (`strip = "symbols"`; '
+            '`strip = "debuginfo"` keeps what `info fibers` needs)' % RUNTIMES
+        )
+    if gdb.selected_thread() is None:
+        raise FibraError(
+            "fibra: no process or core file to read fibers from (`run`, "
+            "`attach PID` or `core FILE` first)"
+        )
+    cores, count, layout_at = word(at), word(at + 8), word(at + 16)
+    if count == 0:
+        return []
+    if layout_at == 0:
+        raise FibraError("fibra: the runtimes' list has no layout: not from this fibra")
+    layout = Layout(layout_at)
     found = []
     for i in range(min(count, 4096)):
-        addr, lwp = word(cores + 16 * i), word(cores + 16 * i + 8)
-        core = gdb.Value(addr).cast(core_ptr).dereference()
-        found.append(Runtime(i, core, lwp))
+        entry = struct.unpack("<6Q", read(cores + i * layout.entry_size, 48))
+        found.append(Runtime(i, layout, entry))
     return found
 
 
@@ -364,7 +412,15 @@ class FiberUnwinder(gdb.unwinder.Unwinder):
         if self.target is None or self.claimed:
             return None
         self.claimed = True
-        sp = self.target
+        try:
+            return self.unwind(pending, self.target)
+        except Exception:
+            # gdb would print it at every frame it asks about: the frame
+            # is left to gdb's own unwinders, and `OnFiber` says that the
+            # fiber's frame was not found.
+            return None
+
+    def unwind(self, pending, sp):
         rsp = pending.read_register("rsp")
         rip = pending.read_register("rip")
 
@@ -373,8 +429,13 @@ class FiberUnwinder(gdb.unwinder.Unwinder):
                 self.sp = sp
                 self.pc = pc
 
-        info = pending.create_unwind_info(FrameId(rsp, rip))
+        # The claimed frame's id says its stack is at 0, below every
+        # stack: gdb stops a walk at a frame that is "inner" (lower) than
+        # the one before it, and a fiber's stack may lie below its thread's.
+        # (Where the fiber's innermost frame is an inlined call, as with
+        # line tables, gdb does not compare; without them it does.)
         ptr = rsp.type
+        info = pending.create_unwind_info(FrameId(gdb.Value(0).cast(ptr), rip))
         info.add_saved_register("rip", gdb.Value(word(sp + 24)).cast(rip.type))
         info.add_saved_register("rsp", gdb.Value(sp + 32).cast(ptr))
         info.add_saved_register("rbp", gdb.Value(word(sp + 8)).cast(ptr))
@@ -456,14 +517,83 @@ class OnFiber:
         return False
 
 
+class Where:
+    """What `where` learnt: whether any frame it named had a file and line
+    (none: the program has no line tables, which `info fibers` then says),
+    and the directory of fibra's sources."""
+
+    named = 0
+    with_lines = 0
+    # fibra's `src/` directory, as gdb names its files (`Symtab.fullname`):
+    # learnt from a parked fiber's innermost frame, which is fibra's switch.
+    fibra_src = None
+
+
+# A legacy-mangled symbol's hash (`::h0123456789abcdef`), and an offset
+# into a symbol (`name + 17`).
+HASH = re.compile(r"::h[0-9a-f]{16}$")
+
+
+def qualified(frame, name):
+    """`name` with its path: with line tables only, gdb names a function
+    by its last segment (`wait_for_lock`), which cannot tell the user's
+    from fibra's; the symbol table has the whole path. Not for an inlined
+    call, whose pc is in its caller's symbol."""
+    if "::" in name or frame.type() != gdb.NORMAL_FRAME:
+        return name
+    pc = frame.pc() if frame.level() == 0 else frame.pc() - 1
+    sym = symbol_at(pc)
+    if not sym or sym.startswith("No symbol"):
+        return name
+    full = HASH.sub("", sym.split(" + ", 1)[0])
+    return full if full.endswith("::" + name) else name
+
+
+def source_of(frame):
+    """The frame's file as gdb names it in full, or None."""
+    sal = frame.find_sal()
+    if sal.symtab is None:
+        return None
+    try:
+        return sal.symtab.fullname()
+    except gdb.error:
+        return sal.symtab.filename
+
+
+def learn_fibra_src(frame):
+    """Takes fibra's `src/` directory from `frame`, a parked fiber's
+    innermost frame (fibra's switch, `src/arch/...`)."""
+    path = source_of(frame)
+    if Where.fibra_src is None and path and "/src/" in path:
+        Where.fibra_src = path[: path.rindex("/src/") + len("/src/")]
+
+
+def internal(frame, name):
+    """Whether the frame is fibra's or the standard library's: by its
+    function's path, or by its file where gdb gives only the last segment
+    of the name (line tables only)."""
+    if INTERNAL.search(name):
+        return True
+    path = source_of(frame)
+    if path is None:
+        return False
+    if path.startswith("/rustc/"):
+        return True
+    return Where.fibra_src is not None and path.startswith(Where.fibra_src)
+
+
 def where(frame, limit=64):
     """The first frame from `frame` out that is the user's: its function,
-    file and line."""
+    and its file and line when the program has line tables."""
     while frame is not None and limit > 0:
         name = frame.name()
-        if name and not INTERNAL.search(name):
+        if name:
+            name = qualified(frame, HASH.sub("", name))
+        if name and not internal(frame, name):
+            Where.named += 1
             sal = frame.find_sal()
             if sal.symtab is not None:
+                Where.with_lines += 1
                 return "%s at %s:%d" % (name, sal.symtab.filename, sal.line)
             return name
         frame = frame.older()
@@ -475,6 +605,7 @@ def where_is(fiber):
     try:
         if fiber.has_saved_frame:
             with OnFiber(fiber) as frame:
+                learn_fibra_src(frame)
                 return where(frame)
         if fiber.on_thread:
             thread = fiber.runtime.gdb_thread()
@@ -485,7 +616,9 @@ def where_is(fiber):
                     return where(gdb.newest_frame())
                 finally:
                     was.switch()
-    except gdb.error:
+    except Exception:
+        # One fiber whose place cannot be told does not keep `info
+        # fibers` from listing the rest.
         pass
     return ""
 
@@ -506,11 +639,19 @@ stack."""
     def __init__(self):
         super().__init__("info fibers", gdb.COMMAND_STACK, gdb.COMPLETE_NONE)
 
+    @one_line("info fibers")
     def invoke(self, arg, from_tty):
         found = runtimes()
         if not found:
             print("No fibra runtime.")
             return
+        Where.named = Where.with_lines = 0
+        # The parked first: they show where fibra's sources are, which
+        # tells its frames from the user's in the running ones.
+        everyone = [f for rt in found for f in rt.fibers]
+        places = {}
+        for f in sorted(everyone, key=lambda f: not f.has_saved_frame):
+            places[f.key, f.runtime.index] = where_is(f)
         for rt in found:
             thread = rt.gdb_thread()
             on = " (gdb thread %d)" % thread.num if thread is not None else ""
@@ -519,7 +660,7 @@ stack."""
                 % (rt.index, rt.thread_name, on, len(rt.fibers))
             )
             rows = [
-                ("*" if f.on_thread else " ", f.label(), f.state_text(), where_is(f))
+                ("*" if f.on_thread else " ", f.label(), f.state_text(), places[f.key, rt.index])
                 for f in rt.fibers
             ]
             width = max([len(r[1]) for r in rows] + [2])
@@ -529,6 +670,11 @@ stack."""
                 if at:
                     line += "  in " + at
                 print(line.rstrip())
+        if Where.named and not Where.with_lines:
+            print(
+                "(No line tables in this program: functions without files and "
+                'lines. `debug = "line-tables-only"` adds them.)'
+            )
 
 
 def parse_fiber(arg):
@@ -573,6 +719,7 @@ the thread."""
     def __init__(self):
         super().__init__("fiber", gdb.COMMAND_STACK, gdb.COMPLETE_NONE)
 
+    @one_line("fiber")
     def invoke(self, arg, from_tty):
         kind, key, cmd = parse_fiber(arg)
         everyone = [f for rt in runtimes() for f in rt.fibers]
@@ -634,3 +781,25 @@ try:
     gdb.execute("handle SIG61 nostop noprint pass", to_string=True)
 except gdb.error:
     pass
+
+
+# gdb reads the `.debug_gdb_scripts` section this script comes from, where
+# rustc, in a binary built with debug info, names a file of the standard
+# library's pretty-printers, `gdb_load_rust_pretty_printers.py`, which only
+# `rust-gdb` tells gdb where to find. Plain gdb then warns "Missing
+# auto-load script at offset 0 in section .debug_gdb_scripts", at every
+# start and attach, which reads as if fibra's extension were missing: say
+# in one line, under it, what it is about.
+def explain_missing_printers():
+    try:
+        scripts = gdb.execute("info auto-load python-scripts", to_string=True)
+    except gdb.error:
+        return
+    if re.search(r"^No\s+gdb_load_rust_pretty_printers\.py", scripts, re.M):
+        print(
+            "fibra: that warning is about Rust's own pretty-printers, which "
+            "`rust-gdb` loads; `info fibers` and `fiber` are loaded."
+        )
+
+
+explain_missing_printers()

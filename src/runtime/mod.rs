@@ -60,35 +60,37 @@
 //!
 //! ## In gdb
 //!
-//! Every program that links fibra carries a gdb extension (in its
-//! `.debug_gdb_scripts` section; the source is `src/runtime/gdb_fibers.py`)
-//! that lists its fibers and walks a parked one's stack, as Go's
-//! `runtime-gdb.py` does for goroutines. gdb (or `rust-gdb`) runs it when it
-//! loads the program, once auto-loading is allowed for the program: `-iex
-//! 'add-auto-load-safe-path target/debug'` on the command line, or `set
-//! auto-load safe-path /` in `~/.config/gdb/gdbinit`. On a running program
-//! (stopped at a breakpoint or by Ctrl-C) or on a core file,
-//! `examples/gdb_fibers.rs` shows:
+//! Every program that links fibra carries a gdb extension that lists its
+//! fibers and walks a parked one's stack, as Go's `runtime-gdb.py` does for
+//! goroutines: fibra writes it (`src/runtime/gdb_fibers.py`) into the
+//! program's `.debug_gdb_scripts` section, whatever its `debug` level. gdb
+//! (or `rust-gdb`) runs it when it loads the program, once auto-loading is
+//! allowed for the program's path: `-iex 'add-auto-load-safe-path target'`
+//! on the command line, or `add-auto-load-safe-path /path/to/project` (`set
+//! auto-load safe-path /` for every path) in `~/.config/gdb/gdbinit`. Until
+//! then gdb says that auto-loading "has been declined", and `info fibers` is
+//! an undefined command. On a running program (stopped at a breakpoint or
+//! by Ctrl-C) or on a core file, `examples/gdb_fibers.rs` shows:
 //!
 //! ```text
 //! (gdb) info fibers
 //! Runtime 0 on thread "fibra-worker-0" (gdb thread 2): 2 fibers
-//!   1025                parked: join of fiber 2      in gdb_fibers::wait_on_worker at examples/gdb_fibers.rs:56
-//!   2 "worker-sleeper"  parked: sleep, 3599.9s left  in gdb_fibers::nap at examples/gdb_fibers.rs:31
+//!   1025                parked: join of fiber 2      in gdb_fibers::wait_on_worker at examples/gdb_fibers.rs:64
+//!   2 "worker-sleeper"  parked: sleep, 3599.9s left  in gdb_fibers::nap at examples/gdb_fibers.rs:36
 //! Runtime 1 on thread "main" (gdb thread 1): 6 fibers
-//! * 1026 (block_on)  running                      in gdb_fibers::stop_here at examples/gdb_fibers.rs:26
-//!   1027 "sleeper"   parked: sleep, 3600.0s left  in gdb_fibers::nap at examples/gdb_fibers.rs:31
-//!   1028 "locker"    parked: Mutex::lock          in gdb_fibers::wait_for_lock at examples/gdb_fibers.rs:36
-//!   1029 "listener"  parked: channel receive      in gdb_fibers::wait_for_message at examples/gdb_fibers.rs:42
-//!   1030 "reader"    parked: fd 12 READABLE       in gdb_fibers::wait_for_bytes at examples/gdb_fibers.rs:47
+//! * 1026 (block_on)  running                      in gdb_fibers::stop_here at examples/gdb_fibers.rs:31
+//!   1027 "sleeper"   parked: sleep, 3600.0s left  in gdb_fibers::nap at examples/gdb_fibers.rs:36
+//!   1028 "locker"    parked: Mutex::lock          in gdb_fibers::wait_for_lock at examples/gdb_fibers.rs:44
+//!   1029 "listener"  parked: channel receive      in gdb_fibers::wait_for_message at examples/gdb_fibers.rs:50
+//!   1030 "reader"    parked: fd 12 READABLE       in gdb_fibers::wait_for_bytes at examples/gdb_fibers.rs:55
 //!   1031             ready, not started
 //! (gdb) fiber locker bt
 //! #1  0x00005555556aac4b in fibra::arch::x86_64::switch (...) at src/arch/x86_64.rs:139
 //! #2  fibra::scheduler::core::Core::switch_to (...) at src/scheduler/core/switch.rs:54
 //! ...
 //! #9  0x000055555561e265 in fibra::sync::mutex::Mutex<u32>::lock<u32> (self=0x555555d763c0) at src/sync/mutex.rs:127
-//! #10 0x000055555561c159 in gdb_fibers::wait_for_lock (lock=0x555555d763c0) at examples/gdb_fibers.rs:36
-//! #11 0x00005555556209a7 in gdb_fibers::park_fibers_and_stop::{closure#1}::{closure#1} () at examples/gdb_fibers.rs:89
+//! #10 0x000055555561c159 in gdb_fibers::wait_for_lock (lock=0x555555d763c0) at examples/gdb_fibers.rs:44
+//! #11 0x00005555556209a7 in gdb_fibers::park_fibers_and_stop::{closure#1}::{closure#1} () at examples/gdb_fibers.rs:97
 //! ...
 //! #21 0x0000555555709f9e in fibra_0_1_trampoline ()
 //! ```
@@ -106,15 +108,38 @@
 //! program (so a core file works as well as a live process); its frames
 //! keep gdb's numbers, from `#1` (the thread's own innermost frame, `#0`,
 //! is hidden). A fiber its thread runs now has that thread's stack:
-//! `fiber` runs the command on the thread. The extension reads fibra's
-//! structures through the debug info, so fibra must be built with it
-//! (`debug = true`: the default of `cargo build`, not of `--release`,
-//! where `[profile.release.package.fibra] debug = true` gives it); without
-//! it the commands say so. It finds the runtimes through one global list,
-//! written when a runtime is made and when it is dropped: the hot paths pay
-//! nothing for it. It also tells gdb to pass `SIG61` (`SIGRTMAX - 3`, the
-//! signal the stall watchdog samples a busy thread with) without stopping:
-//! a program held at a breakpoint looks stalled to the watchdog.
+//! `fiber` runs the command on the thread.
+//!
+//! The extension needs no debug info: it finds the runtimes through one
+//! global list, `FIBRA_0_1_RUNTIMES`, by its name in the symbol table, and
+//! the list says where the fields it reads lie; gdb walks the stacks with
+//! the unwind tables every Rust program keeps. What the `debug` setting of
+//! the program's profile (for fibra and the user's crate) adds:
+//!
+//! - `debug = false` (the default of `--release`, whose `strip =
+//!   "debuginfo"` keeps the symbols): every fiber, its state and the
+//!   functions of its stack, by name, without files and lines (`info
+//!   fibers` says so under its list).
+//! - `debug = "line-tables-only"` or `1` (`"limited"`): the same, with each
+//!   frame's file and line. gdb shows no arguments or local variables.
+//! - `debug = 2` (`true`, the default of `cargo build`): arguments, and
+//!   locals with `fiber N bt full` or `fiber N info locals`.
+//! - `strip = "symbols"` (or `strip` run on the binary): the commands
+//!   remain, and say in one line that the symbol they read is gone.
+//!
+//! With debug info, gdb may also print, at every start and attach,
+//! `warning: Missing auto-load script at offset 0 in section
+//! .debug_gdb_scripts`. That is not fibra's extension: rustc names in the
+//! same section a file of the standard library's pretty-printers
+//! (`gdb_load_rust_pretty_printers.py`), which only `rust-gdb` tells gdb
+//! where to find, so `rust-gdb` prints no such warning; `info auto-load
+//! python-scripts` lists both. The extension says so in a line under it.
+//!
+//! The list is written when a runtime is made and when it is dropped: the
+//! hot paths pay nothing for it. The extension also tells gdb to pass
+//! `SIG61` (`SIGRTMAX - 3`, the signal the stall watchdog samples a busy
+//! thread with) without stopping: a program held at a breakpoint looks
+//! stalled to the watchdog.
 //!
 //! On Linux 6.13 and later, fibra puts each stack's guard page inside the
 //! stack's mapping (`MADV_GUARD_INSTALL`), and gdb's `gcore` (gdb 13, on
@@ -127,14 +152,17 @@ mod current_thread;
 mod dump;
 #[cfg(feature = "futures-io")]
 pub(crate) mod fallback;
+mod handle;
 mod workers;
 
-pub use crate::scheduler::fiber_info::{Dump, FiberInfo, FiberState};
+pub use crate::observe::profile::{Profile, Profiler};
+pub use crate::scheduler::fiber_info::{Dump, FiberInfo, FiberState, GroupId, GroupInfo};
 pub use crate::scheduler::metrics::WorkerMetrics;
 pub use crate::scheduler::stack_trace::{StackFrame, StackTrace};
-pub use builder::Builder;
+pub use builder::{Builder, OnDeadlock};
 pub use current_thread::CurrentThread;
 pub use dump::dump_on_sigquit;
+pub use handle::Handle;
 pub use workers::Workers;
 
 /// A fiber runtime. See the [module docs](self).

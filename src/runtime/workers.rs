@@ -166,7 +166,10 @@ impl Drop for Workers {
                 continue;
             }
             if thread.join().is_err() {
-                tracing::error!("a fibra worker thread panicked");
+                let message = "a fibra worker thread panicked";
+                crate::report::tell(crate::report::Level::Error, "fibra", message, None, || {
+                    tracing::error!("{message}");
+                });
             }
         }
     }
@@ -294,6 +297,20 @@ impl Runtime<Workers> {
         let (job, handle) = Job::new(f);
         self.pool().submit(job, Some(worker));
         handle
+    }
+
+    /// A [`Handle`](crate::runtime::Handle) to this runtime, as
+    /// [`Handle::current`](crate::runtime::Handle::current) gives it inside.
+    ///
+    /// ```
+    /// let rt = fibra::Runtime::builder().workers(2).build()?;
+    /// let handle = rt.handle();
+    /// let h = std::thread::spawn(move || handle.spawn(|| 1 + 1)).join().unwrap();
+    /// assert_eq!(h.join().unwrap(), 2);
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn handle(&self) -> crate::runtime::Handle {
+        crate::runtime::Handle::of_pool(self.flavor.pool.clone())
     }
 
     /// How many workers this runtime has.

@@ -85,6 +85,12 @@ pub(crate) fn in_runtime() -> bool {
     !CONTEXT.with(Cell::get).is_null()
 }
 
+/// Whether the caller is a fiber of the runtime entered on this thread (not
+/// its root): then it runs on a fiber's stack.
+pub(crate) fn in_fiber() -> bool {
+    current().is_some_and(|core| core.current_key() != ROOT)
+}
+
 /// Marks a runtime as entered on this thread until dropped.
 pub(crate) struct Enter<'a> {
     core: &'a Core,

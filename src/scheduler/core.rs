@@ -102,7 +102,7 @@ mod first_run;
 mod flags;
 pub(crate) mod job;
 pub(crate) mod record;
-mod records;
+pub(crate) mod records;
 mod root;
 mod share_cpu;
 mod shutdown;
@@ -129,6 +129,10 @@ pub(crate) struct Tuning {
     /// Whether the watchdog may signal the runtime's thread to sample a
     /// stalled fiber's stack (`Builder::stall_stacks`).
     pub(crate) stall_stacks: bool,
+    /// Whether a deadlock ends the process (`Builder::on_deadlock`).
+    pub(crate) exit_on_deadlock: bool,
+    /// Whether switches count each fiber's time (`Builder::cpu_time`).
+    pub(crate) count_time: bool,
 }
 
 /// How long [`Core::run_root`] runs.
@@ -164,6 +168,11 @@ pub(crate) struct Local {
     park_seq: u64,
     /// Switches into fibers, for `turn`'s count.
     pub(crate) resumed: u64,
+    /// Whether switches count each context's time (`Builder::cpu_time`),
+    /// and the time-stamp counter at the last switch (see
+    /// `scheduler::cpu_time`).
+    pub(crate) count_time: bool,
+    pub(crate) switched_at: u64,
     io_since: u64,
     /// Socket calls since `resumed` was `io_since` (see [`IO_BUDGET`]).
     io_calls: u32,
@@ -240,7 +249,12 @@ impl Core {
             stall,
             busy_poll,
             stall_stacks,
+            exit_on_deadlock,
+            count_time,
         } = tuning;
+        if count_time {
+            crate::scheduler::cpu_time::start();
+        }
         let reactor = Reactor::new()?;
         let root_id = FiberId::next();
         let shared = Arc::new(Shared::new(reactor.registry(), root_id)?);
@@ -254,6 +268,7 @@ impl Core {
             .watch
             .sample_stacks
             .store(stall_stacks, std::sync::atomic::Ordering::Relaxed);
+        shared.watch.set_exit_on_deadlock(exit_on_deadlock);
         let mut fibers = Records::with_capacity(64);
         let root = fibers.insert_with(|| Record {
             state: State::Running,
@@ -277,6 +292,8 @@ impl Core {
                 entered: false,
                 closing: false,
                 resumed: 0,
+                count_time,
+                switched_at: crate::scheduler::cpu_time::now(),
                 populated_ahead: 0,
                 io_calls: 0,
                 io_since: 0,

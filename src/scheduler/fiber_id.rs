@@ -1,4 +1,5 @@
-//! [`FiberId`]: a fiber's identity, unique in the process.
+//! [`FiberId`]: a fiber's identity, unique in the process, and how a
+//! warning or a dump names a fiber ([`describe`]).
 
 use std::num::NonZeroU64;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -50,5 +51,14 @@ impl FiberId {
 impl std::fmt::Display for FiberId {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         self.0.fmt(f)
+    }
+}
+
+/// `fiber 'name' (#id)`, `fiber #id`, or the root's description.
+pub(crate) fn describe(id: FiberId, name: Option<&str>, root: bool) -> String {
+    match (root, name) {
+        (true, _) => format!("the block_on closure (fiber #{id})"),
+        (false, Some(name)) => format!("fiber '{name}' (#{id})"),
+        (false, None) => format!("fiber #{id}"),
     }
 }

@@ -1,16 +1,28 @@
 //! What a fiber dump says: a [`FiberInfo`] per fiber, a `Section` per
-//! runtime, and the [`Dump`] of them, as it prints. How one is collected
-//! from runtimes on other threads is `dump.rs`.
+//! runtime, the [`GroupInfo`] of each group that has members in it, and
+//! the [`Dump`] of them, as it prints. How one is collected from runtimes
+//! on other threads is `dump.rs`.
+//!
+//! Groups (`fibra::Group`) live in the fiber layer, above this one: the
+//! scheduler does not know which fiber is in which group. The fiber layer
+//! tells a dump through [`GROUPS`], a hook it sets when it makes its first
+//! group, which the runtime calls on its own thread with the section's
+//! fibers (see `core/dump.rs`). So a fiber that is in no group, and a
+//! spawn, park or switch, pay nothing for groups; a dump of a program
+//! that never made one pays a load.
 
 use std::fmt;
+use std::num::NonZeroU64;
 use std::panic::Location;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use crate::scheduler::fiber_id::FiberId;
+use crate::scheduler::stack_trace::StackTrace;
 use crate::scheduler::stack_trace::sample::Sampled;
 use crate::scheduler::stack_trace::walk::RawStack;
-use crate::scheduler::stack_trace::{Resolver, StackTrace};
-use crate::scheduler::watchdog::starve::Starved;
+use crate::scheduler::watch::starve_record::Starved;
 
 /// How long a dump waits for runtimes on other threads to answer.
 pub(crate) const ANSWER_WITHIN: Duration = Duration::from_secs(1);
@@ -35,6 +47,9 @@ pub struct FiberInfo {
     pub id: FiberId,
     /// Its name, if it was given one.
     pub name: Option<String>,
+    /// The [`Group`](crate::Group) it is a member of, if any: one of
+    /// [`Dump::groups`], where its name, its parent and its deadline are.
+    pub group: Option<GroupId>,
     /// Whether this is `block_on`'s closure on a current-thread runtime
     /// (the thread's own stack) rather than a spawned fiber.
     pub root: bool,
@@ -54,6 +69,14 @@ pub struct FiberInfo {
     /// For a parked or ready fiber, the bytes of its stack in use (from
     /// its saved stack pointer; the deepest it went may be more).
     pub stack_used: Option<usize>,
+    /// How long it has run: the time from each switch into it to the
+    /// switch out, summed (see [`Builder::cpu_time`](crate::runtime::Builder::cpu_time),
+    /// which turns the count on). Its code's CPU time, plus any time its
+    /// thread was blocked in a call that does not park, or preempted.
+    /// `None` where the runtime does not count, for `block_on`'s closure
+    /// (whose thread also runs the scheduler), and in a section answered
+    /// for a runtime that did not answer.
+    pub cpu_time: Option<Duration>,
     /// Where it is: its frames from where it parked (or, for the fiber
     /// that asked for the dump, from its call of `dump`) out to the closure
     /// it runs, with fibra's own frames left out but for the call the
@@ -68,7 +91,138 @@ pub struct FiberInfo {
     /// without running the fiber, and only when a dump is taken: parks and
     /// switches pay nothing for it.
     pub stack: Option<StackTrace>,
+    /// Its group and, up the chain, the group's ancestors, as the fiber
+    /// layer told them (see [`GROUPS`]); [`Dump::groups`] is made of them.
+    pub(crate) in_group: Option<Arc<GroupInfo>>,
 }
+
+/// A [`Group`](crate::Group)'s identity, unique in the process for its
+/// whole life, as [`FiberId`] is a fiber's; see [`Group::id`](crate::Group::id).
+/// It prints as its number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct GroupId(NonZeroU64);
+
+impl GroupId {
+    /// A new id (groups are made far more rarely than fibers: one counter).
+    pub(crate) fn next() -> GroupId {
+        static NEXT: AtomicU64 = AtomicU64::new(1);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        GroupId(NonZeroU64::new(n).expect("group ids exhausted"))
+    }
+
+    /// The id as a number (for logs and metrics).
+    ///
+    /// ```
+    /// let group = fibra::Group::<()>::new();
+    /// assert!(group.id().as_u64() > 0);
+    /// ```
+    pub fn as_u64(self) -> u64 {
+        self.0.get()
+    }
+}
+
+impl fmt::Display for GroupId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+/// One [`Group`](crate::Group) of a [`Dump`], as
+/// [`Dump::groups`] lists them: like a thread container of Java's
+/// `jcmd <pid> Thread.dump_to_file`, with its place in the tree of groups
+/// (a group made inside a member of another is its child). The fibers in
+/// it are those of [`Dump::fibers`] whose [`group`](FiberInfo::group) is
+/// its `id`.
+///
+/// ```
+/// use std::time::Duration;
+///
+/// fibra::run(|| {
+///     let server = fibra::Group::new().named("server");
+///     server.spawn(|| {
+///         let conns = fibra::Group::with_timeout(Duration::from_secs(5)).named("conns");
+///         conns.spawn(|| fibra::sleep(Duration::from_secs(60)));
+///         while conns.join_next().is_some() {}
+///     });
+///     fibra::yield_now();
+///     fibra::yield_now();
+///     let dump = fibra::runtime::Handle::current().dump();
+///     let conns = dump.groups().iter().find(|g| g.name.as_deref() == Some("conns")).unwrap();
+///     assert_eq!(conns.parent, Some(server.id()));
+///     assert_eq!(conns.members, 1);
+///     assert!(conns.deadline_in.unwrap() <= Duration::from_secs(5));
+///     let in_conns = dump.fibers().filter(|f| f.group == Some(conns.id)).count();
+///     assert_eq!(in_conns, 1);
+///     server.cancel();
+/// });
+/// ```
+#[derive(Clone)]
+#[non_exhaustive]
+pub struct GroupInfo {
+    /// The group's id: [`Group::id`](crate::Group::id).
+    pub id: GroupId,
+    /// Its name, if it was given one ([`Group::named`](crate::Group::named)).
+    pub name: Option<String>,
+    /// The group it is a child of (it was made inside a member of that
+    /// one), while that group lives.
+    pub parent: Option<GroupId>,
+    /// The fiber that made it, if a fiber did (for a group made by
+    /// `block_on`'s closure, that closure's id).
+    pub made_by: Option<FiberId>,
+    /// How many of its members have not finished, on every thread (the
+    /// dump lists those of the runtimes it covers).
+    pub members: usize,
+    /// Whether it was cancelled (by [`Group::cancel`](crate::Group::cancel),
+    /// its parent, or its deadline).
+    pub cancelled: bool,
+    /// How long until its deadline (zero once past), if it has one.
+    pub deadline_in: Option<Duration>,
+    /// Its parent's info, for [`Dump::groups`] to list the ancestors of
+    /// the fibers' groups.
+    pub(crate) up: Option<Arc<GroupInfo>>,
+}
+
+impl fmt::Debug for GroupInfo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GroupInfo")
+            .field("id", &self.id)
+            .field("name", &self.name)
+            .field("parent", &self.parent)
+            .field("made_by", &self.made_by)
+            .field("members", &self.members)
+            .field("cancelled", &self.cancelled)
+            .field("deadline_in", &self.deadline_in)
+            .finish()
+    }
+}
+
+impl fmt::Display for GroupInfo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "group {}", self.id)?;
+        if let Some(name) = &self.name {
+            write!(f, " {name:?}")?;
+        }
+        let s = if self.members == 1 { "" } else { "s" };
+        write!(f, " [{} member{s}", self.members)?;
+        if self.cancelled {
+            f.write_str(", cancelled")?;
+        } else if let Some(left) = self.deadline_in {
+            write!(f, ", deadline in {left:.1?}")?;
+        }
+        f.write_str("]")?;
+        if let Some(by) = self.made_by {
+            write!(f, " made by fiber {by}")?;
+        }
+        Ok(())
+    }
+}
+
+/// The fiber layer's answer to a dump, set once when it makes its first
+/// group: given the fibers of the runtime on the calling thread (the
+/// runtime's own, answering a dump), it sets each member's
+/// [`in_group`](FiberInfo::in_group) and [`group`](FiberInfo::group). It
+/// runs no user code and does not touch the runtime.
+pub(crate) static GROUPS: OnceLock<fn(&mut [FiberInfo])> = OnceLock::new();
 
 /// The fibers of one runtime thread.
 #[derive(Clone, Debug)]
@@ -79,14 +233,14 @@ pub(crate) struct Section {
     pub(crate) fibers: Option<Vec<FiberInfo>>,
     /// When it did not answer because a context kept its thread: that one,
     /// and its stack as sampled while it ran (named into its
-    /// [`FiberInfo::stack`] by [`Dump::resolve`]), or why there is none.
+    /// [`FiberInfo::stack`] by `dump_names::resolve`), or why there is none.
     pub(crate) stalled: Option<FiberInfo>,
     pub(crate) stalled_stack: Option<Sampled>,
     /// When it did not answer because its fibers kept it busy, taking
     /// turns without a poll: for how long, and which took most of it.
     pub(crate) busy: Option<Busy>,
     /// The return addresses of the listed fibers' stacks, by their index
-    /// in `fibers`, as the runtime took them; [`Dump::resolve`] names them
+    /// in `fibers`, as the runtime took them; `dump_names::resolve` names them
     /// into each one's [`FiberInfo::stack`].
     pub(crate) stacks: Vec<(usize, RawStack)>,
 }
@@ -103,11 +257,16 @@ pub(crate) struct Busy {
 }
 
 /// Every fiber of a runtime, from [`Runtime::dump`](crate::Runtime::dump).
-/// Its `Display` prints one line per fiber, grouped by thread, each with
-/// its stack under it (see [`FiberInfo::stack`]):
+/// Its `Display` prints the [groups](Dump::groups) the fibers are in as a
+/// tree (a child group under its parent), then one line per fiber, grouped
+/// by thread, each with its group and its stack under it (see
+/// [`FiberInfo::stack`]):
 ///
 /// ```text
-/// thread "main": 2 fibers
+/// groups: 2
+///   group 1 "server" [1 member] made by fiber 1
+///     group 2 "conns" [1 member, deadline in 4.9s] made by fiber 2
+/// thread "main": 4 fibers
 ///   fiber 1 (block_on) [parked: join of fiber 2]
 ///       fibra::fiber::join::JoinHandle<T>::join
 ///           at ./src/fiber/join.rs:88:14
@@ -118,6 +277,10 @@ pub(crate) struct Busy {
 ///           at ./src/sync/mutex.rs:127:14
 ///       app::update
 ///           at ./src/main.rs:30:17
+///   fiber 3 "accept" in group 1 [parked: Group::join_next] spawned at src/main.rs:20:5
+///       ...
+///   fiber 4 in group 2 [parked: fd 9 READABLE] spawned at src/main.rs:24:9
+///       ...
 /// ```
 ///
 /// ```
@@ -134,62 +297,56 @@ pub(crate) struct Busy {
 #[derive(Clone, Debug)]
 pub struct Dump {
     pub(crate) sections: Vec<Section>,
+    /// Every group of the listed fibers, with their ancestors, by id.
+    pub(crate) groups: Vec<GroupInfo>,
 }
 
 impl Dump {
-    /// The dump of `sections`, with their stacks named (the slow part of a
-    /// dump: DWARF lookups, each address once).
-    ///
-    /// On a fiber, that is done on a thread of its own, which the fiber
-    /// waits for (as the whole dump blocks its runtime): the symbolizer is
-    /// not made for a fiber's stack, which may be 16 KiB.
-    pub(crate) fn resolve(mut sections: Vec<Section>) -> Dump {
-        let resolve_all = |sections: &mut Vec<Section>| {
-            let mut resolver = Resolver::default();
-            for section in sections {
-                let stacks = std::mem::take(&mut section.stacks);
-                let Some(fibers) = &mut section.fibers else {
-                    continue;
-                };
-                for (i, raw) in stacks {
-                    if let Some(fiber) = fibers.get_mut(i) {
-                        fiber.stack = Some(resolver.resolve(&raw));
-                    }
+    /// The dump of `sections`, its groups gathered from their fibers.
+    pub(crate) fn new(sections: Vec<Section>) -> Dump {
+        let mut groups: Vec<GroupInfo> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        for section in &sections {
+            for fiber in section.fibers.iter().flatten() {
+                let mut up = fiber.in_group.as_deref();
+                // Up to the first group listed already: its ancestors are.
+                while let Some(group) = up.filter(|g| seen.insert(g.id)) {
+                    groups.push(group.clone());
+                    up = group.up.as_deref();
                 }
             }
-        };
-        // (A stalled fiber's sampled stack is named here, off any fiber.)
-        let mut resolver = Resolver::default();
-        for section in &mut sections {
-            if let (Some(fiber), Some(Sampled::Stack(raw))) =
-                (&mut section.stalled, &section.stalled_stack)
-            {
-                fiber.stack = Some(resolver.resolve(raw));
-            }
         }
-        if sections.iter().all(|s| s.stacks.is_empty()) {
-            // Nothing to name.
-        } else if crate::scheduler::context::current()
-            .is_some_and(|core| core.current_key() != crate::scheduler::core::ROOT)
-        {
-            let named = std::thread::scope(|s| {
-                crate::scheduler::helper::spawn_quiet(|| {
-                    std::thread::Builder::new()
-                        .name("fibra-dump".into())
-                        .spawn_scoped(s, || resolve_all(&mut sections))
-                })
-                .map(|named| named.join())
-            });
-            match named {
-                Ok(Ok(())) => {}
-                Ok(Err(panic)) => std::panic::resume_unwind(panic),
-                // No thread to be had: the stacks are left out.
-                Err(_) => sections.iter_mut().for_each(|s| s.stacks.clear()),
-            }
-        } else {
-            resolve_all(&mut sections);
+        for group in &mut groups {
+            group.up = None; // (its parent is listed too)
         }
-        Dump { sections }
+        groups.sort_unstable_by_key(|g| g.id);
+        Dump { sections, groups }
+    }
+
+    /// The [`Group`](crate::Group)s the listed fibers are members of, and
+    /// their ancestors, by id (the order they were made in): a tree by
+    /// their [`parent`](GroupInfo::parent)s, as the dump's `Display`
+    /// prints it. A group none of whose members (nor its descendants')
+    /// is listed is not.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// fibra::run(|| {
+    ///     let jobs = fibra::Group::new().named("jobs");
+    ///     jobs.spawn(|| fibra::sleep(Duration::from_secs(60)));
+    ///     fibra::yield_now();
+    ///     let dump = fibra::runtime::Handle::current().dump();
+    ///     assert_eq!(dump.groups().len(), 1);
+    ///     assert_eq!(dump.groups()[0].id, jobs.id());
+    ///     let text = dump.to_string();
+    ///     assert!(text.contains(&format!("group {} \"jobs\" [1 member]", jobs.id())), "{text}");
+    ///     assert!(text.contains(&format!("in group {}", jobs.id())), "{text}");
+    ///     jobs.cancel();
+    /// });
+    /// ```
+    pub fn groups(&self) -> &[GroupInfo] {
+        &self.groups
     }
 
     /// Every fiber listed, from all threads that answered.
@@ -214,6 +371,9 @@ impl fmt::Display for FiberInfo {
         if let Some(name) = &self.name {
             write!(f, " {name:?}")?;
         }
+        if let Some(group) = self.group {
+            write!(f, " in group {group}")?;
+        }
         match self.state {
             FiberState::Ready => f.write_str(" [ready]")?,
             FiberState::Running => match self.running_for {
@@ -234,6 +394,9 @@ impl fmt::Display for FiberInfo {
         if let Some(used) = self.stack_used {
             write!(f, " stack {used} B")?;
         }
+        if let Some(ran) = self.cpu_time {
+            write!(f, " ran {ran:.1?}")?;
+        }
         if let Some(at) = self.spawned_at {
             write!(f, " spawned at {at}")?;
         }
@@ -243,6 +406,10 @@ impl fmt::Display for FiberInfo {
 
 impl fmt::Display for Dump {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if !self.groups.is_empty() {
+            writeln!(f, "groups: {}", self.groups.len())?;
+            self.write_group_tree(f)?;
+        }
         for section in &self.sections {
             match &section.fibers {
                 Some(fibers) => {
@@ -297,6 +464,35 @@ impl fmt::Display for Dump {
                         section.thread
                     )?,
                 },
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Dump {
+    /// The groups as a tree, a child under its parent, indented by depth.
+    fn write_group_tree(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Each group's children, in id order (as `groups` is); a group
+        // whose parent is not listed is a root.
+        let mut children: std::collections::HashMap<GroupId, Vec<&GroupInfo>> =
+            std::collections::HashMap::new();
+        let mut roots = Vec::new();
+        for group in &self.groups {
+            match group
+                .parent
+                .filter(|p| self.groups.binary_search_by_key(p, |g| g.id).is_ok())
+            {
+                Some(parent) => children.entry(parent).or_default().push(group),
+                None => roots.push(group),
+            }
+        }
+        // Depth first.
+        let mut stack: Vec<(&GroupInfo, usize)> = roots.into_iter().rev().map(|g| (g, 1)).collect();
+        while let Some((group, depth)) = stack.pop() {
+            writeln!(f, "{:width$}{group}", "", width = 2 * depth)?;
+            if let Some(under) = children.get(&group.id) {
+                stack.extend(under.iter().rev().map(|g| (*g, depth + 1)));
             }
         }
         Ok(())

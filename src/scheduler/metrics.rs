@@ -31,3 +31,18 @@ pub struct WorkerMetrics {
     /// Jobs this worker took from other workers' inboxes, in all.
     pub stolen: u64,
 }
+
+impl WorkerMetrics {
+    /// A current-thread runtime's figures: its one worker, `alive` fibers
+    /// of which `ready` are ready, nothing queued or stolen.
+    pub(crate) fn current_thread(alive: usize, ready: usize) -> WorkerMetrics {
+        WorkerMetrics {
+            worker: 0,
+            alive,
+            ready,
+            parked: alive - ready,
+            queued: 0,
+            stolen: 0,
+        }
+    }
+}

@@ -22,11 +22,15 @@
 //! ([`debugger`]).
 
 pub(crate) mod blocks;
+pub(crate) mod callout;
 #[cfg(feature = "hook")]
 pub(crate) mod completion;
 pub(crate) mod context;
 pub(crate) mod core;
+pub(crate) mod cpu_time;
 pub(crate) mod debugger;
+pub(crate) mod dump_names;
+pub(crate) mod fair;
 pub(crate) mod fiber_id;
 pub(crate) mod fiber_info;
 pub(crate) mod fork;

@@ -16,6 +16,7 @@
 use std::cell::{Cell, RefCell};
 use std::time::Duration;
 
+use crate::report::{self, Level};
 use crate::scheduler::core::Core;
 use crate::scheduler::wait_on::WaitOn;
 
@@ -82,14 +83,19 @@ pub(crate) fn warn_blocked(on: WaitOn, fibers: usize, waited: Duration) {
     let name = thread.name().unwrap_or("<unnamed>");
     // (No runtime is entered on this thread: a subscriber's code may do
     // anything here.)
-    tracing::warn!(
-        target: "fibra::stall",
-        thread = name,
-        waiting_on = %on,
-        fibers,
+    let message = format!(
         "thread {name:?} has blocked for {waited:.0?} in a plain call ({on}) outside its \
          runtime, which has {fibers} live fibers: they cannot run until the thread drives \
          the runtime (block_on, run, turn). If one of them is to end this wait, it never \
          will: make the call inside block_on, or drive the runtime first"
     );
+    report::tell(Level::Warn, "fibra::stall", &message, None, || {
+        tracing::warn!(
+            target: "fibra::stall",
+            thread = name,
+            waiting_on = %on,
+            fibers,
+            "{message}"
+        );
+    });
 }

@@ -368,6 +368,11 @@ impl<J> Clone for WorkerLink<J> {
 }
 
 impl<J> WorkerLink<J> {
+    /// The pool this worker belongs to.
+    pub(crate) fn pool(&self) -> &Arc<Pool<J>> {
+        &self.pool
+    }
+
     /// Worker `index`'s link to `pool`.
     pub(crate) fn new(pool: Arc<Pool<J>>, index: usize) -> WorkerLink<J> {
         // (No count is `u64::MAX` for long: the first sight of each worker

@@ -13,12 +13,13 @@
 
 use std::io;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicUsize, Ordering};
 use std::thread::ThreadId;
 
 use crate::reactor::WAKER;
 use crate::reactor::token::{Key, WakeToken};
-use crate::scheduler::core::callback;
+use crate::scheduler::callout::callout;
+use crate::scheduler::core::job::Job;
 use crate::scheduler::fiber_id::FiberId;
 use crate::scheduler::fiber_info::Section;
 use crate::scheduler::watch::Watch;
@@ -31,6 +32,10 @@ pub(crate) enum Remote {
     Cancel(Key, FiberId),
     /// Answer with the runtime's fibers (see `runtime::dump`).
     Dump(DumpAnswer),
+    /// Start a fiber sent from another thread (`runtime::Handle::spawn`
+    /// into a current-thread runtime). Dropped unrun (the runtime is
+    /// gone or closing), its join handle says cancelled.
+    Start(Job),
 }
 
 pub(crate) struct Shared {
@@ -50,6 +55,11 @@ pub(crate) struct Shared {
     /// What the watchdog and dumps read while the runtime runs (see
     /// `scheduler::watch`).
     pub(crate) watch: Watch,
+    /// The fibers alive and ready as a current-thread runtime last
+    /// published them (at every poll), for a `Handle` on another thread;
+    /// a worker's are in its pool slot.
+    alive: AtomicUsize,
+    ready: AtomicUsize,
 }
 
 struct Queue {
@@ -62,6 +72,8 @@ impl Shared {
     pub(crate) fn new(registry: &mio::Registry, root: FiberId) -> io::Result<Shared> {
         Ok(Shared {
             watch: Watch::new(root),
+            alive: AtomicUsize::new(0),
+            ready: AtomicUsize::new(0),
             queue: Mutex::new(Queue {
                 messages: Vec::new(),
                 closed: false,
@@ -97,7 +109,7 @@ impl Shared {
     pub(crate) fn wake_fd(&self) {
         // mio writes its eventfd through libc's `write`: as a callout, the
         // `hook` feature's `write` leaves it the one system call it is.
-        if let Err(e) = callback::callout(|| self.waker.wake()) {
+        if let Err(e) = callout(|| self.waker.wake()) {
             let errno = e.raw_os_error().unwrap_or(libc::EIO);
             self.wake_error.store(errno, Ordering::Relaxed);
         }
@@ -144,9 +156,32 @@ impl Shared {
     }
 
     /// The runtime is gone: drop what is queued and refuse what comes.
+    /// Dropped after the lock is released: a fiber sent to start holds a
+    /// user's closure, whose `Drop` may send here again.
     pub(crate) fn close(&self) {
-        let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
-        q.closed = true;
-        q.messages.clear();
+        let messages = {
+            let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+            q.closed = true;
+            std::mem::take(&mut q.messages)
+        };
+        drop(messages);
+    }
+
+    /// Publishes a current-thread runtime's figures (see [`Shared::figures`]).
+    pub(crate) fn publish(&self, alive: usize, ready: usize) {
+        // Stored only when they change, as a worker's are.
+        if self.alive.load(Ordering::Relaxed) != alive {
+            self.alive.store(alive, Ordering::Relaxed);
+        }
+        if self.ready.load(Ordering::Relaxed) != ready {
+            self.ready.store(ready, Ordering::Relaxed);
+        }
+    }
+
+    /// A current-thread runtime's fibers alive, and of those ready, as it
+    /// last published them.
+    pub(crate) fn figures(&self) -> (usize, usize) {
+        let alive = self.alive.load(Ordering::Relaxed);
+        (alive, self.ready.load(Ordering::Relaxed).min(alive))
     }
 }

@@ -37,6 +37,11 @@ pub(crate) struct StoredWait {
 }
 
 impl StoredWait {
+    /// Where a debugger reads the tag (a byte) and the word, in bytes from
+    /// a `StoredWait`'s address (`scheduler::debugger`).
+    pub(crate) const TAG_AT: usize = std::mem::offset_of!(StoredWait, tag);
+    pub(crate) const WORD_AT: usize = std::mem::offset_of!(StoredWait, word);
+
     pub(crate) const NONE: StoredWait = StoredWait { tag: 0, word: 0 };
 
     #[inline(always)]

@@ -25,7 +25,8 @@
 //! switch-in and never changed after (but for its fiber-locals, which only
 //! the fiber itself touches: [`Meta::locals`]). Its stack is freed (or
 //! given to another fiber) only after the fiber's final switch, by `reap`.
-//! It is 16 bytes, so that a spawn writes no cache line more than before.
+//! It is 32 bytes: where it started, its fiber-locals, and the time it
+//! has run (counted only by runtimes built with `Builder::cpu_time`).
 //! A reader on another thread reads it under a *hazard*, a Dekker pair:
 //!
 //! - reader: `hazard = meta` (SeqCst), reload `word` (SeqCst); if it still
@@ -47,17 +48,23 @@
 //! an `Arc`. Readers take [`Watch::read_lock`] so that there is one hazard
 //! at a time.
 
-use std::cell::Cell;
+mod meta;
+pub(crate) mod starve_record;
+
+use meta::identity;
+pub(crate) use meta::{Meta, header_of, meta_below};
+
 use std::panic::Location;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, Once};
 use std::time::Duration;
 
-use crate::scheduler::fiber_id::FiberId;
+use crate::report::{self, Level};
+use crate::scheduler::fiber_id::{FiberId, describe};
+use crate::scheduler::stack_trace::naming;
 use crate::scheduler::stack_trace::sample::{self, Sampled};
-use crate::scheduler::watchdog::starve::Starve;
+use crate::scheduler::watch::starve_record::Starve;
 use crate::scheduler::watchdog_sleep;
-use crate::stack::StackHeader;
 
 /// Whether the hazard's Dekker pair uses an asymmetric fence: a compiler
 /// fence on the runtime's side (every fiber's exit) and `membarrier` on
@@ -119,63 +126,6 @@ fn no_hazard() -> usize {
     usize::from(!ASYMMETRIC.load(Ordering::Relaxed))
 }
 
-/// A context's place of birth and fiber-locals, for the watchdog, dumps,
-/// panic reports and `fiber_local!`.
-///
-/// # Invariant
-///
-/// A spawned fiber's `Meta` sits right below its stack's [`StackHeader`]
-/// (see [`header_of`]). `location` never changes after the `Meta` is
-/// written.
-#[repr(C, align(16))]
-pub(crate) struct Meta {
-    pub(crate) location: Option<&'static Location<'static>>,
-    /// The fiber's `fiber_local!` values (see `fiber::local`): touched only
-    /// by the fiber itself, on its thread, while it runs.
-    pub(crate) locals: Cell<*mut crate::scheduler::locals::Locals>,
-}
-
-impl Meta {
-    pub(crate) fn new(location: Option<&'static Location<'static>>) -> Meta {
-        Meta {
-            location,
-            locals: Cell::new(std::ptr::null_mut()),
-        }
-    }
-}
-
-/// Where the `Meta` of a fiber whose stack's header is `header` lives:
-/// right below it (`Meta`'s invariant; 16-byte aligned, as the header is).
-#[inline(always)]
-pub(crate) fn meta_below(header: *mut StackHeader) -> *mut Meta {
-    header.cast::<u8>().wrapping_sub(size_of::<Meta>()).cast()
-}
-
-/// The header of the stack whose `Meta` is `meta` (a spawned fiber's).
-pub(crate) fn header_of(meta: *const Meta) -> *const StackHeader {
-    meta.cast::<u8>().wrapping_add(size_of::<Meta>()).cast()
-}
-
-/// The id and name in a fiber's stack header.
-///
-/// # Safety
-///
-/// `header` is the header of a live fiber's stack, whose record (which owns
-/// the name) is live: the caller runs on its thread while it exists, or
-/// holds the hazard on its `Meta`. Only fields that never change after the
-/// spawn are read (not `pins`), through raw pointers.
-unsafe fn identity(header: *const StackHeader) -> (FiberId, Option<String>) {
-    // SAFETY: as the caller promises.
-    unsafe {
-        let id = (&raw const (*header).fiber_id).read();
-        let ptr = (&raw const (*header).name_ptr).read();
-        let len = (&raw const (*header).name_len).read();
-        let name = (!ptr.is_null())
-            .then(|| String::from_utf8_lossy(std::slice::from_raw_parts(ptr, len)).into_owned());
-        (FiberId::from_u64(id).unwrap_or(FiberId::VACANT), name)
-    }
-}
-
 /// The `Meta` address of a word (null for 0).
 fn decode(word: usize) -> *const Meta {
     (word & !SEEN) as *const Meta
@@ -217,6 +167,12 @@ pub(crate) struct Watch {
     /// When the watchdog set [`SEEN`] in the word (ns); written by the
     /// watchdog only, before it sets the mark.
     pub(crate) seen_since: AtomicU64,
+    /// The thread's time spent waiting for a CPU (ns, the kernel's
+    /// `schedstat`) when the watchdog set [`SEEN`]: time the thread was
+    /// preempted is not time its context held it (see [`Watch::run_delay`]).
+    pub(crate) seen_delay: AtomicU64,
+    /// `/proc/self/task/<tid>/schedstat`, opened at the first look.
+    schedstat: std::sync::OnceLock<Option<std::fs::File>>,
     /// How long a context may run before a warning (ns); `u64::MAX`: never.
     pub(crate) threshold_ns: AtomicU64,
     /// Whether a stalled context's stack may be sampled by signalling the
@@ -236,6 +192,8 @@ pub(crate) struct Watch {
     /// `core/deadlock.rs`; here, off the runtime's hot state: only its
     /// thread touches it).
     pub(crate) deadlock_told: AtomicU64,
+    /// Whether a deadlock ends the process (`Builder::on_deadlock`).
+    deadlock_exit: AtomicBool,
     read_lock: Mutex<()>,
     /// The kernel's id of the runtime's thread (a `Watch` is made on it),
     /// for a sample of its stack (`stack_trace::sample`).
@@ -258,6 +216,8 @@ impl Watch {
             word: AtomicUsize::new(0),
             hazard: AtomicUsize::new(no_hazard()),
             seen_since: AtomicU64::new(0),
+            seen_delay: AtomicU64::new(0),
+            schedstat: std::sync::OnceLock::new(),
             threshold_ns: AtomicU64::new(u64::MAX),
             sample_stacks: AtomicBool::new(true),
             pending: AtomicBool::new(false),
@@ -265,12 +225,47 @@ impl Watch {
             polls: AtomicU64::new(0),
             starve: Mutex::new(Starve::default()),
             deadlock_told: AtomicU64::new(0),
+            deadlock_exit: AtomicBool::new(false),
             read_lock: Mutex::new(()),
             root: Meta::new(None),
             // SAFETY: gettid takes nothing and cannot fail.
             tid: unsafe { libc::syscall(libc::SYS_gettid) } as libc::pid_t,
             root_id,
         }
+    }
+
+    /// How long the runtime's thread has waited for a CPU while runnable
+    /// since it started (ns): the second field of the kernel's
+    /// `/proc/self/task/<tid>/schedstat`; `None` where the kernel keeps no
+    /// such count. A stall is the time a context held its thread *minus*
+    /// the time the thread stood preempted meanwhile: on a loaded machine
+    /// (another process, a host that steals its guest's CPUs) a fiber that
+    /// computes 50 ms between yields can be off a CPU for 200 ms of it,
+    /// which is not the fiber's doing. Read by the watchdog only, when it
+    /// marks a context and when one has run past the threshold.
+    pub(crate) fn run_delay(&self) -> Option<u64> {
+        use std::os::unix::fs::FileExt;
+        let file = self
+            .schedstat
+            .get_or_init(|| {
+                std::fs::File::open(format!("/proc/self/task/{}/schedstat", self.tid)).ok()
+            })
+            .as_ref()?;
+        let mut buf = [0u8; 96];
+        let n = file.read_at(&mut buf, 0).ok()?;
+        let text = std::str::from_utf8(&buf[..n]).ok()?;
+        text.split_ascii_whitespace().nth(1)?.parse().ok()
+    }
+
+    /// Whether a deadlock ends the process with status 2, as Go's does
+    /// (`Builder::on_deadlock(OnDeadlock::Exit)`), rather than only
+    /// being told.
+    pub(crate) fn exit_on_deadlock(&self) -> bool {
+        self.deadlock_exit.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn set_exit_on_deadlock(&self, exit: bool) {
+        self.deadlock_exit.store(exit, Ordering::Relaxed);
     }
 
     /// The stack of the context the `word` names, sampled while it runs
@@ -474,22 +469,22 @@ impl Watch {
 /// Warns (target `fibra::stall`) that `r`, which the watchdog warned about,
 /// has stopped after blocking `thread` for `total` in all.
 pub(crate) fn warn_ended(thread: &str, r: &Running, total: Duration) {
-    tracing::warn!(
-        target: "fibra::stall",
-        fiber = r.id.as_u64(),
-        name = r.name.as_deref(),
-        running_for = ?total,
-        thread,
+    let message = format!(
         "{} blocked thread {thread:?} for {total:.0?} in all before it parked",
         describe(r.id, r.name.as_deref(), r.root),
     );
-}
-
-/// `fiber 'name' (#id)`, `fiber #id`, or the root's description.
-pub(crate) fn describe(id: FiberId, name: Option<&str>, root: bool) -> String {
-    match (root, name) {
-        (true, _) => format!("the block_on closure (fiber #{id})"),
-        (false, Some(name)) => format!("fiber '{name}' (#{id})"),
-        (false, None) => format!("fiber #{id}"),
-    }
+    let (thread, id, name) = (thread.to_owned(), r.id, r.name.clone());
+    // After the warning it ends, which the teller may still be naming.
+    naming::tell_in_order(move || {
+        report::tell(Level::Warn, "fibra::stall", &message, None, || {
+            tracing::warn!(
+                target: "fibra::stall",
+                fiber = id.as_u64(),
+                name = name.as_deref(),
+                running_for = ?total,
+                thread,
+                "{message}"
+            );
+        });
+    });
 }

@@ -31,10 +31,12 @@ pub(crate) mod starve;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+use crate::report::{self, Level};
+use crate::scheduler::fiber_id::describe;
 use crate::scheduler::registry;
 use crate::scheduler::stack_trace::naming;
 use crate::scheduler::stack_trace::sample::Sampled;
-use crate::scheduler::watch::{self, Report, Running, SEEN, Watch, describe, warn_ended};
+use crate::scheduler::watch::{self, Report, Running, SEEN, Watch, warn_ended};
 use crate::scheduler::watchdog_sleep::{ASLEEP, WAKE, lock};
 use crate::timer::clock;
 
@@ -84,7 +86,10 @@ fn start() {
             Ok(_) => state.started = process,
             Err(e) => {
                 drop(state);
-                tracing::warn!(target: "fibra::stall", error = %e, "cannot start the fibra stall watchdog");
+                let message = format!("cannot start the fibra stall watchdog: {e}");
+                report::tell(Level::Warn, "fibra::stall", &message, None, || {
+                    tracing::warn!(target: "fibra::stall", error = %e, "cannot start the fibra stall watchdog");
+                });
                 return;
             }
         }
@@ -109,7 +114,8 @@ fn watch_loop() {
             }
             shortest = shortest.min(threshold);
             // Read for each runtime, not once a round: a round may take
-            // long (a warning's stack named, up to `NAMING`), and a mark
+            // long (a stalled stack sampled; its names were looked up here
+            // too, until the teller thread took that over), and a mark
             // dated before that time counted it as the marked context's
             // (a starver that yields every 50 ms was told as a stall of
             // 200 to 260 ms while the watchdog named another runtime's
@@ -212,6 +218,9 @@ fn sample(watch: &Watch, thread: &str, threshold: u64, now: u64) -> bool {
         // A switch since the last look (or the first look): mark it. A
         // failed mark is a switch meanwhile: the next look marks that.
         watch.seen_since.store(now, Ordering::Relaxed);
+        watch
+            .seen_delay
+            .store(watch.run_delay().unwrap_or(0), Ordering::Relaxed);
         let marked =
             watch
                 .word
@@ -226,10 +235,20 @@ fn sample(watch: &Watch, thread: &str, threshold: u64, now: u64) -> bool {
     if now.saturating_sub(since) < threshold {
         return true;
     }
+    // Past the threshold on the wall clock; but the time the thread stood
+    // preempted since the mark is not the context's (see `Watch::run_delay`).
+    let preempted = watch.run_delay().map_or(0, |d| {
+        d.saturating_sub(watch.seen_delay.load(Ordering::Relaxed))
+    });
+    if now.saturating_sub(since).saturating_sub(preempted) < threshold {
+        return true;
+    }
     let Some(mut running) = watch.read(word) else {
         return true; // it switched out meanwhile
     };
-    running.running_for = Some(Duration::from_nanos(now - since));
+    running.running_for = Some(Duration::from_nanos(
+        (now - since).saturating_sub(preempted),
+    ));
     *watch.lock_report() = Some(Report {
         word,
         running: running.clone(),
@@ -239,10 +258,16 @@ fn sample(watch: &Watch, thread: &str, threshold: u64, now: u64) -> bool {
     });
     watch.pending.store(true, Ordering::Relaxed);
     // Where it is now (after the report is in: an end meanwhile is kept
-    // for after the warning).
-    let stack = stack_now(watch, word);
-    warn_running(thread, &running, &stack);
-    // Told after the warning, if the end came while it was emitted.
+    // for after the warning), named and told on the teller thread.
+    let sampled = watch.sample(word);
+    let teller_thread = thread.to_owned();
+    // The bound on the names runs from now: a warning queued behind other
+    // runtimes' waits no longer than one handed over alone.
+    let named_by = std::time::Instant::now() + naming::NAMING;
+    naming::tell_in_order(move || {
+        warn_running(&teller_thread, &running, &stack_text(sampled, named_by));
+    });
+    // Told after the warning, if the end came while it was handed over.
     let ended_at = {
         let mut report = watch.lock_report();
         let ended_at = report.as_ref().and_then(|r| r.ended_at);
@@ -259,36 +284,44 @@ fn sample(watch: &Watch, thread: &str, threshold: u64, now: u64) -> bool {
     true
 }
 
-/// The stack of the context the marked `word` names, sampled while it
-/// runs (see `stack_trace::sample`), as the warning's `stack` field
-/// prints it; or why it is left out.
-fn stack_now(watch: &Watch, word: usize) -> String {
-    match watch.sample(word) {
-        Sampled::Stack(raw) => naming::name_within(raw, NAMING),
+/// A sampled stack as the warning's `stack` field prints it: named (on
+/// the teller thread, if the names come by `named_by`), or why it is left
+/// out.
+fn stack_text(sampled: Sampled, named_by: std::time::Instant) -> String {
+    match sampled {
+        Sampled::Stack(raw) => naming::name_within(
+            raw,
+            named_by.saturating_duration_since(std::time::Instant::now()),
+        ),
         Sampled::Missing(why) => format!("(not sampled: {why})"),
     }
 }
 
-/// How long the watchdog waits for a sampled stack's names before it
-/// warns with the addresses (see `stack_trace::naming`).
-const NAMING: Duration = Duration::from_millis(250);
-
 fn warn_running(thread: &str, r: &Running, stack: &str) {
     let location = r.location.map(ToString::to_string);
     let running_for = r.running_for.unwrap_or_default();
-    tracing::warn!(
-        target: "fibra::stall",
-        fiber = r.id.as_u64(),
-        name = r.name.as_deref(),
-        spawned_at = location.as_deref(),
-        running_for = ?running_for,
-        thread,
-        stack = %stack,
+    let message = format!(
         "{} has run for {running_for:.0?} without blocking in fibra: every other fiber of \
          thread {thread:?} waits ({})",
         describe(r.id, r.name.as_deref(), r.root),
         STALL_CAUSES,
     );
+    let below = match &location {
+        Some(at) => format!("spawned at {at}\n{stack}"),
+        None => stack.to_owned(),
+    };
+    report::tell(Level::Warn, "fibra::stall", &message, Some(&below), || {
+        tracing::warn!(
+            target: "fibra::stall",
+            fiber = r.id.as_u64(),
+            name = r.name.as_deref(),
+            spawned_at = location.as_deref(),
+            running_for = ?running_for,
+            thread,
+            stack = %stack,
+            "{message}"
+        );
+    });
 }
 
 /// What usually holds a thread, as the stall warning names it. With the

@@ -191,7 +191,13 @@ fn ensure_altstack() {
             0,
         );
         if base == libc::MAP_FAILED {
-            tracing::warn!(error = %io::Error::last_os_error(), "no alternate signal stack: fiber stack overflows will not be reported");
+            let e = io::Error::last_os_error();
+            let message = format!(
+                "no alternate signal stack ({e}): fiber stack overflows will not be reported"
+            );
+            crate::report::tell(crate::report::Level::Warn, "fibra", &message, None, || {
+                tracing::warn!(error = %e, "no alternate signal stack: fiber stack overflows will not be reported");
+            });
             return;
         }
         libc::mprotect(base, page, libc::PROT_NONE);

@@ -13,11 +13,15 @@
 # Env:   SUITE_DIR (scratch; default target/crossbeam-suite),
 #        CROSSBEAM_VERSION (default 0.5.17), LIMIT (s a file), TEST_LIMIT.
 # A file that does not finish within LIMIT is run again one test at a time,
-# so every test gets a verdict. The tests in known_busy_waits below busy-wait
-# on a try_ operation without ever blocking: one fiber polls while the fiber
-# it waits for never gets its thread (fibers switch only where they wait, as
-# Go's goroutines did before preemption). They are skipped in the fiber
-# modes and named in the output. Exit status: 0 when every other test passed.
+# so every test gets a verdict. The tests that busy-wait on a try_
+# operation (recv_try_iter, stress_iter, loop_try, test_recv_try_iter), one
+# fiber polling while the fiber it waits for needs its thread, pass in the
+# fiber modes because a fiber whose non-blocking calls keep failing yields
+# now and then (src/scheduler/fair.rs); they were skipped there before.
+# The two in known_busy_waits below still are: they spin on an unbounded
+# `send`, which never fails (nor waits), until the receiver is gone: a
+# fiber that only ever succeeds never gives its thread away. Exit status:
+# 0 when every other test passed.
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
 here=$root/tests/crossbeam
@@ -29,7 +33,8 @@ modes=${*:-threads fibers workers}
 export CARGO_TARGET_DIR=$work/target
 mkdir -p "$work"
 
-known_busy_waits="recv_try_iter stress_iter loop_try port_gone_concurrent port_gone_concurrent_shared test_recv_try_iter"
+# Tests skipped in the fiber modes (see above).
+known_busy_waits="port_gone_concurrent port_gone_concurrent_shared"
 
 # The released crate's sources, tests included, from crates.io.
 mkdir -p "$work/fetch/src"
@@ -92,7 +97,7 @@ unexpected_cfgs = "allow"
 TOML
     python3 "$here/adapt.py" "$src/tests" "$suite/tests" "$mode"
     skip=()
-    if [ "$mode" != threads ]; then
+    if [ "$mode" != threads ] && [ -n "$known_busy_waits" ]; then
         for t in $known_busy_waits; do skip+=(--skip "$t"); done
         echo "== $mode: skipped (busy-wait on try_ without blocking): $known_busy_waits"
     fi
@@ -112,7 +117,13 @@ TOML
             continue
         fi
         printf '%-9s %-14s did not pass as a file; one test at a time:\n' "$mode" "$t"
-        for name in $(cargo test -q --release --manifest-path "$suite/Cargo.toml" --test "$t" -- --list "${skip[@]}" 2>/dev/null | sed -n 's/: test$//p'); do
+        names=$(cargo test -q --release --manifest-path "$suite/Cargo.toml" --test "$t" -- --list "${skip[@]}" 2>/dev/null | sed -n 's/: test$//p')
+        if [ -z "$names" ]; then
+            # Not even listed (it does not build): the whole file failed.
+            fail=$((fail + 1)); echo "    FAILED $t: no test could be listed; $(grep -m1 '^error' "$log")"
+            continue
+        fi
+        for name in $names; do
             if timeout -k 5 "$TEST_LIMIT" cargo test -q --release --manifest-path "$suite/Cargo.toml" --test "$t" \
                 -- --exact "$name" --nocapture >"$log.one" 2>&1; then
                 pass=$((pass + 1))

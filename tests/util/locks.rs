@@ -41,3 +41,24 @@ pub fn lock_b_then_a(
     let _a = a.lock().unwrap(); // waits here forever
     unreachable!();
 }
+
+/// Spawns fibers "a-then-b" and "b-then-a" running [`lock_a_then_b`] and
+/// [`lock_b_then_a`] on two fresh mutexes, and joins both: a deadlock, for
+/// good, in the runtime the caller runs in.
+pub fn deadlock_two_fibers() {
+    use std::sync::Arc;
+    let a = Arc::new(fibra::sync::Mutex::new(0));
+    let b = Arc::new(fibra::sync::Mutex::new(0));
+    let both = Arc::new(fibra::sync::Barrier::new(2));
+    let (a2, b2, both2) = (a.clone(), b.clone(), both.clone());
+    let one = fibra::Builder::new()
+        .name("a-then-b".into())
+        .spawn(move || lock_a_then_b(&a2, &b2, &both2))
+        .unwrap();
+    let two = fibra::Builder::new()
+        .name("b-then-a".into())
+        .spawn(move || lock_b_then_a(&a, &b, &both))
+        .unwrap();
+    let _ = one.join();
+    let _ = two.join();
+}

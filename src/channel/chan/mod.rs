@@ -29,6 +29,7 @@ use std::sync::atomic::AtomicUsize;
 
 use crate::channel::context::{Context, Kind, Waiters};
 use crate::channel::err::{TryRecvError, TrySendError};
+use crate::channel::ready_cell::ReadyCell;
 use crate::channel::spin_lock::{SpinGuard, SpinLock};
 use crate::sync::waiters::Wakeups;
 
@@ -46,6 +47,8 @@ pub(crate) struct Chan<T> {
     cap: usize,
     pub(crate) senders: AtomicUsize,
     pub(crate) receivers: AtomicUsize,
+    /// The readiness fd, once a receiver asked for one (`ready_cell.rs`).
+    pub(crate) ready: ReadyCell,
 }
 
 struct Inner<T> {
@@ -107,6 +110,7 @@ impl<T> Chan<T> {
             cap: cap.unwrap_or(usize::MAX),
             senders: AtomicUsize::new(1),
             receivers: AtomicUsize::new(1),
+            ready: ReadyCell::new(),
         }
     }
 

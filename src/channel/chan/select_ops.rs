@@ -8,6 +8,7 @@ use std::sync::atomic::Ordering;
 use super::{Chan, Got, Inner, Promise, put};
 use crate::channel::context::{Context, Kind, Selected};
 use crate::channel::err::{TryRecvError, TrySendError};
+use crate::channel::ready_cell::{ReadyCell, Watched};
 use crate::sync::waiters::Wakeups;
 
 /// What registering an operation of a `select` came to; `D` is what an
@@ -254,5 +255,27 @@ impl<T> Chan<T> {
             &mut inner.senders
         };
         line.unregister(cx, oper);
+    }
+}
+
+/// A readiness fd's watcher in the line of waiting receivers (see
+/// `ready_cell.rs`), armed under the channel's lock: registered and looked
+/// at in one hold.
+impl<T> Watched for Chan<T> {
+    fn cell(&self) -> &ReadyCell {
+        &self.ready
+    }
+
+    fn arm(&self, watch: &Context) -> bool {
+        let mut inner = self.lock();
+        inner.receivers.unregister(watch, 0);
+        // Out of the line under its lock: no notifier can claim it now.
+        watch.reset();
+        inner.receivers.register(watch, 0, Kind::Watch);
+        self.recv_ready(&inner, std::ptr::null())
+    }
+
+    fn disarm(&self, watch: &Context) {
+        self.lock().receivers.unregister(watch, 0);
     }
 }

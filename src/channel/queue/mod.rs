@@ -32,6 +32,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use crate::channel::chan::drop_one_by_one;
 use crate::channel::context::{Context, Kind};
 use crate::channel::line::Line;
+use crate::channel::ready_cell::{ReadyCell, Watched};
 
 mod block;
 mod list;
@@ -127,6 +128,8 @@ pub(crate) struct Queue<S: Slots> {
     pub(crate) senders_line: Line,
     pub(crate) senders: AtomicUsize,
     pub(crate) receivers: AtomicUsize,
+    /// The readiness fd, once a receiver asked for one (`ready_cell.rs`).
+    pub(crate) ready: ReadyCell,
 }
 
 impl<S: Slots> Queue<S> {
@@ -139,6 +142,7 @@ impl<S: Slots> Queue<S> {
             senders_line: Line::new(),
             senders: AtomicUsize::new(1),
             receivers: AtomicUsize::new(1),
+            ready: ReadyCell::new(),
         }
     }
 
@@ -261,6 +265,27 @@ impl<S: Slots> Queue<S> {
             }
             drop_one_by_one(dropped);
         }
+    }
+}
+
+/// A readiness fd's watcher in the receivers' line (see `ready_cell.rs`),
+/// armed as a `select` registers: the line's flag raised in the one total
+/// order, then the positions looked at (`line.rs`).
+impl<S: Slots> Watched for Queue<S> {
+    fn cell(&self) -> &ReadyCell {
+        &self.ready
+    }
+
+    fn arm(&self, watch: &Context) -> bool {
+        self.receivers_line.unregister(watch, 0);
+        // Out of the line under its lock: no notifier can claim it now.
+        watch.reset();
+        self.receivers_line.register(watch, 0, Kind::Watch);
+        self.recv_ready()
+    }
+
+    fn disarm(&self, watch: &Context) {
+        self.receivers_line.unregister(watch, 0);
     }
 }
 

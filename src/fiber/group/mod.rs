@@ -7,7 +7,8 @@
 //!
 //! How the pieces stand on the fiber layer:
 //!
-//! - A member is an ordinary fiber of the spawner's runtime, spawned with
+//! - A member is an ordinary fiber of the spawner's runtime (or, from
+//!   `spawn_anywhere`, a job of its workers, `fiber::queued`), spawned with
 //!   an exit callback (`entry::OnExit`, as a scope's fibers are) that runs
 //!   after its result is in its packet: it moves the member's id to the
 //!   node's queue of finished members and wakes whoever waits. So
@@ -27,10 +28,11 @@
 mod errgroup;
 mod members;
 mod node;
+mod select;
+mod spawn;
 
 use std::collections::HashMap;
 use std::fmt;
-use std::io;
 use std::panic;
 use std::ptr;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -38,10 +40,13 @@ use std::time::{Duration, Instant};
 
 use crate::fiber::entry::{OnExit, spawn_unchecked};
 use crate::fiber::fiber_ref::cancel_fiber;
+use crate::fiber::queued::JobHooks;
 use crate::fiber::{JoinError, JoinHandle};
 use crate::scheduler::context;
 use crate::scheduler::core::Core;
+use crate::scheduler::core::job::Job;
 use crate::scheduler::fiber_id::FiberId;
+use crate::scheduler::fiber_info::GroupId;
 use crate::scheduler::park;
 use crate::timer::clock;
 
@@ -78,14 +83,72 @@ use node::{IdHash, Node};
 /// or its parent) stays so: a member spawned afterwards is cancelled
 /// before it runs.
 ///
+/// # In `select!`
+///
+/// A `group(g) -> res` arm of [`select!`](crate::select) (or
+/// [`Select::group`](crate::channel::Select::group)) waits for the next
+/// member to finish beside channels, fibers and fds; `res` is its result.
+/// An empty group is never ready (members may still be spawned into it),
+/// so a loop that collects them all runs while the group is not empty. A
+/// dispatcher that starts jobs as they come and collects them as they
+/// end, in one loop:
+///
+/// ```
+/// use std::time::Duration;
+/// use fibra::channel::{never, unbounded};
+///
+/// fibra::run(|| {
+///     let (jobs_s, jobs) = unbounded::<u64>();
+///     fibra::spawn(move || {
+///         for ms in [20, 10] {
+///             jobs_s.send(ms).unwrap();
+///         }
+///     });
+///     let workers = fibra::Group::new();
+///     let (mut open, closed, mut done) = (true, never(), Vec::new());
+///     while open || !workers.is_empty() {
+///         fibra::select! {
+///             // (A closed channel is always ready: wait on `never` then.)
+///             recv(if open { &jobs } else { &closed }) -> job => match job {
+///                 Ok(ms) => workers.spawn(move || {
+///                     fibra::sleep(Duration::from_millis(ms));
+///                     ms
+///                 }),
+///                 Err(_) => open = false, // no more jobs
+///             },
+///             group(workers) -> ended => done.push(ended.unwrap()),
+///         }
+///     }
+///     assert_eq!(done, [10, 20]);
+/// });
+/// ```
+///
+/// # In dumps
+///
+/// A [`Dump`](crate::runtime::Dump) names each member's group
+/// ([`FiberInfo::group`](crate::runtime::FiberInfo::group), `in group 3`
+/// on its line) and lists the groups as a tree, a child under its parent,
+/// each with its [name](Group::named), its members still running, and its
+/// deadline ([`Dump::groups`](crate::runtime::Dump::groups)), as Java's
+/// thread dumps show the tree of `StructuredTaskScope`s:
+///
+/// ```text
+/// groups: 2
+///   group 1 "server" [1 member] made by fiber 1
+///     group 2 "conns" [2 members, deadline in 4.9s] made by fiber 2
+/// ```
+///
 /// # Where members run
 ///
-/// A member runs on the runtime (and, in a runtime of
-/// [`workers`](crate::runtime::Builder::workers), on the worker) of the
-/// fiber that spawned it, as with [`fibra::spawn`](crate::spawn). A group
-/// shared by fibers of several workers (an `Arc<Group<T>>`, which is
-/// `Send + Sync` when `T: Send`) has members on each of them, and is
-/// waited for and cancelled from any thread.
+/// A member of [`spawn`](Group::spawn) runs on the runtime (and, in a
+/// runtime of [`workers`](crate::runtime::Builder::workers), on the
+/// worker) of the fiber that spawned it, as with
+/// [`fibra::spawn`](crate::spawn): it need not be `Send`. One of
+/// [`spawn_anywhere`](Group::spawn_anywhere) (`Send`) goes to any worker,
+/// an idle one first, as with [`Runtime::spawn`](crate::Runtime::spawn).
+/// A group shared by fibers of several workers (an `Arc<Group<T>>`,
+/// which is `Send + Sync` when `T: Send`) has members on each of them,
+/// and is waited for and cancelled from any thread.
 ///
 /// ```
 /// use std::time::Duration;
@@ -176,7 +239,10 @@ impl<T> Group<T> {
         let mut deadline = deadline;
         let mut cancelled = false;
         let mut parent = None;
+        let mut made_by = None;
+        members::serve_dumps();
         if let Some(core) = context::current() {
+            made_by = Some(core.current_id());
             // Inside a `fibra::timeout`, or cancelled: what the caller would
             // unwind for at its next park bounds the group too. (Not while
             // it unwinds already: its parks ignore both then, and so does a
@@ -192,7 +258,7 @@ impl<T> Group<T> {
         if let Some(parent) = &parent {
             deadline = earliest(deadline, parent.deadline);
         }
-        let node = Node::new(parent.as_ref(), deadline);
+        let node = Node::new(parent.as_ref(), deadline, made_by);
         if cancelled {
             node.cancel();
         }
@@ -205,107 +271,52 @@ impl<T> Group<T> {
         }
     }
 
+    /// Names the group, for dumps: a [`Dump`](crate::runtime::Dump) lists
+    /// it under this name in its tree of groups
+    /// ([`Dump::groups`](crate::runtime::Dump::groups)), as Java's thread
+    /// dumps name a `StructuredTaskScope`. Its members' own names are
+    /// theirs to give ([`Builder::spawn_in`](crate::Builder::spawn_in)).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// fibra::run(|| {
+    ///     let conns = fibra::Group::with_timeout(Duration::from_secs(5)).named("conns");
+    ///     conns.spawn(|| fibra::sleep(Duration::from_secs(60)));
+    ///     fibra::yield_now();
+    ///     let dump = fibra::runtime::Handle::current().dump();
+    ///     assert_eq!(dump.groups()[0].name.as_deref(), Some("conns"));
+    ///     conns.cancel();
+    /// });
+    /// ```
+    pub fn named(self, name: impl Into<String>) -> Group<T> {
+        self.node.set_name(name.into());
+        self
+    }
+
+    /// The group's identity, unique in the process: what a dump's
+    /// [`FiberInfo::group`](crate::runtime::FiberInfo::group) and
+    /// [`GroupInfo::id`](crate::runtime::GroupInfo::id) say.
+    ///
+    /// ```
+    /// fibra::run(|| {
+    ///     let group = fibra::Group::new();
+    ///     group.spawn(|| fibra::sleep(std::time::Duration::from_secs(60)));
+    ///     fibra::yield_now();
+    ///     let dump = fibra::runtime::Handle::current().dump();
+    ///     let member = dump.fibers().find(|f| !f.root).unwrap();
+    ///     assert_eq!(member.group, Some(group.id()));
+    ///     group.cancel();
+    /// });
+    /// ```
+    pub fn id(&self) -> GroupId {
+        self.node.id
+    }
+
     fn handles(&self) -> MutexGuard<'_, Handles<T>> {
         // No user code runs under the lock (a handle's drop, which drops a
         // result, happens after it is released).
         self.handles.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Spawns a member running `f` on the current runtime, as
-    /// [`fibra::spawn`](crate::spawn) does (`f` need not be `Send`). Use
-    /// [`Builder::spawn_in`](crate::Builder::spawn_in) for a name, a stack
-    /// size, or to handle a failure to map the stack.
-    ///
-    /// A member spawned into a cancelled group, or after its deadline, is
-    /// cancelled before it runs.
-    ///
-    /// # Panics
-    ///
-    /// Outside a fibra runtime, or if the stack cannot be mapped.
-    ///
-    /// A member may spawn into its own group:
-    ///
-    /// ```
-    /// use std::rc::Rc;
-    ///
-    /// fibra::run(|| {
-    ///     let group = Rc::new(fibra::Group::new());
-    ///     let g = group.clone();
-    ///     group.spawn(move || {
-    ///         g.spawn(|| "child");
-    ///         "parent"
-    ///     });
-    ///     let mut got: Vec<_> = std::iter::from_fn(|| group.join_next())
-    ///         .map(Result::unwrap)
-    ///         .collect();
-    ///     got.sort();
-    ///     assert_eq!(got, ["child", "parent"]);
-    /// });
-    /// ```
-    #[track_caller]
-    pub fn spawn<F>(&self, f: F)
-    where
-        F: FnOnce() -> T + 'static,
-        T: 'static,
-    {
-        let core = context::expect("fibra::Group::spawn");
-        if let Err(e) = self.spawn_on(core, f, None, core.default_stack, false) {
-            cannot_spawn(e);
-        }
-    }
-
-    /// Spawns a member on `core` (the runtime entered on this thread).
-    #[track_caller]
-    pub(crate) fn spawn_on<F>(
-        &self,
-        core: &Core,
-        f: F,
-        name: Option<Arc<str>>,
-        stack_size: usize,
-        idle: bool,
-    ) -> io::Result<()>
-    where
-        F: FnOnce() -> T + 'static,
-        T: 'static,
-    {
-        let data = Arc::into_raw(self.node.clone());
-        let on_exit = OnExit {
-            call: exited,
-            data: data.cast(),
-        };
-        let exit = Some((on_exit, ptr::null()));
-        // `f` and `T` are 'static; `exited` takes back the count `data` owns.
-        // SAFETY: as argued just above.
-        let spawned = unsafe {
-            match self.node.deadline {
-                None => spawn_unchecked(core, f, name, stack_size, exit, idle),
-                Some(d) => spawn_unchecked(core, move || until(d, f), name, stack_size, exit, idle),
-            }
-        };
-        let handle = match spawned {
-            Ok(handle) => handle,
-            Err(e) => {
-                // The fiber was not made, and will not call `exited`.
-                // SAFETY: `data` came from `Arc::into_raw` above.
-                drop(unsafe { Arc::from_raw(data) });
-                return Err(e);
-            }
-        };
-        // The member does not run before this fiber parks: it is queued on
-        // this thread's runtime. So it is recorded before it can exit.
-        let (id, at) = (handle.fiber().id(), handle.location());
-        {
-            let mut h = self.handles();
-            let n = h.spawned;
-            h.spawned += 1;
-            h.by_id.insert(id, (n, handle));
-        }
-        members::join(id, &self.node);
-        self.node.add(id, at);
-        if self.node.deadline.is_some_and(|d| d <= clock::now_ns()) {
-            self.node.cancel(); // (all its members are past the deadline)
-        }
-        Ok(())
     }
 
     /// Waits for the next member to finish and returns its result: its
@@ -363,13 +374,19 @@ impl<T> Group<T> {
         } else {
             self.node.try_next_finished()?
         };
+        Some(self.take(id))
+    }
+
+    /// The spawn number and result of member `id`, taken out of the
+    /// node's queue of finished members.
+    fn take(&self, id: FiberId) -> (u64, Result<T, JoinError>) {
         let (n, handle) = self
             .handles()
             .by_id
             .remove(&id)
             .expect("fibra: a finished member of a group without its handle");
         // It has finished (see `node.rs`): this join does not park.
-        Some((n, handle.join()))
+        (n, handle.join())
     }
 
     /// Cancels every member: each unwinds from where it waits (its
@@ -491,42 +508,10 @@ impl<T> Drop for Group<T> {
 impl<T> fmt::Debug for Group<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Group")
+            .field("id", &self.id())
             .field("len", &self.len())
             .field("cancelled", &self.node.is_cancelled())
             .finish_non_exhaustive()
-    }
-}
-
-/// A member's exit callback: see `node.rs`.
-///
-/// # Safety
-///
-/// `data` came from `Arc::into_raw` of the member's node; this is called
-/// once, on the member's fiber, and takes that count back.
-unsafe fn exited(data: *const ()) {
-    // SAFETY: per the contract.
-    let node = unsafe { Arc::from_raw(data.cast::<Node>()) };
-    let Some(core) = context::current() else {
-        return; // (unreachable: a fiber's end runs in its runtime)
-    };
-    let id = core.current_id();
-    members::leave(id);
-    node.exited(id);
-}
-
-/// Runs a member's `f` until the group's `deadline` (ns): past it, where
-/// `f` parks it unwinds, and the member is cancelled.
-fn until<T>(deadline: u64, f: impl FnOnce() -> T) -> T {
-    let core = context::expect("a fibra::Group member");
-    match park::with_deadline(core, deadline, f) {
-        Some(value) => value,
-        None => {
-            // Its destructors ran; now make it a cancelled member, as if
-            // `cancel` had hit it there.
-            cancel_fiber(core.id, core.current_key(), core.current_id());
-            park::check_unwind(core);
-            unreachable!("a cancelled fiber did not unwind");
-        }
     }
 }
 
@@ -536,12 +521,4 @@ fn earliest(a: Option<u64>, b: Option<u64>) -> Option<u64> {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     }
-}
-
-/// The panic of a failed [`Group::spawn`], out of line.
-#[cold]
-#[inline(never)]
-#[track_caller]
-fn cannot_spawn(e: io::Error) -> ! {
-    panic!("fibra::Group::spawn: cannot create a fiber: {e}")
 }

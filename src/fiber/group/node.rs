@@ -14,13 +14,22 @@
 //!   under it (wake-ups and cancels are collected, then sent after).
 //! - A member is in `running` from just after its spawn (before it can
 //!   run: it is queued on the spawner's own runtime, which does not run it
-//!   before the spawner parks) until its exit callback ([`member_exited`]),
+//!   before the spawner parks; a job for the workers is handed over only
+//!   once it is recorded) until its exit callback ([`Node::exited`], or
+//!   for a job that never runs, `never_ran`),
 //!   which runs after its result is in its packet and moves its id to
 //!   `finished`. So a `join` of an id taken from `finished` never waits.
 //! - A member's fiber owns one count of its node (the exit callback's data),
 //!   so the node outlives the member's registration in `members.rs`.
 //!
-//! A leaf of the folder: `members.rs` and the face (`mod.rs`) use it.
+//! - A select waiting for the next member (`select.rs`) is a waiter too,
+//!   kept under its operation's key, so that it takes its registration
+//!   out when another operation of its select was chosen; a member it
+//!   takes out of `finished` is joined when the select's operation is
+//!   completed, or put back at the head of the queue if it never is.
+//!
+//! A leaf of the folder: `members.rs`, `select.rs` and the face
+//! (`mod.rs`) use it.
 
 use std::collections::VecDeque;
 use std::collections::hash_map::HashMap;
@@ -30,6 +39,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use crate::fiber::fiber_ref::FiberRef;
 use crate::scheduler::context;
 use crate::scheduler::fiber_id::FiberId;
+use crate::scheduler::fiber_info::{GroupId, GroupInfo};
 use crate::scheduler::park::{self, Unparker};
 use crate::scheduler::registry;
 use crate::scheduler::wait_on::WaitOn;
@@ -41,6 +51,10 @@ pub(crate) struct Node {
     /// When the members are cancelled (ns of `timer::clock`): the group's
     /// own deadline, or an earlier one it inherited. Never changes.
     pub(super) deadline: Option<u64>,
+    /// For dumps: the group's id, its parent, and the fiber that made it.
+    pub(super) id: GroupId,
+    parent: Option<Weak<Node>>,
+    made_by: Option<FiberId>,
 }
 
 struct State {
@@ -57,13 +71,25 @@ struct State {
     /// allocation.
     waiter: Option<Unparker>,
     more_waiters: Vec<Unparker>,
+    /// Selects waiting for a member to exit (`Select::join_next`), each
+    /// under the key of its operation, so that it can take itself out when
+    /// another of its operations was chosen. Woken and emptied, as the
+    /// waiters are, by the next exit.
+    selects: Vec<(WatchKey, Unparker)>,
     /// The groups made inside members of this one.
     children: Vec<Weak<Node>>,
+    /// The name dumps give it (`Group::named`).
+    name: Option<Box<str>>,
 }
 
 impl Node {
-    /// A node under `parent` (cancelled if it is), with `deadline`.
-    pub(super) fn new(parent: Option<&Arc<Node>>, deadline: Option<u64>) -> Arc<Node> {
+    /// A node under `parent` (cancelled if it is), with `deadline`, made
+    /// by fiber `made_by`.
+    pub(super) fn new(
+        parent: Option<&Arc<Node>>,
+        deadline: Option<u64>,
+        made_by: Option<FiberId>,
+    ) -> Arc<Node> {
         let node = Arc::new(Node {
             state: Mutex::new(State {
                 cancelled: false,
@@ -71,9 +97,14 @@ impl Node {
                 finished: VecDeque::new(),
                 waiter: None,
                 more_waiters: Vec::new(),
+                selects: Vec::new(),
                 children: Vec::new(),
+                name: None,
             }),
             deadline,
+            id: GroupId::next(),
+            parent: parent.map(Arc::downgrade),
+            made_by,
         });
         if let Some(parent) = parent {
             let mut p = parent.lock();
@@ -100,6 +131,39 @@ impl Node {
     /// Whether the group was cancelled, or its deadline has passed.
     pub(super) fn is_cancelled(&self) -> bool {
         self.lock().cancelled || self.deadline.is_some_and(|d| d <= clock::now_ns())
+    }
+
+    /// Gives the group the name dumps show.
+    pub(super) fn set_name(&self, name: String) {
+        let old = self.lock().name.replace(name.into_boxed_str());
+        drop(old);
+    }
+
+    /// What a dump says of this group, but for its parent's info (`up`).
+    pub(super) fn info(&self, now: u64) -> GroupInfo {
+        let (name, members, cancelled) = {
+            let s = self.lock();
+            let name = s.name.as_deref().map(str::to_owned);
+            (name, s.running.len(), s.cancelled)
+        };
+        let deadline_in = self
+            .deadline
+            .map(|d| std::time::Duration::from_nanos(d.saturating_sub(now)));
+        GroupInfo {
+            id: self.id,
+            name,
+            parent: self.parent().map(|p| p.id),
+            made_by: self.made_by,
+            members,
+            cancelled: cancelled || self.deadline.is_some_and(|d| d <= now),
+            deadline_in,
+            up: None,
+        }
+    }
+
+    /// The group this one is a child of, while it lives.
+    pub(super) fn parent(&self) -> Option<Arc<Node>> {
+        self.parent.as_ref().and_then(Weak::upgrade)
     }
 
     /// Records member `id`, spawned just now, running `at`; cancels it
@@ -146,15 +210,53 @@ impl Node {
 
     /// Member `id` has exited (its result is in its packet).
     pub(super) fn exited(&self, id: FiberId) {
-        let (first, more) = {
+        let waiters = {
             let mut s = self.lock();
             s.running.remove(&id);
             s.finished.push_back(id);
-            (s.waiter.take(), std::mem::take(&mut s.more_waiters))
+            s.take_waiters()
         };
-        for waiter in first.into_iter().chain(more) {
-            waiter.unpark();
+        waiters.wake();
+    }
+
+    /// Whether a member has finished and was not joined yet.
+    pub(super) fn any_finished(&self) -> bool {
+        !self.lock().finished.is_empty()
+    }
+
+    /// For a select: registers `unparker` under `key`, to be woken by the
+    /// next exit; `false` (and nothing registered) when a finished member
+    /// waits already.
+    pub(super) fn watch(&self, key: WatchKey, unparker: Unparker) -> bool {
+        let mut s = self.lock();
+        if !s.finished.is_empty() {
+            return false;
         }
+        s.selects.push((key, unparker));
+        true
+    }
+
+    /// For a select: takes the registration of `key` out, if no exit has
+    /// woken it yet.
+    pub(super) fn unwatch(&self, key: WatchKey) {
+        let removed = {
+            let mut s = self.lock();
+            let i = s.selects.iter().position(|(k, _)| *k == key);
+            i.map(|i| s.selects.swap_remove(i))
+        };
+        drop(removed); // (an `Unparker`'s drop, after the lock)
+    }
+
+    /// For a select that took member `id` and will not complete its
+    /// operation (it was dropped, or unwound): back at the head of the
+    /// queue, and whoever waits is told.
+    pub(super) fn put_back(&self, id: FiberId) {
+        let waiters = {
+            let mut s = self.lock();
+            s.finished.push_front(id);
+            s.take_waiters()
+        };
+        waiters.wake();
     }
 
     /// The next member that finished; `None` when no member other than
@@ -215,7 +317,34 @@ impl Node {
     }
 }
 
+/// The waiters an exit wakes, taken out under the lock, woken after it.
+struct Waiters {
+    first: Option<Unparker>,
+    more: Vec<Unparker>,
+    selects: Vec<(WatchKey, Unparker)>,
+}
+
+impl Waiters {
+    fn wake(self) {
+        for waiter in self.first.into_iter().chain(self.more) {
+            waiter.unpark();
+        }
+        for (_, select) in self.selects {
+            select.unpark();
+        }
+    }
+}
+
 impl State {
+    /// Every waiter, to be woken once the lock is released.
+    fn take_waiters(&mut self) -> Waiters {
+        Waiters {
+            first: self.waiter.take(),
+            more: std::mem::take(&mut self.more_waiters),
+            selects: std::mem::take(&mut self.selects),
+        }
+    }
+
     /// Registers the calling context's next park as a waiter.
     fn wait_here(&mut self) {
         let me = Unparker::current();
@@ -225,6 +354,11 @@ impl State {
         }
     }
 }
+
+/// A select's operation watching a node: the address of its wait's
+/// context and the operation's index, unique among the waits registered
+/// at one time (a context lives until its registrations are taken out).
+pub(crate) type WatchKey = (usize, usize);
 
 /// How many members other than `me` run.
 fn others_running(s: &State, me: Option<FiberId>) -> usize {

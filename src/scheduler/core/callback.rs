@@ -24,7 +24,7 @@
 //!
 //! - With the `hook` feature, a hooked blocking call made in it blocks
 //!   the thread instead of parking: [`callout`] counts the calls out, and
-//!   the hooks ask [`in_callout`].
+//!   the hooks ask [`in_callout`](crate::scheduler::callout::in_callout).
 //!
 //! All of it is out of line and only reached when tracing is on (a span
 //! exists only when a subscriber wanted one, events are behind
@@ -33,6 +33,7 @@
 use std::io::Write;
 
 use super::*;
+use crate::scheduler::callout::callout;
 
 impl Core {
     /// Runs `f`, user code, with no borrow of this runtime's state live;
@@ -180,39 +181,4 @@ pub(crate) fn parked_in_callback(what: &'static str) -> ! {
          calls from inside its scheduler; there a subscriber may spawn fibers, wake them \
          and log, but not block"
     )
-}
-
-#[cfg(feature = "hook")]
-thread_local! {
-    static CALLOUT: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
-}
-
-/// Runs `f`, other people's code that the scheduler calls while it holds
-/// its own state (a tracing subscriber's callback). With the `hook`
-/// feature, a blocking call made there blocks the thread instead of parking
-/// (see [`in_callout`]); without it this is just `f()`.
-#[inline(always)]
-pub(crate) fn callout<R>(f: impl FnOnce() -> R) -> R {
-    #[cfg(feature = "hook")]
-    {
-        struct Leave;
-        impl Drop for Leave {
-            fn drop(&mut self) {
-                CALLOUT.with(|c| c.set(c.get() - 1));
-            }
-        }
-        CALLOUT.with(|c| c.set(c.get() + 1));
-        let _leave = Leave;
-        f()
-    }
-    #[cfg(not(feature = "hook"))]
-    f()
-}
-
-/// Whether the scheduler is calling out (see [`callout`]): a hooked call
-/// must not park there, in the middle of a park or a switch.
-#[cfg(feature = "hook")]
-#[inline]
-pub(crate) fn in_callout() -> bool {
-    CALLOUT.with(std::cell::Cell::get) != 0
 }

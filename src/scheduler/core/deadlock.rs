@@ -18,6 +18,7 @@
 //! (`deadlock_workers.rs`, `pool/quiet.rs`).
 
 use super::*;
+use crate::scheduler::dump_names;
 use crate::scheduler::fiber_info::Dump;
 use crate::scheduler::wait_on::WaitOn;
 
@@ -139,33 +140,72 @@ impl Core {
         self.publish_root_running();
     }
 
-    /// Whether a subscriber listens to the deadlock WARN: the dump it
-    /// carries is made only then (a subscriber's code, so through
-    /// [`Core::callback`]).
+    /// Whether anyone hears the deadlock WARN: a subscriber that listens
+    /// to it, stderr when no subscriber is set (`report`), or the exit of
+    /// [`OnDeadlock::Exit`](crate::runtime::OnDeadlock::Exit).
+    /// The dump it carries is made only then (a subscriber's code, so
+    /// through [`Core::callback`]).
     pub(super) fn deadlock_heard(&self) -> bool {
-        self.callback(
-            "event",
-            || tracing::enabled!(target: "fibra::deadlock", tracing::Level::WARN),
-        )
+        self.shared.watch.exit_on_deadlock()
+            || self.callback("event", || {
+                crate::report::no_subscriber()
+                    || tracing::enabled!(target: "fibra::deadlock", tracing::Level::WARN)
+            })
     }
 
     /// [`Core::warn_deadlock`]'s body: the dump, named, in the event.
     fn emit_deadlock(&self, waited: std::time::Duration) {
         let section = self.dump_section(false);
         let fibers = section.fibers.as_ref().map_or(0, Vec::len);
-        let dump = Dump::resolve(vec![section]);
+        let dump = dump_names::resolve(vec![section], self.current_key() != ROOT);
         let thread = self.shared.thread_name.as_str();
-        self.callback("event", || {
+        let message = format!(
+            "all {fibers} fibers of thread {thread:?} have waited {waited:.0?} on fibra's \
+             locks, channels and joins, with no timer armed and no fd registered: none of \
+             them can wake another, so unless a thread outside the runtime wakes one, this \
+             is a deadlock"
+        );
+        self.tell_deadlock(&message, &dump, || {
             tracing::warn!(
                 target: "fibra::deadlock",
                 thread,
                 fibers,
                 waited = ?waited,
-                "all {fibers} fibers of thread {thread:?} have waited {waited:.0?} on fibra's \
-                 locks, channels and joins, with no timer armed and no fd registered: none of \
-                 them can wake another, so unless a thread outside the runtime wakes one, this \
-                 is a deadlock\n{dump}"
+                "{message}\n{dump}"
             );
         });
+    }
+
+    /// Tells a deadlock found by this runtime (of one thread or several):
+    /// to the subscriber (`event`) or stderr, and then, with
+    /// [`OnDeadlock::Exit`](crate::runtime::OnDeadlock::Exit),
+    /// ends the process with status 2, as Go does ("all goroutines are
+    /// asleep"), the report on stderr whether or not a subscriber took it.
+    pub(super) fn tell_deadlock(&self, message: &str, dump: &Dump, event: impl FnOnce()) {
+        let exit = self.shared.watch.exit_on_deadlock();
+        let to_stderr = self.callback("event", || {
+            let to_stderr = crate::report::no_subscriber();
+            if !to_stderr {
+                event();
+            }
+            to_stderr
+        });
+        if to_stderr || exit {
+            crate::report::to_stderr(
+                crate::report::Level::Warn,
+                "fibra::deadlock",
+                message,
+                Some(dump),
+            );
+        }
+        if exit {
+            crate::report::to_stderr(
+                crate::report::Level::Error,
+                "fibra::deadlock",
+                "the runtime was built with on_deadlock(OnDeadlock::Exit): exiting with status 2",
+                None,
+            );
+            std::process::exit(2);
+        }
     }
 }

@@ -18,7 +18,7 @@ impl Core {
     }
 
     /// This runtime's fibers, for a dump, with their stacks' return
-    /// addresses (named later, off this thread: see `Dump::resolve`).
+    /// addresses (named later, off this thread: see `dump_names::resolve`).
     /// `asker`: called by the context that asked for the dump (rather than
     /// by the root loop, answering a request from another thread), which
     /// is listed with its own stack, the root too when it runs
@@ -34,7 +34,7 @@ impl Core {
         // The root runs user code now: it is `block_on`'s closure, asking.
         let root_asks = asker && current == ROOT && l.entered && l.in_callback.is_none();
         let mut stacks = Vec::new();
-        let fibers = l
+        let mut fibers = l
             .fibers
             .iter()
             .filter(|(key, rec)| *key != ROOT || rec.state != State::Running || root_asks)
@@ -73,10 +73,19 @@ impl Core {
                         }
                         _ => None,
                     },
+                    cpu_time: self.run_time(l, key, rec),
                     stack: None,
+                    group: None,
+                    in_group: None,
                 }
             })
             .collect::<Vec<_>>();
+        if let Some(groups) = crate::scheduler::fiber_info::GROUPS.get() {
+            // The fiber layer names each member's group, from what it keeps
+            // on this thread; it runs no user code and does not touch the
+            // runtime (see `fiber_info::GROUPS`).
+            groups(&mut fibers);
+        }
         Section {
             thread: self.shared.thread_name.clone(),
             fibers: Some(fibers),
@@ -85,6 +94,25 @@ impl Core {
             busy: None,
             stacks,
         }
+    }
+
+    /// How long `rec`'s context has run, if this runtime counts (see
+    /// `scheduler::cpu_time`); `None` for the root.
+    fn run_time(&self, l: &Local, key: Key, rec: &Record) -> Option<std::time::Duration> {
+        if !l.count_time || key == ROOT {
+            return None;
+        }
+        if rec.sp.is_null() || first_frame::deferred(rec.sp).is_some() {
+            return Some(std::time::Duration::ZERO); // it has not run
+        }
+        // A started context's `meta` is written (its first switch built
+        // it) and stays so while its record lives; we are on its thread.
+        // SAFETY: as argued just above.
+        let mut ticks = unsafe { (*rec.meta).run_ticks() };
+        if key == l.current {
+            ticks += crate::scheduler::cpu_time::now().wrapping_sub(l.switched_at);
+        }
+        crate::scheduler::cpu_time::to_duration(ticks)
     }
 
     /// The return addresses of `rec`'s stack: the running context's from

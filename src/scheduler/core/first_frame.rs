@@ -80,7 +80,8 @@ pub(super) unsafe fn build(
     let (entry, location) = unsafe { ((*head).entry, (*head).location) };
     // The header slot and the `Meta` right below it are the top of the
     // stack the record owns, which nothing uses yet; both addresses are
-    // 16-byte aligned (the header's slot is, and `Meta` is 16 bytes). The
+    // 16-byte aligned (the header's slot is, and `Meta`'s size is a
+    // multiple of 16). The
     // name is kept alive by the record, which outlives the fiber's run.
     // SAFETY: as argued just above.
     unsafe {

@@ -19,7 +19,10 @@ use crate::stack::{Stack, StackHeader};
 /// `Record::waiting_until` of a park without a deadline.
 pub(super) const NO_DEADLINE: u64 = u64::MAX;
 
+/// One byte in memory, whose value is the state's (`State::Parked as u8`):
+/// what a debugger reads (`scheduler::debugger`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
 pub(crate) enum State {
     /// In the run queue.
     Ready,
@@ -97,6 +100,12 @@ pub(crate) struct Record {
 }
 
 impl Record {
+    /// Where a debugger reads the fields the scheduler keeps to itself, in
+    /// bytes from a record's address (`scheduler::debugger`).
+    pub(crate) const SP_AT: usize = std::mem::offset_of!(Record, sp);
+    pub(crate) const WAITING_ON_AT: usize = std::mem::offset_of!(Record, waiting_on);
+    pub(crate) const WAITING_UNTIL_AT: usize = std::mem::offset_of!(Record, waiting_until);
+
     /// The record of a vacant slot (see [`Records`](crate::scheduler::core::records::Records)): it owns nothing.
     pub(crate) fn vacant() -> Record {
         Record {

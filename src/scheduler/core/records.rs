@@ -36,6 +36,13 @@ pub(crate) struct Records {
 }
 
 impl Records {
+    /// Where a debugger reads the records' start and count, in bytes from
+    /// a `Records`' address (`scheduler::debugger`).
+    pub(crate) const START_AT: usize =
+        std::mem::offset_of!(Records, slots) + MappedArray::<Record>::PTR_AT;
+    pub(crate) const LEN_AT: usize =
+        std::mem::offset_of!(Records, slots) + MappedArray::<Record>::LEN_AT;
+
     pub(crate) fn with_capacity(capacity: usize) -> Records {
         let mut records = Records {
             slots: MappedArray::with_capacity(capacity),

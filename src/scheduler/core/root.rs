@@ -246,6 +246,9 @@ impl Core {
             }
             let (alive, ready) = self.figures();
             worker.publish(alive, ready);
+        } else {
+            let (alive, ready) = self.figures();
+            self.shared.publish(alive, ready);
         }
         news
     }
@@ -387,7 +390,10 @@ impl Core {
     #[inline(never)]
     fn epoll_failed(&self, e: std::io::Error) {
         self.callback("event", || {
-            tracing::error!(error = %e, "epoll_wait failed");
+            let message = format!("epoll_wait failed: {e}");
+            crate::report::tell(crate::report::Level::Error, "fibra", &message, None, || {
+                tracing::error!(error = %e, "epoll_wait failed");
+            });
         });
     }
 
@@ -396,7 +402,10 @@ impl Core {
     fn report_wake_error(&self) {
         if let Some(e) = self.shared.take_wake_error() {
             self.callback("event", || {
-                tracing::error!(error = %e, "cannot wake a fibra runtime");
+                let message = format!("cannot wake a fibra runtime: {e}");
+                crate::report::tell(crate::report::Level::Error, "fibra", &message, None, || {
+                    tracing::error!(error = %e, "cannot wake a fibra runtime");
+                });
             });
         }
     }
@@ -422,6 +431,16 @@ impl Core {
                 }
                 Remote::Cancel(key, id) => self.cancel(key, id),
                 Remote::Dump(answer) => dumps.push(answer),
+                Remote::Start(job) => {
+                    // SAFETY: on the runtime's thread; short borrow, ended
+                    // before the job runs.
+                    let closing = unsafe { self.local() }.closing;
+                    if closing {
+                        drop(job); // its handle says cancelled
+                    } else {
+                        job.start(self);
+                    }
+                }
             }
         }
         // SAFETY: on the runtime's thread; short borrow.

@@ -81,6 +81,17 @@ impl Core {
             let to_rec = l.fibers.get_unchecked(to);
             (from_rec, to_rec.sp, to_rec.running_header, to_rec.meta)
         };
+        // `from`'s run ends: its time on the thread goes to its `Meta`,
+        // if the runtime counts (see `scheduler::cpu_time`).
+        if l.count_time {
+            let now = crate::scheduler::cpu_time::now();
+            // `from` runs (it is the one switching out): its `meta` is
+            // live and written (its first switch built it, or it is the
+            // root's in `Shared`); only this thread writes its count.
+            // SAFETY: as argued just above; `from_rec` is in bounds.
+            unsafe { (*(*from_rec).meta).add_run(now.wrapping_sub(l.switched_at)) };
+            l.switched_at = now;
+        }
         l.current = to;
         l.resumed += u64::from(to != ROOT);
         // The watchdog's one store per switch (see `scheduler::watch`).
@@ -419,6 +430,29 @@ impl Core {
         } else {
             self.yield_plain();
         }
+    }
+
+    /// Switches into fibers so far on this runtime: a count that moves
+    /// whenever another fiber has run (see `scheduler::fair`).
+    #[inline]
+    pub(crate) fn switches(&self) -> u64 {
+        // SAFETY: on the runtime's thread; short borrow.
+        unsafe { self.local() }.resumed
+    }
+
+    /// Whether the current context may switch away now: not inside a
+    /// subscriber's callback (see `callback.rs`).
+    pub(crate) fn may_switch(&self) -> bool {
+        // SAFETY: on the runtime's thread; short borrow.
+        unsafe { self.local() }.in_callback.is_none()
+    }
+
+    /// Makes the current fiber's next yield go through the root, which
+    /// polls for I/O and timers before it runs the ready fibers: for a
+    /// fiber that waits, spinning, for one that waits on a socket.
+    pub(crate) fn spend_budget(&self) {
+        // SAFETY: on the runtime's thread; short borrow.
+        unsafe { self.local() }.budget = 0;
     }
 
     /// Whether the current context is an idle fiber.

@@ -7,6 +7,12 @@ use super::*;
 use crate::scheduler::pool::STEAL_AFTER;
 
 impl Core {
+    /// The pool of the runtime of workers this core is a worker of;
+    /// `None` for a current-thread runtime.
+    pub(crate) fn pool(&self) -> Option<&Arc<crate::scheduler::pool::Pool<Job>>> {
+        self.worker.as_ref().map(WorkerLink::pool)
+    }
+
     /// Starts a batch of jobs from the worker's own inbox; returns whether
     /// there were any. Called at every poll.
     ///

@@ -1,12 +1,24 @@
 //! Naming a sampled stack for the stall warning without holding up the
-//! watchdog: the names are looked up on a thread of their own
-//! (`fibra-symbols`, made at the first stall), and the watchdog waits for
-//! them a bounded time. The first lookup of a process loads the debug
-//! info, which takes long in a large debug build (seconds under a
-//! sanitizer): the watchdog must go on watching every other runtime
-//! meanwhile, and the warning must still come while the stall lasts, so
-//! past the bound it carries the addresses and says why, while the lookup
-//! goes on and serves the next warnings.
+//! watchdog. Two threads of their own, made at the first stall:
+//!
+//! - `fibra-symbols` looks names up. The first lookup of a process loads
+//!   the debug info of each object the stack runs through (the program,
+//!   libc), which takes long in a large debug build: 0.1–0.2 s each on the
+//!   development VM, seconds under a sanitizer or where the `backtrace`
+//!   crate is built without optimisation.
+//! - `fibra-teller` tells the stall warnings, in the order they were
+//!   handed over ([`tell_in_order`]): a warning whose stack is being named
+//!   waits for the names up to [`NAMING`], then goes with the addresses
+//!   and says why. The end of a stall, handed over after its start, is
+//!   told after it.
+//!
+//! So the watchdog hands a warning over and goes on watching every other
+//! runtime at once (it used to wait for the names itself, and a round of
+//! its looks took that much longer: a mark dated before it counted the
+//! wait as the marked fiber's run). The bound keeps a warning timely while
+//! the first lookups load the debug info, and from waiting forever on a
+//! lookup that cannot finish (the stalled thread holds the symbolizer's
+//! lock, say); the lookup goes on and serves the next warnings.
 
 use std::fmt::Write as _;
 use std::sync::mpsc;
@@ -17,6 +29,20 @@ use super::Resolver;
 use super::walk::RawStack;
 
 type Job = Box<dyn FnOnce() + Send>;
+
+/// How long a warning waits for its stack's names before it is told with
+/// the addresses: a warning must come while the stall lasts (a program
+/// that hangs is told so while it hangs), and most stalls are short.
+pub(crate) const NAMING: Duration = Duration::from_millis(250);
+
+/// Runs `tell` on the teller thread after everything handed over before
+/// it (or here, if there is no thread to be had).
+pub(crate) fn tell_in_order(tell: impl FnOnce() + Send + 'static) {
+    static TELLER: OnceLock<Option<Mutex<mpsc::Sender<Job>>>> = OnceLock::new();
+    if let Err(job) = queue(&TELLER, "fibra-teller", Box::new(tell)) {
+        job();
+    }
+}
 
 /// The text of `raw`'s frames, named if that is done within `within`.
 pub(crate) fn name_within(raw: RawStack, within: Duration) -> String {
@@ -46,11 +72,21 @@ pub(crate) fn name_within(raw: RawStack, within: Duration) -> String {
 /// if there is none.
 fn send(job: Job) -> Result<(), Job> {
     static JOBS: OnceLock<Option<Mutex<mpsc::Sender<Job>>>> = OnceLock::new();
-    let jobs = JOBS.get_or_init(|| {
+    queue(&JOBS, "fibra-symbols", job)
+}
+
+/// Queues `job` for the thread named `name` behind `jobs` (made on first
+/// use); gives it back if there is none.
+fn queue(
+    jobs: &'static OnceLock<Option<Mutex<mpsc::Sender<Job>>>>,
+    name: &'static str,
+    job: Job,
+) -> Result<(), Job> {
+    let jobs = jobs.get_or_init(|| {
         let (tx, rx) = mpsc::channel::<Job>();
         crate::scheduler::helper::spawn_quiet(|| {
             std::thread::Builder::new()
-                .name("fibra-symbols".into())
+                .name(name.into())
                 .spawn(move || {
                     for job in rx {
                         job();

@@ -16,104 +16,21 @@
 //! has stood still for `stall_warning` it warns (target `fibra::stall`)
 //! with the fibers that took most of that time, and warns again, with the
 //! totals, when the runtime polls again; a dump the runtime answers late
-//! reads the same record ([`Watch::starved_now`]).
+//! reads the same record ([`Watch::starved_now`]), which the runtime's
+//! `Watch` keeps (`watch/starve_record.rs`).
 //!
 //! Not told as starvation: a window in which one context ran all along
 //! (the stall warning tells that one), and a runtime whose word is 0 (it
 //! waits for events, or nobody drives it).
 
-use std::fmt::Write as _;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
 
-use crate::scheduler::fiber_id::FiberId;
-use crate::scheduler::watch::{SEEN, Watch, describe};
+use crate::report::{self, Level};
+use crate::scheduler::watch::starve_record::{Starved, Who};
+use crate::scheduler::watch::{SEEN, Watch};
 
 /// Looks a runtime gets per `stall_warning` while it does not poll.
 pub(crate) const SAMPLES: u64 = 20;
-
-/// The fibers a warning names, at most.
-const NAMED: usize = 5;
-
-/// The watchdog's record of a runtime's time without a poll; in its
-/// [`Watch`], touched by the watchdog and by dumps, under its lock.
-#[derive(Default)]
-pub(crate) struct Starve {
-    /// The poll count of the window, and when the watchdog first saw it
-    /// (ns; 0: no window).
-    polls: u64,
-    since: u64,
-    /// The last look (ns), and the word it saw (unmarked), and who that was.
-    last_at: u64,
-    last_word: usize,
-    last: Option<Who>,
-    /// Time credited to each context seen in this window (ns).
-    shares: Vec<(Who, u64)>,
-    /// A stall warning was given in this window: it is that one's, not
-    /// starvation.
-    stalled: bool,
-    /// The starvation of this window was warned about.
-    warned: bool,
-}
-
-/// A context, as a warning names it.
-#[derive(Clone, PartialEq, Eq, Debug)]
-struct Who {
-    id: FiberId,
-    name: Option<String>,
-    root: bool,
-}
-
-/// What a runtime that has not polled has done meanwhile: for how long,
-/// and the contexts that took most of it, the longest first.
-#[derive(Clone, Debug)]
-pub(crate) struct Starved {
-    pub(crate) for_: Duration,
-    pub(crate) fibers: Vec<(String, Duration)>,
-}
-
-impl Starved {
-    /// `fiber 'a' (#3) 52ms, fiber #4 48ms` (sampled times).
-    pub(crate) fn list(&self) -> String {
-        let mut out = String::new();
-        for (i, (who, took)) in self.fibers.iter().enumerate() {
-            let sep = if i == 0 { "" } else { ", " };
-            let _ = write!(out, "{sep}{who} {took:.0?}");
-        }
-        out
-    }
-}
-
-impl Starve {
-    fn reset(&mut self, polls: u64, now: u64) {
-        self.polls = polls;
-        self.since = now;
-        self.last_at = now;
-        self.last_word = 0;
-        self.last = None;
-        self.shares.clear();
-        self.stalled = false;
-        self.warned = false;
-    }
-
-    fn report(&self, now: u64) -> Starved {
-        let mut shares: Vec<&(Who, u64)> = self.shares.iter().collect();
-        shares.sort_by_key(|(_, ns)| std::cmp::Reverse(*ns));
-        Starved {
-            for_: Duration::from_nanos(now.saturating_sub(self.since)),
-            fibers: shares
-                .iter()
-                .take(NAMED)
-                .map(|(w, ns)| {
-                    (
-                        describe(w.id, w.name.as_deref(), w.root),
-                        Duration::from_nanos(*ns),
-                    )
-                })
-                .collect(),
-        }
-    }
-}
 
 /// What one look at a runtime found.
 pub(crate) enum Found {
@@ -206,28 +123,43 @@ impl Watch {
 
 fn warn_starved(thread: &str, s: &Starved) {
     let fibers = s.list();
-    tracing::warn!(
-        target: "fibra::stall",
+    tell(
         thread,
-        not_polled_for = ?s.for_,
-        fibers = fibers.as_str(),
-        "thread {thread:?} has not polled for I/O and timers for {:.0?}: its fibers take \
-         turns without any of them waiting, and its timers and sockets wait meanwhile; most \
-         of that time (sampled): {fibers}. Move long computations to spawn_blocking, or \
-         spread the fibers over workers",
-        s.for_,
+        s,
+        &fibers,
+        format!(
+            "thread {thread:?} has not polled for I/O and timers for {:.0?}: its fibers take \
+             turns without any of them waiting, and its timers and sockets wait meanwhile; most \
+             of that time (sampled): {fibers}. Move long computations to spawn_blocking, or \
+             spread the fibers over workers",
+            s.for_,
+        ),
     );
 }
 
 fn warn_fed(thread: &str, s: &Starved) {
     let fibers = s.list();
-    tracing::warn!(
-        target: "fibra::stall",
+    tell(
         thread,
-        not_polled_for = ?s.for_,
-        fibers = fibers.as_str(),
-        "thread {thread:?} polled for I/O and timers again after {:.0?} in all; most of that \
-         time (sampled): {fibers}",
-        s.for_,
+        s,
+        &fibers,
+        format!(
+            "thread {thread:?} polled for I/O and timers again after {:.0?} in all; most of that \
+             time (sampled): {fibers}",
+            s.for_,
+        ),
     );
+}
+
+/// Tells a starvation's start or end (`message`), with its fields.
+fn tell(thread: &str, s: &Starved, fibers: &str, message: String) {
+    report::tell(Level::Warn, "fibra::stall", &message, None, || {
+        tracing::warn!(
+            target: "fibra::stall",
+            thread,
+            not_polled_for = ?s.for_,
+            fibers,
+            "{message}"
+        );
+    });
 }

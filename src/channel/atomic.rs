@@ -1,0 +1,67 @@
+//! The atomics and the cell the channel's lock-free storage is made of:
+//! std's, or loom's when the crate is built for the models
+//! (`RUSTFLAGS="--cfg loom" cargo test --release --lib -- loom`), so that
+//! loom can run the hand-over protocols through every interleaving of
+//! their threads (see the `loom_models` at the end of `queue/ring.rs`).
+//!
+//! Only the types the modelled storage keeps in its own fields come from
+//! here: loom's atomics cannot be made in a `static`, and the rest of the
+//! crate (the scheduler, a fiber's park) is not what the models check.
+
+#[cfg(loom)]
+pub(crate) use loom::sync::atomic::{AtomicUsize, Ordering, fence};
+#[cfg(not(loom))]
+pub(crate) use std::sync::atomic::{AtomicUsize, Ordering, fence};
+
+/// A spin-wait hint: a thread that waits for another's next step. In a
+/// model, a yield to loom's scheduler, which must see every spin loop
+/// give way (a loop that only spins is an infinite execution to it).
+#[inline(always)]
+pub(crate) fn spin_loop() {
+    #[cfg(loom)]
+    loom::thread::yield_now();
+    #[cfg(not(loom))]
+    std::hint::spin_loop();
+}
+
+/// An `UnsafeCell` whose accesses go through closures, as loom's does (so
+/// that loom can check that no two threads touch one at once).
+#[cfg(not(loom))]
+pub(crate) struct Cell<T>(std::cell::UnsafeCell<T>);
+
+#[cfg(not(loom))]
+impl<T> Cell<T> {
+    pub(crate) fn new(value: T) -> Cell<T> {
+        Cell(std::cell::UnsafeCell::new(value))
+    }
+
+    /// Runs `f` with a pointer for reading.
+    #[inline(always)]
+    pub(crate) fn with<R>(&self, f: impl FnOnce(*const T) -> R) -> R {
+        f(self.0.get())
+    }
+
+    /// Runs `f` with a pointer for writing.
+    #[inline(always)]
+    pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
+        f(self.0.get())
+    }
+}
+
+#[cfg(loom)]
+pub(crate) struct Cell<T>(loom::cell::UnsafeCell<T>);
+
+#[cfg(loom)]
+impl<T> Cell<T> {
+    pub(crate) fn new(value: T) -> Cell<T> {
+        Cell(loom::cell::UnsafeCell::new(value))
+    }
+
+    pub(crate) fn with<R>(&self, f: impl FnOnce(*const T) -> R) -> R {
+        self.0.with(f)
+    }
+
+    pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
+        self.0.with_mut(f)
+    }
+}
