@@ -87,6 +87,18 @@ impl Pause {
     }
 
     pub(crate) fn pause(&mut self) {
+        // In a loom model, a yield to loom's scheduler: the other party is
+        // one of its threads, and a loop that only spins never ends there.
+        // (`spin_loop` is that yield in a model.)
+        if cfg!(loom) {
+            crate::channel::atomic::spin_loop();
+        } else {
+            self.wait();
+        }
+        self.step = self.step.saturating_add(1);
+    }
+
+    fn wait(&self) {
         if self.step < Self::SPIN_STEPS {
             for _ in 0..1u32 << self.step {
                 std::hint::spin_loop();
@@ -108,6 +120,5 @@ impl Pause {
         } else {
             std::thread::sleep(SLICE);
         }
-        self.step = self.step.saturating_add(1);
     }
 }

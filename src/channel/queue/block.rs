@@ -3,15 +3,20 @@
 //! of a block's last slot, or, when earlier slots are still being read,
 //! the last of those readers.
 
+#[cfg(not(loom))]
 use std::alloc::{Layout, alloc_zeroed, dealloc, handle_alloc_error};
-use std::cell::UnsafeCell;
 use std::mem::MaybeUninit;
-use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
+use crate::channel::atomic::{AtomicPtr, AtomicUsize, Cell, Ordering, spin_loop};
 use crate::channel::backoff::Pause;
 
 /// Positions a block spans: its slots and a marker (see `list.rs`).
+#[cfg(not(loom))]
 pub(super) const LAP: usize = 32;
+/// In a loom model, blocks of three slots: a model crosses from one block
+/// to the next (install, move, free) with a handful of messages.
+#[cfg(loom)]
+pub(super) const LAP: usize = 4;
 pub(super) const BLOCK_CAP: usize = LAP - 1;
 
 /// A slot's state bits.
@@ -21,7 +26,7 @@ const DESTROY: usize = 4;
 pub(super) const HOLE: usize = 8;
 
 pub(super) struct Slot<T> {
-    pub(super) message: UnsafeCell<MaybeUninit<T>>,
+    pub(super) message: Cell<MaybeUninit<T>>,
     pub(super) state: AtomicUsize,
 }
 
@@ -33,6 +38,7 @@ pub(super) struct Block<T> {
 impl<T> Block<T> {
     /// A new block, straight on the heap (a block of large messages
     /// would not fit a fiber's stack).
+    #[cfg(not(loom))]
     pub(super) fn alloc() -> *mut Block<T> {
         let layout = Layout::new::<Block<T>>();
         // SAFETY: a block is never zero-sized (it holds an `AtomicPtr`).
@@ -48,10 +54,54 @@ impl<T> Block<T> {
     /// # Safety
     ///
     /// `block` came from [`Block::alloc`] and nothing uses it any more.
+    #[cfg(not(loom))]
     pub(super) unsafe fn free(block: *mut Block<T>) {
         // SAFETY: the caller's contract; its messages were read or
         // dropped already (a `MaybeUninit` drops nothing).
         unsafe { dealloc(block.cast(), Layout::new::<Block<T>>()) };
+    }
+
+    /// In a model, a block made field by field (loom's atomics are not
+    /// plain integers: all zeroes is not one) in memory loom tracks, so
+    /// that a block freed twice, or never, fails the model.
+    #[cfg(loom)]
+    pub(super) fn alloc() -> *mut Block<T> {
+        let layout = std::alloc::Layout::new::<Block<T>>();
+        // SAFETY: a block is never zero-sized (it holds an `AtomicPtr`).
+        let block = unsafe { loom::alloc::alloc(layout) }.cast::<Block<T>>();
+        if block.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        let fresh = Block {
+            next: AtomicPtr::new(std::ptr::null_mut()),
+            slots: std::array::from_fn(|_| Slot {
+                message: Cell::new(MaybeUninit::uninit()),
+                state: AtomicUsize::new(0),
+            }),
+        };
+        // SAFETY: just allocated with a block's layout, not yet shared.
+        unsafe { block.write(fresh) };
+        block
+    }
+
+    /// # Safety
+    ///
+    /// As the other `free`.
+    #[cfg(loom)]
+    pub(super) unsafe fn free(block: *mut Block<T>) {
+        // Freeing is a write to every slot: loom fails the model if a
+        // read of a message is not ordered before it (a block freed under
+        // a reader).
+        // SAFETY: the caller's contract (the closure touches nothing).
+        for slot in unsafe { &(*block).slots } {
+            slot.message.with_mut(|_| ());
+        }
+        // SAFETY: the caller's contract: made by `alloc`, unused now; its
+        // messages were read or dropped (a `MaybeUninit` drops nothing).
+        unsafe {
+            std::ptr::drop_in_place(block);
+            loom::alloc::dealloc(block.cast(), std::alloc::Layout::new::<Block<T>>());
+        }
     }
 
     /// The next block, waited for: its installer is between two stores.
@@ -61,7 +111,7 @@ impl<T> Block<T> {
             if !next.is_null() {
                 return next;
             }
-            std::hint::spin_loop();
+            spin_loop();
         }
     }
 

@@ -15,9 +15,9 @@
 //! each earlier slot not yet read to free the block when it is (the last
 //! of those readers does). A hole is a slot written without a message.
 
+use crate::channel::atomic::{AtomicPtr, AtomicUsize, Ordering, fence, spin_loop};
 use std::mem::MaybeUninit;
 use std::ptr;
-use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering, fence};
 
 use super::block::{BLOCK_CAP, Block, HOLE, LAP, WRITE, written};
 use super::{Claim, NoClaim, Slots};
@@ -125,7 +125,7 @@ impl<T> List<T> {
             if offset == BLOCK_CAP {
                 // Another send is installing the next block: a few
                 // instructions, never a park (not waiting for a reader).
-                std::hint::spin_loop();
+                spin_loop();
                 tail = self.tail.0.index.load(Ordering::Acquire);
                 block = self.tail.0.block.load(Ordering::Acquire);
                 continue;
@@ -198,7 +198,7 @@ impl<T> List<T> {
             let offset = (head >> SHIFT) % LAP;
             if offset == BLOCK_CAP {
                 // Another receive is moving the head to the next block.
-                std::hint::spin_loop();
+                spin_loop();
                 head = self.head.0.index.load(Ordering::Acquire);
                 block = self.head.0.block.load(Ordering::Acquire);
                 continue;
@@ -206,7 +206,7 @@ impl<T> List<T> {
             let new_head = self.head_after(head)?;
             if block.is_null() {
                 // The first block is being installed.
-                std::hint::spin_loop();
+                spin_loop();
                 head = self.head.0.index.load(Ordering::Acquire);
                 block = self.head.0.block.load(Ordering::Acquire);
                 continue;
@@ -301,7 +301,10 @@ impl<T> Slots for List<T> {
         // state publishes it; its block lives until it is read.
         let slot = unsafe { &(*block).slots[offset] };
         // SAFETY: as above.
-        unsafe { slot.message.get().write(MaybeUninit::new(message)) };
+        unsafe {
+            slot.message
+                .with_mut(|m| m.write(MaybeUninit::new(message)))
+        };
         slot.state.fetch_or(WRITE, Ordering::Release);
     }
 
@@ -350,7 +353,11 @@ impl<T> Slots for List<T> {
         let (block, offset) = claim.block::<T>();
         // SAFETY: the caller's contract: a written slot we claimed; its
         // block lives until we release it.
-        let message = unsafe { (*block).slots[offset].message.get().read().assume_init() };
+        let message = unsafe {
+            (*block).slots[offset]
+                .message
+                .with(|m| m.read().assume_init())
+        };
         // SAFETY: our claim, its message out.
         unsafe { Block::release(block, offset) };
         message
@@ -422,23 +429,25 @@ impl Claim {
 
 impl<T> Drop for List<T> {
     fn drop(&mut self) {
-        let mut head = *self.head.0.index.get_mut() >> SHIFT;
-        let tail = *self.tail.0.index.get_mut() >> SHIFT;
-        let mut block = *self.head.0.block.get_mut();
+        // (Loads, not `get_mut`: loom's atomics have none. Nothing else
+        // is left to race with.)
+        let mut head = self.head.0.index.load(Ordering::Relaxed) >> SHIFT;
+        let tail = self.tail.0.index.load(Ordering::Relaxed) >> SHIFT;
+        let mut block = self.head.0.block.load(Ordering::Relaxed);
         while head != tail {
             let offset = head % LAP;
             if offset < BLOCK_CAP {
                 // SAFETY: between head and tail, the block is alive and
                 // its slot was claimed by a send (and never read).
-                let slot = unsafe { &mut (*block).slots[offset] };
-                let state = *slot.state.get_mut();
+                let slot = unsafe { &(*block).slots[offset] };
+                let state = slot.state.load(Ordering::Relaxed);
                 if state & WRITE != 0 && state & HOLE == 0 {
                     // SAFETY: written and never read: a message to drop.
-                    unsafe { slot.message.get_mut().assume_init_drop() };
+                    unsafe { slot.message.with_mut(|m| (*m).assume_init_drop()) };
                 }
             } else {
                 // SAFETY: past its last slot: no one uses it any more.
-                let next = unsafe { *(*block).next.get_mut() };
+                let next = unsafe { (*block).next.load(Ordering::Relaxed) };
                 // SAFETY: as above.
                 unsafe { Block::free(block) };
                 block = next;

@@ -36,6 +36,8 @@ use crate::channel::ready_cell::{ReadyCell, Watched};
 
 mod block;
 mod list;
+#[cfg(all(test, loom))]
+mod models;
 mod ops;
 mod ring;
 
