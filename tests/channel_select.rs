@@ -211,3 +211,76 @@ fn arms_take_a_reference_as_they_take_a_value_and_only_borrow() {
         drop(client.join().unwrap());
     });
 }
+
+/// std's faces are arms too: an `mpsc` receiver (fed by a thread), a
+/// `sync_channel` one (fed by a fiber) and a `oneshot` answer, beside a
+/// `fibra::channel` receiver and a join, in one `select!` loop; each
+/// message arrives once, and the faces stay usable after.
+#[test]
+fn mpsc_and_oneshot_receivers_are_arms_beside_channels_and_joins() {
+    use fibra::channel::SelectRecv;
+    use fibra::sync::{mpsc, oneshot};
+
+    fibra::run(|| {
+        let (tx, rx) = mpsc::channel::<u32>();
+        let (stx, srx) = mpsc::sync_channel::<u32>(0);
+        let (otx, orx) = oneshot::channel::<&str>();
+        let (ctx, crx) = unbounded::<u32>();
+        let thread = std::thread::spawn(move || {
+            for i in 0..50 {
+                tx.send(i).unwrap();
+            }
+        });
+        let feeder = fibra::spawn(move || {
+            for i in 100..150 {
+                stx.send(i).unwrap(); // a rendezvous: waits for the select
+            }
+            otx.send("done").unwrap();
+            ctx.send(7).unwrap();
+            "fed"
+        });
+        let (mut from_mpsc, mut from_sync) = (Vec::new(), Vec::new());
+        let (mut answer, mut from_channel, mut joined) = (None, None, None);
+        let no_answer = never::<&str>();
+        while answer.is_none() || from_channel.is_none() || from_mpsc.len() < 50 {
+            // The oneshot's arm while its answer is to come (once taken,
+            // its sender is gone: the arm would fire again at once).
+            let done = match answer {
+                None => orx.select_receiver(),
+                Some(_) => &no_answer,
+            };
+            if joined.is_none() {
+                fibra::select! {
+                    recv(rx) -> m => if let Ok(m) = m { from_mpsc.push(m) },
+                    recv(srx) -> m => if let Ok(m) = m { from_sync.push(m) },
+                    recv(done) -> m => answer = Some(m.unwrap()),
+                    recv(crx) -> m => if let Ok(m) = m { from_channel = Some(m) },
+                    join(feeder) -> j => joined = Some(j.unwrap()),
+                    recv(after(Duration::from_secs(20))) -> _ => panic!("select stuck"),
+                }
+            } else {
+                // The feeder's end is taken: the rest without its arm.
+                fibra::select! {
+                    recv(rx) -> m => if let Ok(m) = m { from_mpsc.push(m) },
+                    recv(srx) -> m => if let Ok(m) = m { from_sync.push(m) },
+                    recv(done) -> m => answer = Some(m.unwrap()),
+                    recv(crx) -> m => if let Ok(m) = m { from_channel = Some(m) },
+                    recv(after(Duration::from_secs(20))) -> _ => panic!("select stuck"),
+                }
+            }
+        }
+        if joined.is_none() {
+            joined = Some(feeder.join().unwrap());
+        }
+        thread.join().unwrap();
+        assert_eq!(from_mpsc, (0..50).collect::<Vec<_>>());
+        assert_eq!(from_sync, (100..150).collect::<Vec<_>>());
+        assert_eq!(
+            (answer, from_channel, joined),
+            (Some("done"), Some(7), Some("fed"))
+        );
+        // The faces' own calls still work after the selects.
+        assert_eq!(rx.try_recv(), Err(mpsc::TryRecvError::Disconnected));
+        assert_eq!(srx.recv(), Err(mpsc::RecvError));
+    });
+}

@@ -36,7 +36,7 @@ use crate::scheduler::park::{
     Halted, Parked, RawUnparker, Unparker, check_unwind, park_current, park_without_unwind,
 };
 use crate::scheduler::wait_on::WaitOn;
-use crate::sync::waiters::Wakeups;
+use crate::scheduler::wakeups::Wakeups;
 use crate::timer::clock;
 
 const WAITING: usize = 0;

@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::channel::context::{Context, Entry, Kind, Waiters};
 use crate::channel::spin_lock::{SpinGuard, SpinLock};
-use crate::sync::waiters::Wakeups;
+use crate::scheduler::wakeups::Wakeups;
 
 pub(crate) struct Line {
     waiters: SpinLock<Waiters>,

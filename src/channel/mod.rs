@@ -118,7 +118,7 @@ pub use err::{
     SendTimeoutError, TryReadyError, TryRecvError, TrySelectError, TrySendError,
 };
 pub use ready_fd::ReadyFd;
-pub use receiver::{IntoIter, Iter, Receiver, TryIter};
+pub use receiver::{IntoIter, Iter, Receiver, SelectRecv, TryIter};
 #[doc(hidden)]
 pub use select::SelectFd;
 pub use select::{Select, SelectedOperation};

@@ -387,3 +387,32 @@ impl<T> IntoIterator for Receiver<T> {
         IntoIter { receiver: self }
     }
 }
+
+/// What a `recv(r) -> msg` arm of [`select!`](crate::select) accepts: a
+/// [`Receiver`], or a face on one — [`sync::mpsc`](crate::sync::mpsc)'s
+/// and [`sync::oneshot`](crate::sync::oneshot)'s receivers — reached
+/// through references as a method call reaches it (so `recv(&r)` is
+/// `recv(r)`).
+///
+/// ```
+/// use fibra::sync::{mpsc, oneshot};
+///
+/// let (tx, rx) = mpsc::channel();
+/// let (_done_tx, done_rx) = oneshot::channel::<()>();
+/// tx.send(7).unwrap();
+/// let got = fibra::select! {
+///     recv(rx) -> msg => msg.unwrap(),
+///     recv(done_rx) -> _ => 0,
+/// };
+/// assert_eq!(got, 7);
+/// ```
+pub trait SelectRecv<T> {
+    /// The channel receiver the arm waits on.
+    fn select_receiver(&self) -> &Receiver<T>;
+}
+
+impl<T> SelectRecv<T> for Receiver<T> {
+    fn select_receiver(&self) -> &Receiver<T> {
+        self
+    }
+}

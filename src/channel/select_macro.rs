@@ -190,7 +190,11 @@ macro_rules! __select_register {
     ($ctor:ident $sel:ident ($($reg:tt)*) ($($def:tt)*) [recv ($r:expr $(,)?) ($p:pat) ($b:expr)] $($rest:tt)*) => {
         match &$r {
             __handle => {
-                let __handle: &$crate::channel::Receiver<_> = __handle;
+                // Through auto-deref, and a face (mpsc, oneshot) to its channel.
+                let __handle: &$crate::channel::Receiver<_> = {
+                    use $crate::channel::SelectRecv as _;
+                    __handle.select_receiver()
+                };
                 $crate::__select_register!(@with $ctor $sel ($($reg)*) ($($def)*) recv (__handle) [__handle ($p) ($b)] $($rest)*)
             }
         }

@@ -27,7 +27,7 @@
 //! | `tokio::time::interval(d)` | [`fibra::channel::tick(d)`](crate::channel::tick) | a channel: also usable in `select!` |
 //! | `tokio::select!` | [`fibra::select!`](crate::select) | arms on channels, a fiber's end and an fd; see below |
 //! | `sync::mpsc::channel(n)`, `unbounded_channel()` | [`fibra::channel::bounded(n)`](crate::channel::bounded), [`unbounded()`](crate::channel::unbounded) | MPMC: the receiver clones too |
-//! | `sync::oneshot` | [`fibra::sync::oneshot`](crate::sync::oneshot) | |
+//! | `sync::oneshot` | [`fibra::sync::oneshot`](crate::sync::oneshot) | a `recv(rx)` arm of `select!` too |
 //! | `sync::{Mutex, RwLock, Semaphore}`, `acquire_owned` | [`fibra::sync`](crate::sync), the same names | std's shapes: `lock()` returns a `LockResult` |
 //! | `sync::Notify` | [`fibra::sync::Condvar`](crate::sync::Condvar) | |
 //! | `task_local!` | [`fiber_local!`](crate::fiber_local) | no scope to enter: each fiber gets its own value on first use |

@@ -49,6 +49,7 @@ pub(crate) mod stack_trace;
 pub(crate) mod thread_exit;
 pub(crate) mod unparker;
 pub(crate) mod wait_on;
+pub(crate) mod wakeups;
 pub(crate) mod watch;
 pub(crate) mod watchdog;
 mod watchdog_sleep;

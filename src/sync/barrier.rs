@@ -3,7 +3,8 @@
 use std::fmt;
 use std::sync::Mutex as InnerLock;
 
-use crate::sync::waiters::{Node, WaitList, Wakeups, lock, park_until_served};
+use crate::scheduler::wakeups::Wakeups;
+use crate::sync::waiters::{Node, WaitList, lock, park_until_served};
 
 /// Lets a fixed number of parties wait until all of them have arrived, then
 /// releases them together; reusable, like std's. Waiting parks the fiber
@@ -98,7 +99,7 @@ impl Barrier {
         if state.arrived == self.parties {
             state.arrived = 0;
             let mut wakeups = Wakeups::default();
-            wakeups.take_all(&mut state.waiters, |_| ());
+            state.waiters.take_all_into(&mut wakeups, |_| ());
             drop(state);
             wakeups.wake();
             return BarrierWaitResult(true);

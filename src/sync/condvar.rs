@@ -4,8 +4,9 @@ use std::fmt;
 use std::sync::{LockResult, Mutex as InnerLock, PoisonError};
 use std::time::Duration;
 
+use crate::scheduler::wakeups::Wakeups;
 use crate::sync::mutex::MutexGuard;
-use crate::sync::waiters::{Node, WaitList, Wakeups, lock, park_until_served};
+use crate::sync::waiters::{Node, WaitList, lock, park_until_served};
 use crate::timer::clock;
 
 /// A condition variable with std's interface, paired with
@@ -262,7 +263,7 @@ impl Condvar {
     /// ```
     pub fn notify_all(&self) {
         let mut wakeups = Wakeups::default();
-        wakeups.take_all(&mut lock(&self.waiters), |_| ());
+        lock(&self.waiters).take_all_into(&mut wakeups, |_| ());
         wakeups.wake();
     }
 }

@@ -13,9 +13,10 @@
 //! FIFO of waiters: waiters are served in the order they came,
 //! and a waiter that is cancelled, or times out, just as it is served passes
 //! what it was given on to the next in line. The uncontended paths are a
-//! single atomic operation ([`Mutex`], [`RwLock`], [`Semaphore`]) or a short
-//! critical section under a lock no other primitive shares (channels): no
-//! syscall either way.
+//! single atomic operation ([`Mutex`], [`RwLock`], [`Semaphore`]): no
+//! syscall. The channels, [`mpsc`] and [`oneshot`], are std's faces on
+//! [`fibra::channel`](crate::channel), one lock-free core for every
+//! channel of the crate.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -42,7 +43,6 @@
 //! ```
 
 mod barrier;
-mod chan;
 mod condvar;
 mod lazy;
 pub mod mpsc;

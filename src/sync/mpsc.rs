@@ -8,9 +8,16 @@
 //! `std::sync::mpsc` keeps compiling.
 //!
 //! Any mix of fibers (of one runtime or several) and threads may send and
-//! receive. Senders waiting for room, like receivers waiting for messages,
-//! are served in FIFO order. A receiver that is cancelled just as a message
-//! reaches it hands the message on; nothing is lost.
+//! receive. A receiver that is cancelled just as a message reaches it keeps
+//! the message (its `recv` returns it; the cancel lands at its next park):
+//! nothing is lost.
+//!
+//! These are std's faces on [`fibra::channel`](crate::channel), as std's
+//! own mpsc is on its copy of crossbeam-channel: one core, so a
+//! [`Receiver`] is also a `recv(rx) -> msg` arm of
+//! [`fibra::select!`](crate::select), beside `fibra::channel` receivers,
+//! joins and fds (the arm's error is the channel's
+//! [`RecvError`](crate::channel::RecvError)).
 //!
 //! ```
 //! use fibra::sync::mpsc;
@@ -34,7 +41,7 @@ use std::time::Duration;
 
 pub use std::sync::mpsc::{RecvError, RecvTimeoutError, SendError, TryRecvError, TrySendError};
 
-use crate::sync::chan::{RecvHalf, SendHalf, halves};
+use crate::channel as chan;
 
 /// An unbounded channel: [`Sender::send`] never waits.
 ///
@@ -44,7 +51,7 @@ use crate::sync::chan::{RecvHalf, SendHalf, halves};
 /// assert_eq!(rx.recv().unwrap(), "hi");
 /// ```
 pub fn channel<T>() -> (Sender<T>, Receiver<T>) {
-    let (tx, rx) = halves(None);
+    let (tx, rx) = chan::unbounded();
     (
         Sender { chan: tx },
         Receiver {
@@ -66,7 +73,7 @@ pub fn channel<T>() -> (Sender<T>, Receiver<T>) {
 /// assert_eq!(rx.recv().unwrap(), 1);
 /// ```
 pub fn sync_channel<T>(bound: usize) -> (SyncSender<T>, Receiver<T>) {
-    let (tx, rx) = halves(Some(bound));
+    let (tx, rx) = chan::bounded(bound);
     (
         SyncSender { chan: tx },
         Receiver {
@@ -78,12 +85,12 @@ pub fn sync_channel<T>(bound: usize) -> (SyncSender<T>, Receiver<T>) {
 
 /// The sending half of a [`channel`]; clone it for more producers.
 pub struct Sender<T> {
-    chan: SendHalf<T>,
+    chan: chan::Sender<T>,
 }
 
 /// The sending half of a [`sync_channel`]; clone it for more producers.
 pub struct SyncSender<T> {
-    chan: SendHalf<T>,
+    chan: chan::Sender<T>,
 }
 
 /// The receiving half of a channel. One consumer: it is `Send` but not
@@ -95,7 +102,7 @@ pub struct SyncSender<T> {
 /// std::thread::spawn(move || rx.recv());
 /// ```
 pub struct Receiver<T> {
-    chan: RecvHalf<T>,
+    chan: chan::Receiver<T>,
     _not_sync: PhantomData<std::cell::Cell<()>>,
 }
 
@@ -112,9 +119,8 @@ impl<T> Sender<T> {
     /// assert_eq!(tx.send(5).unwrap_err().0, 5);
     /// ```
     pub fn send(&self, message: T) -> Result<(), SendError<T>> {
-        self.chan.send(message, false).map_err(|e| match e {
-            TrySendError::Disconnected(m) | TrySendError::Full(m) => SendError(m),
-        })
+        // Unbounded: never full, so never a wait.
+        self.chan.send(message).map_err(|e| SendError(e.0))
     }
 }
 
@@ -134,9 +140,7 @@ impl<T> SyncSender<T> {
     /// assert_eq!(t.join().unwrap(), 9);
     /// ```
     pub fn send(&self, message: T) -> Result<(), SendError<T>> {
-        self.chan.send(message, true).map_err(|e| match e {
-            TrySendError::Disconnected(m) | TrySendError::Full(m) => SendError(m),
-        })
+        self.chan.send(message).map_err(|e| SendError(e.0))
     }
 
     /// Queues `message` if there is room now (for a rendezvous channel: if
@@ -154,7 +158,10 @@ impl<T> SyncSender<T> {
     /// assert_eq!(tx.try_send(1), Err(TrySendError::Full(1))); // nobody receiving
     /// ```
     pub fn try_send(&self, message: T) -> Result<(), TrySendError<T>> {
-        self.chan.send(message, false)
+        self.chan.try_send(message).map_err(|e| match e {
+            chan::TrySendError::Full(m) => TrySendError::Full(m),
+            chan::TrySendError::Disconnected(m) => TrySendError::Disconnected(m),
+        })
     }
 }
 
@@ -171,7 +178,7 @@ impl<T> Receiver<T> {
     /// assert!(rx.recv().is_err());
     /// ```
     pub fn recv(&self) -> Result<T, RecvError> {
-        self.chan.recv_blocking()
+        self.chan.recv().map_err(|_| RecvError)
     }
 
     /// A message if one is there now.
@@ -190,7 +197,7 @@ impl<T> Receiver<T> {
     /// assert_eq!(rx.try_recv(), Ok(1));
     /// ```
     pub fn try_recv(&self) -> Result<T, TryRecvError> {
-        self.chan.try_recv()
+        try_recv(&self.chan)
     }
 
     /// Waits at most `timeout` for a message.
@@ -208,7 +215,7 @@ impl<T> Receiver<T> {
     /// assert_eq!(r, Err(RecvTimeoutError::Timeout));
     /// ```
     pub fn recv_timeout(&self, timeout: Duration) -> Result<T, RecvTimeoutError> {
-        self.chan.recv_timeout(timeout)
+        recv_timeout(&self.chan, timeout)
     }
 
     /// The messages as they come, until every sender is gone.
@@ -324,4 +331,29 @@ impl<T> fmt::Debug for Receiver<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Receiver").finish_non_exhaustive()
     }
+}
+
+impl<T> chan::SelectRecv<T> for Receiver<T> {
+    fn select_receiver(&self) -> &chan::Receiver<T> {
+        &self.chan
+    }
+}
+
+/// `try_recv` with std's error (for `oneshot` too).
+pub(super) fn try_recv<T>(chan: &chan::Receiver<T>) -> Result<T, TryRecvError> {
+    chan.try_recv().map_err(|e| match e {
+        chan::TryRecvError::Empty => TryRecvError::Empty,
+        chan::TryRecvError::Disconnected => TryRecvError::Disconnected,
+    })
+}
+
+/// `recv_timeout` with std's error (for `oneshot` too).
+pub(super) fn recv_timeout<T>(
+    chan: &chan::Receiver<T>,
+    timeout: Duration,
+) -> Result<T, RecvTimeoutError> {
+    chan.recv_timeout(timeout).map_err(|e| match e {
+        chan::RecvTimeoutError::Timeout => RecvTimeoutError::Timeout,
+        chan::RecvTimeoutError::Disconnected => RecvTimeoutError::Disconnected,
+    })
 }

@@ -29,7 +29,8 @@ use std::panic::{RefUnwindSafe, UnwindSafe};
 use std::sync::Mutex as InnerLock;
 use std::sync::atomic::{AtomicU8, Ordering};
 
-use crate::sync::waiters::{Node, WaitList, Wakeups, lock, park_until_served};
+use crate::scheduler::wakeups::Wakeups;
+use crate::sync::waiters::{Node, WaitList, lock, park_until_served};
 
 /// No value, and nobody is making one.
 const EMPTY: u8 = 0;
@@ -312,7 +313,7 @@ impl<T> OnceLock<T> {
         {
             let mut waiters = lock(&self.waiters);
             self.state.store(state, Ordering::Release);
-            wakeups.take_all(&mut waiters, |_| ());
+            waiters.take_all_into(&mut wakeups, |_| ());
         }
         wakeups.wake();
     }

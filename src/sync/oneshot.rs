@@ -1,5 +1,8 @@
 //! A channel for exactly one message: the usual way to get one answer back
-//! from another fiber or thread.
+//! from another fiber or thread. A face on
+//! [`fibra::channel`](crate::channel)'s core (a channel of one place): its
+//! [`Receiver`] is a `recv(rx) -> msg` arm of
+//! [`fibra::select!`](crate::select) too.
 //!
 //! ```
 //! use fibra::sync::oneshot;
@@ -12,12 +15,12 @@
 //! ```
 
 use std::fmt;
-use std::sync::mpsc::TrySendError;
 use std::time::Duration;
 
 pub use std::sync::mpsc::{RecvError, RecvTimeoutError, TryRecvError};
 
-use crate::sync::chan::{RecvHalf, SendHalf, halves};
+use crate::channel as chan;
+use crate::sync::mpsc::{recv_timeout, try_recv};
 
 /// A new one-message channel.
 ///
@@ -27,18 +30,19 @@ use crate::sync::chan::{RecvHalf, SendHalf, halves};
 /// assert_eq!(rx.recv().unwrap(), "done");
 /// ```
 pub fn channel<T>() -> (Sender<T>, Receiver<T>) {
-    let (tx, rx) = halves(Some(1));
+    // A channel of one place: the one send never waits.
+    let (tx, rx) = chan::bounded(1);
     (Sender { chan: tx }, Receiver { chan: rx })
 }
 
 /// Sends the one message; consumed by [`send`](Sender::send).
 pub struct Sender<T> {
-    chan: SendHalf<T>,
+    chan: chan::Sender<T>,
 }
 
 /// Receives the one message.
 pub struct Receiver<T> {
-    chan: RecvHalf<T>,
+    chan: chan::Receiver<T>,
 }
 
 impl<T> Sender<T> {
@@ -55,9 +59,7 @@ impl<T> Sender<T> {
     /// ```
     pub fn send(self, value: T) -> Result<(), T> {
         // Room for one, and this is the only send: never `Full`.
-        self.chan.send(value, false).map_err(|e| match e {
-            TrySendError::Disconnected(v) | TrySendError::Full(v) => v,
-        })
+        self.chan.try_send(value).map_err(|e| e.into_inner())
     }
 }
 
@@ -74,7 +76,7 @@ impl<T> Receiver<T> {
     /// assert!(rx.recv().is_err());
     /// ```
     pub fn recv(self) -> Result<T, RecvError> {
-        self.chan.recv_blocking()
+        self.chan.recv().map_err(|_| RecvError)
     }
 
     /// The value if it has been sent.
@@ -93,7 +95,7 @@ impl<T> Receiver<T> {
     /// assert_eq!(rx.try_recv(), Ok(3));
     /// ```
     pub fn try_recv(&self) -> Result<T, TryRecvError> {
-        self.chan.try_recv()
+        try_recv(&self.chan)
     }
 
     /// Waits at most `timeout` for the value.
@@ -109,7 +111,7 @@ impl<T> Receiver<T> {
     /// assert!(rx.recv_timeout(Duration::from_millis(2)).is_err());
     /// ```
     pub fn recv_timeout(&self, timeout: Duration) -> Result<T, RecvTimeoutError> {
-        self.chan.recv_timeout(timeout)
+        recv_timeout(&self.chan, timeout)
     }
 }
 
@@ -122,5 +124,11 @@ impl<T> fmt::Debug for Sender<T> {
 impl<T> fmt::Debug for Receiver<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Receiver").finish_non_exhaustive()
+    }
+}
+
+impl<T> chan::SelectRecv<T> for Receiver<T> {
+    fn select_receiver(&self) -> &chan::Receiver<T> {
+        &self.chan
     }
 }

@@ -25,7 +25,8 @@
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::sync::waiters::{Node, WaitList, Wakeups, Woken, lock, park_until_served};
+use crate::scheduler::wakeups::Wakeups;
+use crate::sync::waiters::{Node, WaitList, Woken, lock, park_until_served};
 use crate::timer::clock;
 
 const WAITERS: usize = 1;

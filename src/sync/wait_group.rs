@@ -3,7 +3,8 @@
 use std::fmt;
 use std::sync::{Arc, Mutex as InnerLock};
 
-use crate::sync::waiters::{Node, WaitList, Wakeups, lock, park_until_served};
+use crate::scheduler::wakeups::Wakeups;
+use crate::sync::waiters::{Node, WaitList, lock, park_until_served};
 
 /// Waits until every member of a group is done. Each member holds a clone
 /// and drops it when done; [`wait`](Self::wait) (which gives up the
@@ -108,7 +109,7 @@ impl Drop for WaitGroup {
         state.members -= 1;
         if state.members == 0 {
             let mut wakeups = Wakeups::default();
-            wakeups.take_all(&mut state.waiters, |_| ());
+            state.waiters.take_all_into(&mut wakeups, |_| ());
             drop(state);
             wakeups.wake();
         }

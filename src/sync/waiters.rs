@@ -78,13 +78,13 @@
 
 use std::cell::UnsafeCell;
 use std::marker::PhantomPinned;
-use std::mem::ManuallyDrop;
 use std::ptr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use crate::scheduler::park::{Parked, Unparker, park_current};
 use crate::scheduler::wait_on::WaitOn;
+use crate::scheduler::wakeups::Wakeups;
 
 /// A waiter's place in a [`WaitList`], carrying a payload `P` that the
 /// waiter and its notifier exchange under the lock.
@@ -119,13 +119,6 @@ impl<P> Node<P> {
             served: AtomicBool::new(false),
             _pinned: PhantomPinned,
         }
-    }
-
-    /// The payload, once the node is no longer linked: always after
-    /// [`park_until_served`] returned, which leaves it unlinked on every
-    /// way out (a node is linked nowhere else).
-    pub(crate) fn into_payload(self) -> P {
-        self.cell.into_inner().payload
     }
 }
 
@@ -271,80 +264,11 @@ impl<P> Drop for WaitList<P> {
     }
 }
 
-/// Wake-ups collected under a lock, to deliver after releasing it (waking
-/// a thread or another runtime's fiber is a syscall). A batch dropped
-/// undelivered (a panic between its lock and its `wake`) wakes them then:
-/// a woken waiter looks again.
-///
-/// The fields are never dropped on their own: [`Wakeups::wake`] leaves
-/// both empty (`None`, a vector that never allocated), so `drop` is an
-/// inline check, not a call to the fields' drop glue at every lock.
-#[derive(Default)]
-pub(crate) struct Wakeups {
-    first: ManuallyDrop<Option<Unparker>>,
-    rest: ManuallyDrop<Vec<Unparker>>,
-}
-
-impl Drop for Wakeups {
-    #[inline]
-    fn drop(&mut self) {
-        self.wake();
-    }
-}
-
-impl Wakeups {
-    // Inlined: out of line, the unparker made by the caller went through
-    // memory, stored a word at a time and loaded in wider moves, which
-    // stalled on the failed store forwarding (perf: a twentieth of a
-    // rendezvous channel's message between fibers).
-    #[inline]
-    pub(crate) fn push(&mut self, unparker: Unparker) {
-        if self.first.is_none() {
-            *self.first = Some(unparker);
-        } else {
-            self.rest.push(unparker);
-        }
-    }
-
-    /// Whether the batch wakes nobody.
-    pub(crate) fn is_empty(&self) -> bool {
-        self.first.is_none()
-    }
-
-    /// Takes every waiter of `list` (served with `serve`) into the batch.
-    pub(crate) fn take_all<P>(&mut self, list: &mut WaitList<P>, mut serve: impl FnMut(&mut P)) {
-        while let Some(((), unparker)) = list.pop_front(&mut serve) {
-            self.push(unparker);
-        }
-    }
-
-    /// Wakes them all, leaving the batch empty; call with no lock held.
-    ///
-    /// By reference: moved into a call by value, the batch was copied in
-    /// wide moves from fields just stored a word at a time, which stalled
-    /// on the failed store forwarding (perf: a quarter of a rendezvous
-    /// select's registration).
-    #[inline]
-    pub(crate) fn wake(&mut self) {
-        if self.first.is_some() {
-            self.wake_all();
-        }
-        // `rest` is pushed to only after `first`: without a first, it
-        // never allocated.
-        debug_assert_eq!(self.rest.capacity(), 0);
-    }
-
-    #[inline(never)]
-    fn wake_all(&mut self) {
-        if let Some(first) = self.first.take() {
-            first.unpark();
-        }
-        // Taken out: the vector left behind never allocated. (Most
-        // batches hold one: no iterator made and dropped for none.)
-        if self.rest.capacity() != 0 {
-            for unparker in std::mem::take(&mut *self.rest) {
-                unparker.unpark();
-            }
+impl<P> WaitList<P> {
+    /// Takes every waiter (served with `serve`) into the batch `wake`.
+    pub(crate) fn take_all_into(&mut self, wake: &mut Wakeups, mut serve: impl FnMut(&mut P)) {
+        while let Some(((), unparker)) = self.pop_front(&mut serve) {
+            wake.push(unparker);
         }
     }
 }

@@ -31,7 +31,7 @@ use crate::channel::context::{Context, Kind, Waiters};
 use crate::channel::err::{TryRecvError, TrySendError};
 use crate::channel::ready_cell::ReadyCell;
 use crate::channel::spin_lock::{SpinGuard, SpinLock};
-use crate::sync::waiters::Wakeups;
+use crate::scheduler::wakeups::Wakeups;
 
 mod promise;
 mod select_ops;

@@ -9,7 +9,7 @@ use super::{Chan, Got, Inner, Promise, put};
 use crate::channel::context::{Context, Kind, Selected};
 use crate::channel::err::{TryRecvError, TrySendError};
 use crate::channel::ready_cell::{ReadyCell, Watched};
-use crate::sync::waiters::Wakeups;
+use crate::scheduler::wakeups::Wakeups;
 
 /// What registering an operation of a `select` came to; `D` is what an
 /// operation that went ahead at once hands over (a channel's result here,

@@ -9,7 +9,7 @@ use crate::channel::backoff::Backoff;
 use crate::channel::context::{Context, Kind, OnUnwind, Selected, wait};
 use crate::channel::err::{RecvTimeoutError, SendTimeoutError, TryRecvError, TrySendError};
 use crate::channel::spin_lock::SpinGuard;
-use crate::sync::waiters::Wakeups;
+use crate::scheduler::wakeups::Wakeups;
 use crate::timer::clock;
 
 impl<T> Chan<T> {
