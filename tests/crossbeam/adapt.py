@@ -5,6 +5,12 @@ fibers, workers: `std::thread` and crossbeam-utils' `scope` imports point at
 the `fibered` crate (fibra's fibers), std's Barrier at fibra's, and each
 `#[test] fn name() {..}` becomes `fn name() { fibered::run(name_body) }`
 plus `fn name_body() {..}`, so every test body runs in a fiber.
+
+mpsc.rs (std's own mpsc tests, as crossbeam copied them onto its channels
+through a small wrapper) is also written a second time, as std_mpsc.rs,
+with the wrapper taken out and fibra::sync::mpsc's faces in its place, and
+its `select!` made with fibra's (an mpsc receiver is a `recv` arm): std's
+tests against std's API on fibra's one channel core, in every mode.
 Usage: adapt.py SRC DST MODE
 """
 import os
@@ -27,10 +33,30 @@ def is_test(lines, i):
     return False
 
 
+def std_faced(text):
+    """mpsc.rs on fibra::sync::mpsc instead of its wrapper of crossbeam's."""
+    start = text.index("use crossbeam_channel as cc;")
+    end = text.index("macro_rules! select")
+    faces = ("#[allow(unused_imports)]\n"
+             "use fibra::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};\n\n")
+    text = text[:start] + faces + text[end:]
+    text = text.replace("cc::crossbeam_channel_internal! {", "fibra::select! {")
+    text = text.replace("$meth(($rx).inner) -> res", "$meth($rx) -> res")
+    if "fibra::select!" not in text or ".inner" in text:
+        sys.exit("adapt.py: mpsc.rs's wrapper is not as expected")
+    return "//! std's mpsc tests on fibra::sync::mpsc (tests/crossbeam/adapt.py).\n" + text
+
+
+files = []
 for name in sorted(os.listdir(src)):
     if not name.endswith(".rs"):
         continue
     text = open(os.path.join(src, name)).read()
+    files.append((name, text))
+    if name == "mpsc.rs":
+        files.append(("std_mpsc.rs", std_faced(text)))
+
+for name, text in files:
     if mode != "threads":
         text = re.sub(r"(?m)^(\s*)use std::thread;", r"\1use fibered::thread;", text)
         text = re.sub(r"(?m)^(\s*)use std::thread::JoinHandle;", r"\1use fibered::thread::JoinHandle;", text)

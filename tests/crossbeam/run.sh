@@ -21,7 +21,8 @@
 # The two in known_busy_waits below still are: they spin on an unbounded
 # `send`, which never fails (nor waits), until the receiver is gone: a
 # fiber that only ever succeeds never gives its thread away. Exit status:
-# 0 when every other test passed.
+# 0 when every other test passed. std_mpsc (written by adapt.py from mpsc.rs)
+# runs std's own mpsc tests on fibra::sync::mpsc's faces.
 set -u
 root=$(cd "$(dirname "$0")/../.." && pwd)
 here=$root/tests/crossbeam
