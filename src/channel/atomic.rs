@@ -25,6 +25,15 @@ pub(crate) fn spin_loop() {
     std::hint::spin_loop();
 }
 
+/// A yield of the thread to the others: to loom's scheduler in a model.
+#[inline]
+pub(crate) fn yield_now() {
+    #[cfg(loom)]
+    loom::thread::yield_now();
+    #[cfg(not(loom))]
+    std::thread::yield_now();
+}
+
 /// An `UnsafeCell` whose accesses go through closures, as loom's does (so
 /// that loom can check that no two threads touch one at once).
 #[cfg(not(loom))]

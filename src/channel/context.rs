@@ -29,9 +29,10 @@
 //! message, or passes it on when it is unwinding).
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::channel::backoff::Backoff;
+pub(crate) use crate::channel::selection::Selected;
+use crate::channel::selection::Selection;
 use crate::scheduler::park::{
     Halted, Parked, RawUnparker, Unparker, check_unwind, park_current, park_without_unwind,
 };
@@ -39,51 +40,9 @@ use crate::scheduler::wait_on::WaitOn;
 use crate::scheduler::wakeups::Wakeups;
 use crate::timer::clock;
 
-const WAITING: usize = 0;
-const CLAIMED: usize = 1;
-const ABORTED: usize = 2;
-const DISCONNECTED: usize = 3;
-/// `OPERATION + i`: operation `i` of the wait was selected.
-const OPERATION: usize = 4;
-
-/// How a wait ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Selected {
-    /// Not yet.
-    Waiting,
-    /// The waiter gave up (or was woken for nothing), nothing selected.
-    Aborted,
-    /// A channel of the wait lost its other side.
-    Disconnected,
-    /// Operation `i` completed (a message handed over) or may go ahead (a
-    /// send's room reserved, a readiness seen).
-    Operation(usize),
-}
-
-impl Selected {
-    #[inline]
-    fn from_word(word: usize) -> Selected {
-        match word {
-            WAITING | CLAIMED => Selected::Waiting,
-            ABORTED => Selected::Aborted,
-            DISCONNECTED => Selected::Disconnected,
-            i => Selected::Operation(i - OPERATION),
-        }
-    }
-
-    fn word(self) -> usize {
-        match self {
-            Selected::Waiting => WAITING,
-            Selected::Aborted => ABORTED,
-            Selected::Disconnected => DISCONNECTED,
-            Selected::Operation(i) => OPERATION + i,
-        }
-    }
-}
-
 /// One wait: a fiber or thread parked on one or several operations.
 pub(crate) struct Context {
-    state: AtomicUsize,
+    state: Selection,
     /// What wakes the waiter: its next park, or (a thread waiting on fds
     /// too) the eventfd it polls. A fiber's is kept without a reference
     /// count: a notifier makes the real unparker while its claim pins the
@@ -97,7 +56,7 @@ impl Context {
     #[inline]
     pub(crate) fn new() -> Context {
         Context {
-            state: AtomicUsize::new(WAITING),
+            state: Selection::new(),
             unparker: RawUnparker::current(),
         }
     }
@@ -105,7 +64,7 @@ impl Context {
     /// A wait woken by `unparker` (not the calling context's next park).
     pub(crate) fn with_unparker(unparker: Unparker) -> Context {
         Context {
-            state: AtomicUsize::new(WAITING),
+            state: Selection::new(),
             unparker: RawUnparker::Other(unparker),
         }
     }
@@ -123,58 +82,32 @@ impl Context {
     /// must follow without a park in between.
     #[inline]
     pub(crate) fn claim(&self) -> bool {
-        self.state
-            .compare_exchange(WAITING, CLAIMED, Ordering::Acquire, Ordering::Relaxed)
-            .is_ok()
+        self.state.claim()
     }
 
     /// Ends a hand-over begun by `claim`: the waiter may look now.
     #[inline]
     pub(crate) fn finish(&self, selected: Selected) {
-        self.state.store(selected.word(), Ordering::Release);
+        self.state.finish(selected);
     }
 
     /// Whether a hand-over holds the context (between `claim` and
     /// `finish`).
     #[inline]
     fn is_claimed(&self) -> bool {
-        self.state.load(Ordering::Relaxed) == CLAIMED
+        self.state.is_claimed()
     }
 
     /// Whether the context still waits (a notifier may choose it).
     #[inline]
     pub(crate) fn is_waiting(&self) -> bool {
-        self.state.load(Ordering::Relaxed) == WAITING
+        self.state.is_waiting()
     }
 
     /// The selection, once made: waits out a hand-over in progress.
     #[inline]
     pub(crate) fn selected(&self) -> Selected {
-        let word = self.state.load(Ordering::Acquire);
-        if word != CLAIMED {
-            return Selected::from_word(word);
-        }
-        self.selected_after_claim()
-    }
-
-    /// [`Context::selected`] once a hand-over was seen in progress.
-    #[inline(never)]
-    fn selected_after_claim(&self) -> Selected {
-        let mut spins = 0u32;
-        loop {
-            let word = self.state.load(Ordering::Acquire);
-            if word != CLAIMED {
-                return Selected::from_word(word);
-            }
-            // A notifier on another thread is between `claim` and `finish`,
-            // a few instructions under its lock.
-            spins += 1;
-            if spins < 64 {
-                std::hint::spin_loop();
-            } else {
-                std::thread::yield_now();
-            }
-        }
+        self.state.selected()
     }
 
     /// Makes a wait that ended wait again: a readiness fd's watcher, which
@@ -184,19 +117,13 @@ impl Context {
     /// the registration that follows publishes the store.
     #[inline]
     pub(crate) fn reset(&self) {
-        self.state.store(WAITING, Ordering::Relaxed);
+        self.state.reset();
     }
 
     /// Gives up waiting: `Aborted`, or the selection a notifier made first.
     #[inline]
     pub(crate) fn abort(&self) -> Selected {
-        match self
-            .state
-            .compare_exchange(WAITING, ABORTED, Ordering::AcqRel, Ordering::Acquire)
-        {
-            Ok(_) => Selected::Aborted,
-            Err(_) => self.selected(),
-        }
+        self.state.abort()
     }
 }
 

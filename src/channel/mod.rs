@@ -105,6 +105,7 @@ mod select_macro;
 mod select_ready;
 mod select_wait;
 mod selected;
+mod selection;
 mod sender;
 mod small;
 mod spin_lock;
