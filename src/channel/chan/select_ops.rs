@@ -13,7 +13,7 @@ use crate::scheduler::wakeups::Wakeups;
 
 /// What registering an operation of a `select` came to; `D` is what an
 /// operation that went ahead at once hands over (a channel's result here,
-/// the select's [`Token`](crate::channel::handles::Token) above).
+/// the select's [`Token`](crate::channel::select::operation::Token) above).
 pub(crate) enum Registration<D> {
     /// Registered: the select may park.
     Waiting,

@@ -2,14 +2,14 @@
 //! and `ready_deadline` say which operation can go ahead without
 //! completing it. They watch each channel (a `Kind::Watch` entry, woken by
 //! every change that readies its side) instead of registering to be
-//! chosen, and park as a select does (`select_wait.rs`).
+//! chosen, and park as a select does (`parking.rs`).
 
 use std::time::{Duration, Instant};
 
 use crate::channel::context::{OnUnwind, Selected};
 use crate::channel::err::{ReadyTimeoutError, TryReadyError};
 use crate::channel::select::Select;
-use crate::channel::select_wait::Parking;
+use crate::channel::select::parking::Parking;
 use crate::timer::clock;
 
 impl Select<'_> {

@@ -7,10 +7,10 @@ use std::marker::PhantomData;
 
 use crate::channel::chan::{PromiseSlot, RecvSlot};
 use crate::channel::err::{RecvError, SendError};
-use crate::channel::handles::{SelectHandle, Token};
-use crate::channel::handles_other::Handle;
 use crate::channel::receiver::Receiver;
-use crate::channel::select_group::Member;
+use crate::channel::select::group::Member;
+use crate::channel::select::join_and_io::Handle;
+use crate::channel::select::operation::{SelectHandle, Token};
 use crate::channel::sender::{SendFlavor, Sender};
 use crate::fiber::{Group, JoinError, JoinHandle};
 use crate::io::Interest;
@@ -205,7 +205,7 @@ impl<'a> SelectedOperation<'a> {
             Some(Token::Message(member)) => {
                 // SAFETY: the operation is `group`'s (the identity check
                 // above), whose `Message` tokens hold a `Member`
-                // (`select_group.rs`).
+                // (`group.rs`).
                 let Member(id) = unsafe { member.into_value::<Member>() };
                 group.select_complete(id)
             }

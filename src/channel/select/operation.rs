@@ -2,7 +2,7 @@
 //! ([`SelectHandle`]): a channel's send or receive, a fiber finishing (a
 //! `JoinHandle`), an fd becoming ready. What a chosen operation hands the
 //! user until it is completed is a [`Token`]. This file has the face and
-//! the channels' side of it; `handles_other.rs` the joins' and fds'.
+//! the channels' side of it; `join_and_io.rs` the joins' and fds'.
 
 use std::cell::UnsafeCell;
 use std::io;

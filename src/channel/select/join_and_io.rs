@@ -6,7 +6,7 @@ use std::io;
 use std::os::fd::RawFd;
 
 use crate::channel::context::Context;
-use crate::channel::handles::{Erased, Registration, SelectHandle, Token};
+use crate::channel::select::operation::{Erased, Registration, SelectHandle, Token};
 use crate::fiber::JoinHandle;
 use crate::io::Interest;
 use crate::io::poll::{poll, pollfd, revents};

@@ -5,13 +5,13 @@
 //!
 //! Chosen, the operation holds the member it took out of the group's
 //! queue, a [`Member`] in a `Token::Message` (the one token that carries
-//! a value: `handles.rs` has no variant of its own for it), which
+//! a value: `operation.rs` has no variant of its own for it), which
 //! `SelectedOperation::group` joins; a dropped or unwound select puts the
 //! member back ([`SelectHandle::abandon`]). A waiting select is woken by
 //! the next member's exit, and looks again.
 
 use crate::channel::context::Context;
-use crate::channel::handles::{Erased, Registration, SelectHandle, Token};
+use crate::channel::select::operation::{Erased, Registration, SelectHandle, Token};
 use crate::fiber::Group;
 use crate::scheduler::fiber_id::FiberId;
 

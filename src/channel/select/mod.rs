@@ -20,17 +20,25 @@
 //! select that waits so locks each channel once before it parks, not
 //! twice.
 
+mod group;
+pub(crate) mod join_and_io;
+mod macros;
+pub(crate) mod operation;
+pub(crate) mod parking;
+mod ready;
+pub(crate) mod selected;
+
 use std::fmt;
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 use crate::channel::context::{Context, OnUnwind, Selected, wait};
 use crate::channel::err::{SelectTimeoutError, TrySelectError};
-use crate::channel::handles::{Erased, Registration, SelectHandle, Token};
-use crate::channel::handles_other::{Handle, IoOp};
 use crate::channel::receiver::{Flavor, Receiver};
-use crate::channel::select_wait::Parking;
-pub use crate::channel::selected::SelectedOperation;
+use crate::channel::select::join_and_io::{Handle, IoOp};
+use crate::channel::select::operation::{Erased, Registration, SelectHandle, Token};
+use crate::channel::select::parking::Parking;
+pub use crate::channel::select::selected::SelectedOperation;
 use crate::channel::sender::{SendFlavor, Sender};
 use crate::channel::small::{Order, Small};
 use crate::fiber::{Group, JoinHandle};
