@@ -2,8 +2,7 @@
 //! std's, or loom's when the crate is built for the models
 //! (`RUSTFLAGS="--cfg loom" cargo test --release --lib -- loom`), so that
 //! loom can run the hand-over protocols through every interleaving of
-//! their threads (see the `loom_models` at the end of `queue/ring.rs` and
-//! `queue/list.rs`).
+//! their threads (see `flavors/lockfree/models/` and `selection.rs`).
 //!
 //! Only the types the modelled storage keeps in its own fields come from
 //! here: loom's atomics cannot be made in a `static`, and the rest of the

@@ -141,7 +141,7 @@ pub(crate) enum Kind {
     Lazy(*mut ()),
     /// A `ready` wait: selecting it only says the operation may go ahead.
     Watch,
-    /// A wait on a channel without a lock (`array.rs`): selecting it says
+    /// A wait on a channel without a lock (`flavors/lockfree/`): selecting it says
     /// its side may have changed, and the waiter tries again. One is woken
     /// per change, watchers all.
     Notify,

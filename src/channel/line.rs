@@ -1,5 +1,5 @@
 //! [`Line`]: the waiters of one side of a channel without a lock (see
-//! `array.rs`), behind a lock of their own and a flag that says whether
+//! `flavors/lockfree/`), behind a lock of their own and a flag that says whether
 //! anyone waits, so that a send or receive that finds nobody waiting on
 //! the other side reads one word and takes no lock.
 //!

@@ -89,11 +89,10 @@
 
 mod atomic;
 mod backoff;
-mod chan;
 mod context;
 mod err;
+mod flavors;
 mod line;
-mod queue;
 mod ready_cell;
 mod ready_fd;
 mod receiver;
@@ -102,7 +101,6 @@ mod selection;
 mod sender;
 mod small;
 mod spin_lock;
-mod timers;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -119,8 +117,9 @@ pub use select::{Select, SelectedOperation};
 pub use sender::Sender;
 
 use crate::timer::clock;
-use receiver::Flavor;
-use sender::SendFlavor;
+use flavors::{lockfree, timers, zero};
+use receiver::ReceiverFlavor;
+use sender::SenderFlavor;
 
 /// A channel without a bound: sends never wait.
 ///
@@ -158,40 +157,41 @@ pub fn bounded<T>(cap: usize) -> (Sender<T>, Receiver<T>) {
 }
 
 /// A ring without a lock for a buffered channel whose slots fit
-/// (`array.rs`); the locked channel for `bounded(0)`, `unbounded()` and
-/// capacities too large to allocate up front.
+/// (`flavors/lockfree/array.rs`), the list of blocks for `unbounded()`
+/// (`flavors/lockfree/list.rs`); the locked channel for `bounded(0)` and
+/// capacities too large to allocate up front (`flavors/zero/`).
 fn make<T>(cap: Option<usize>) -> (Sender<T>, Receiver<T>) {
     if let Some(cap) = cap
-        && queue::Ring::<T>::fits(cap)
+        && lockfree::ArraySlots::<T>::fits(cap)
     {
-        let ring = Arc::new(queue::Array::new(queue::Ring::new(cap)));
+        let ring = Arc::new(lockfree::Array::new(lockfree::ArraySlots::new(cap)));
         return (
             Sender {
-                flavor: SendFlavor::Array(ring.clone()),
+                flavor: SenderFlavor::Array(ring.clone()),
             },
             Receiver {
-                flavor: Flavor::Array(ring),
+                flavor: ReceiverFlavor::Array(ring),
             },
         );
     }
     if cap.is_none() {
-        let list = Arc::new(queue::Chain::new(queue::List::new()));
+        let list = Arc::new(lockfree::List::new(lockfree::ListSlots::new()));
         return (
             Sender {
-                flavor: SendFlavor::List(list.clone()),
+                flavor: SenderFlavor::List(list.clone()),
             },
             Receiver {
-                flavor: Flavor::List(list),
+                flavor: ReceiverFlavor::List(list),
             },
         );
     }
-    let chan = Arc::new(chan::Chan::new(cap));
+    let chan = Arc::new(zero::Zero::new(cap));
     (
         Sender {
-            flavor: SendFlavor::Chan(chan.clone()),
+            flavor: SenderFlavor::Zero(chan.clone()),
         },
         Receiver {
-            flavor: Flavor::Chan(chan),
+            flavor: ReceiverFlavor::Zero(chan),
         },
     )
 }
@@ -221,7 +221,7 @@ pub fn at(when: Instant) -> Receiver<Instant> {
 
 fn timer_at(ns: u64) -> Receiver<Instant> {
     Receiver {
-        flavor: Flavor::At(Arc::new(timers::At::new(ns)), |i| i),
+        flavor: ReceiverFlavor::At(Arc::new(timers::At::new(ns)), |i| i),
     }
 }
 
@@ -238,7 +238,7 @@ fn timer_at(ns: u64) -> Receiver<Instant> {
 /// ```
 pub fn tick(duration: Duration) -> Receiver<Instant> {
     Receiver {
-        flavor: Flavor::Tick(
+        flavor: ReceiverFlavor::Tick(
             Arc::new(timers::Tick::new(clock::duration_ns(duration))),
             |i| i,
         ),
@@ -261,6 +261,6 @@ pub fn tick(duration: Duration) -> Receiver<Instant> {
 /// ```
 pub fn never<T>() -> Receiver<T> {
     Receiver {
-        flavor: Flavor::Never,
+        flavor: ReceiverFlavor::Never,
     }
 }

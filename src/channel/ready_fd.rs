@@ -7,10 +7,10 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, RawFd};
 use std::sync::Arc;
 
-use crate::channel::chan::Chan;
-use crate::channel::queue::{Array, Chain};
+use crate::channel::flavors::lockfree::{Array, List};
+use crate::channel::flavors::zero::Zero;
 use crate::channel::ready_cell::Readiness;
-use crate::channel::receiver::{Flavor, Receiver};
+use crate::channel::receiver::{Receiver, ReceiverFlavor};
 
 /// An fd that is readable whenever a [`Receiver`]'s channel has something
 /// for [`try_recv`](Receiver::try_recv): a message, a sender waiting to
@@ -79,9 +79,9 @@ pub struct ReadyFd<T> {
 }
 
 enum Source<T> {
-    Chan(Arc<Chan<T>>),
+    Zero(Arc<Zero<T>>),
     Array(Arc<Array<T>>),
-    List(Arc<Chain<T>>),
+    List(Arc<List<T>>),
 }
 
 impl<T> Receiver<T> {
@@ -147,16 +147,16 @@ impl<T> Receiver<T> {
     /// ```
     pub fn ready_fd(&self) -> io::Result<ReadyFd<T>> {
         let (readiness, channel) = match &self.flavor {
-            Flavor::Chan(chan) => (chan.ready.open(&**chan)?, Source::Chan(chan.clone())),
-            Flavor::Array(ring) => (ring.ready.open(&**ring)?, Source::Array(ring.clone())),
-            Flavor::List(list) => (list.ready.open(&**list)?, Source::List(list.clone())),
-            Flavor::Never => {
+            ReceiverFlavor::Zero(chan) => (chan.ready.open(&**chan)?, Source::Zero(chan.clone())),
+            ReceiverFlavor::Array(ring) => (ring.ready.open(&**ring)?, Source::Array(ring.clone())),
+            ReceiverFlavor::List(list) => (list.ready.open(&**list)?, Source::List(list.clone())),
+            ReceiverFlavor::Never => {
                 return Ok(ReadyFd {
                     readiness: Arc::new(Readiness::new()?),
                     channel: None,
                 });
             }
-            Flavor::At(..) | Flavor::Tick(..) => {
+            ReceiverFlavor::At(..) | ReceiverFlavor::Tick(..) => {
                 return Err(io::Error::new(
                     io::ErrorKind::Unsupported,
                     "a timer channel (after, at, tick) has no readiness fd: \
@@ -174,7 +174,7 @@ impl<T> Receiver<T> {
 impl<T> Drop for ReadyFd<T> {
     fn drop(&mut self) {
         match &self.channel {
-            Some(Source::Chan(chan)) => chan.ready.close(&**chan),
+            Some(Source::Zero(chan)) => chan.ready.close(&**chan),
             Some(Source::Array(ring)) => ring.ready.close(&**ring),
             Some(Source::List(list)) => list.ready.close(&**list),
             None => {}

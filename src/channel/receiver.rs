@@ -5,11 +5,11 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use crate::channel::chan::{Chan, Got};
 use crate::channel::err::{RecvError, RecvTimeoutError, TryRecvError};
-use crate::channel::queue::{Array, Chain, QueueRef};
+use crate::channel::flavors::lockfree::{Array, List, QueueRef};
+use crate::channel::flavors::timers::{At, Tick, sleep_until};
+use crate::channel::flavors::zero::{Got, Zero};
 use crate::channel::ready_cell::Watched;
-use crate::channel::timers::{At, Tick, sleep_until};
 use crate::timer::clock;
 
 /// The receiving side of a channel; clone it for more receivers (each
@@ -49,15 +49,15 @@ use crate::timer::clock;
 /// });
 /// ```
 pub struct Receiver<T> {
-    pub(crate) flavor: Flavor<T>,
+    pub(crate) flavor: ReceiverFlavor<T>,
 }
 
-pub(crate) enum Flavor<T> {
-    Chan(Arc<Chan<T>>),
+pub(crate) enum ReceiverFlavor<T> {
+    Zero(Arc<Zero<T>>),
     /// A buffered channel's ring (see `channel::make`).
     Array(Arc<Array<T>>),
     /// An unbounded channel's list (see `channel::make`).
-    List(Arc<Chain<T>>),
+    List(Arc<List<T>>),
     /// `after` and `at`: `T` is `Instant`, made by the function.
     At(Arc<At>, fn(Instant) -> T),
     /// `tick`: likewise.
@@ -65,13 +65,13 @@ pub(crate) enum Flavor<T> {
     Never,
 }
 
-impl<T> Flavor<T> {
+impl<T> ReceiverFlavor<T> {
     /// The lock-free channel behind the receiver, if it is one.
     #[inline]
     pub(crate) fn queue(&self) -> Option<QueueRef<'_, T>> {
         match self {
-            Flavor::Array(q) => Some(QueueRef::Ring(q)),
-            Flavor::List(q) => Some(QueueRef::List(q)),
+            ReceiverFlavor::Array(q) => Some(QueueRef::Array(q)),
+            ReceiverFlavor::List(q) => Some(QueueRef::List(q)),
             _ => None,
         }
     }
@@ -84,7 +84,7 @@ impl<T> Receiver<T> {
     pub(crate) fn settle(&self, got: Got<T>) -> Result<T, RecvError> {
         match (got, &self.flavor) {
             (Got::Message(m), _) => Ok(m),
-            (got, Flavor::Chan(chan)) => match got.settle(chan) {
+            (got, ReceiverFlavor::Zero(chan)) => match got.settle(chan) {
                 Some(m) => Ok(m),
                 None => self.recv(),
             },
@@ -121,12 +121,14 @@ impl<T> Receiver<T> {
     /// [`try_recv`](Receiver::try_recv) without the fairness count.
     fn try_recv_once(&self) -> Result<T, TryRecvError> {
         match &self.flavor {
-            Flavor::Chan(chan) => emptied(&**chan, chan.try_recv()),
-            Flavor::Array(ring) => emptied(&**ring, ring.try_recv()),
-            Flavor::List(list) => emptied(&**list, list.try_recv()),
-            Flavor::At(at, make) => at.try_recv().map(|ns| make(clock::ns_instant(ns))),
-            Flavor::Tick(tick, make) => tick.try_recv().map(|ns| make(clock::ns_instant(ns))),
-            Flavor::Never => Err(TryRecvError::Empty),
+            ReceiverFlavor::Zero(chan) => emptied(&**chan, chan.try_recv()),
+            ReceiverFlavor::Array(ring) => emptied(&**ring, ring.try_recv()),
+            ReceiverFlavor::List(list) => emptied(&**list, list.try_recv()),
+            ReceiverFlavor::At(at, make) => at.try_recv().map(|ns| make(clock::ns_instant(ns))),
+            ReceiverFlavor::Tick(tick, make) => {
+                tick.try_recv().map(|ns| make(clock::ns_instant(ns)))
+            }
+            ReceiverFlavor::Never => Err(TryRecvError::Empty),
         }
     }
 
@@ -169,12 +171,14 @@ impl<T> Receiver<T> {
 
     fn recv_until(&self, deadline: Option<u64>) -> Result<T, RecvTimeoutError> {
         match &self.flavor {
-            Flavor::Chan(chan) => chan.recv(deadline),
-            Flavor::Array(ring) => ring.recv(deadline),
-            Flavor::List(list) => list.recv(deadline),
-            Flavor::At(at, make) => at.recv(deadline).map(|ns| make(clock::ns_instant(ns))),
-            Flavor::Tick(tick, make) => tick.recv(deadline).map(|ns| make(clock::ns_instant(ns))),
-            Flavor::Never => {
+            ReceiverFlavor::Zero(chan) => chan.recv(deadline),
+            ReceiverFlavor::Array(ring) => ring.recv(deadline),
+            ReceiverFlavor::List(list) => list.recv(deadline),
+            ReceiverFlavor::At(at, make) => at.recv(deadline).map(|ns| make(clock::ns_instant(ns))),
+            ReceiverFlavor::Tick(tick, make) => {
+                tick.recv(deadline).map(|ns| make(clock::ns_instant(ns)))
+            }
+            ReceiverFlavor::Never => {
                 sleep_until(deadline);
                 Err(RecvTimeoutError::Timeout)
             }
@@ -190,24 +194,24 @@ impl<T> Receiver<T> {
     /// `never`).
     pub fn is_full(&self) -> bool {
         match &self.flavor {
-            Flavor::Chan(chan) => chan.is_full(),
-            Flavor::Array(ring) => ring.is_full(),
-            Flavor::List(list) => list.is_full(),
-            Flavor::At(at, _) => at.len() == 1,
-            Flavor::Tick(tick, _) => tick.len() == 1,
-            Flavor::Never => true,
+            ReceiverFlavor::Zero(chan) => chan.is_full(),
+            ReceiverFlavor::Array(ring) => ring.is_full(),
+            ReceiverFlavor::List(list) => list.is_full(),
+            ReceiverFlavor::At(at, _) => at.len() == 1,
+            ReceiverFlavor::Tick(tick, _) => tick.len() == 1,
+            ReceiverFlavor::Never => true,
         }
     }
 
     /// The messages in the channel now (a due `after` or `tick` is one).
     pub fn len(&self) -> usize {
         match &self.flavor {
-            Flavor::Chan(chan) => chan.len(),
-            Flavor::Array(ring) => ring.len(),
-            Flavor::List(list) => list.len(),
-            Flavor::At(at, _) => at.len(),
-            Flavor::Tick(tick, _) => tick.len(),
-            Flavor::Never => 0,
+            ReceiverFlavor::Zero(chan) => chan.len(),
+            ReceiverFlavor::Array(ring) => ring.len(),
+            ReceiverFlavor::List(list) => list.len(),
+            ReceiverFlavor::At(at, _) => at.len(),
+            ReceiverFlavor::Tick(tick, _) => tick.len(),
+            ReceiverFlavor::Never => 0,
         }
     }
 
@@ -215,11 +219,11 @@ impl<T> Receiver<T> {
     /// `after`, `at` and `tick`, `Some(0)` for `never`.
     pub fn capacity(&self) -> Option<usize> {
         match &self.flavor {
-            Flavor::Chan(chan) => chan.capacity(),
-            Flavor::Array(ring) => ring.capacity(),
-            Flavor::List(list) => list.capacity(),
-            Flavor::At(..) | Flavor::Tick(..) => Some(1),
-            Flavor::Never => Some(0),
+            ReceiverFlavor::Zero(chan) => chan.capacity(),
+            ReceiverFlavor::Array(ring) => ring.capacity(),
+            ReceiverFlavor::List(list) => list.capacity(),
+            ReceiverFlavor::At(..) | ReceiverFlavor::Tick(..) => Some(1),
+            ReceiverFlavor::Never => Some(0),
         }
     }
 
@@ -237,12 +241,12 @@ impl<T> Receiver<T> {
     /// Whether both receivers belong to one channel (two `never`s do).
     pub fn same_channel(&self, other: &Receiver<T>) -> bool {
         match (&self.flavor, &other.flavor) {
-            (Flavor::Chan(a), Flavor::Chan(b)) => Arc::ptr_eq(a, b),
-            (Flavor::Array(a), Flavor::Array(b)) => Arc::ptr_eq(a, b),
-            (Flavor::List(a), Flavor::List(b)) => Arc::ptr_eq(a, b),
-            (Flavor::At(a, _), Flavor::At(b, _)) => Arc::ptr_eq(a, b),
-            (Flavor::Tick(a, _), Flavor::Tick(b, _)) => Arc::ptr_eq(a, b),
-            (Flavor::Never, Flavor::Never) => true,
+            (ReceiverFlavor::Zero(a), ReceiverFlavor::Zero(b)) => Arc::ptr_eq(a, b),
+            (ReceiverFlavor::Array(a), ReceiverFlavor::Array(b)) => Arc::ptr_eq(a, b),
+            (ReceiverFlavor::List(a), ReceiverFlavor::List(b)) => Arc::ptr_eq(a, b),
+            (ReceiverFlavor::At(a, _), ReceiverFlavor::At(b, _)) => Arc::ptr_eq(a, b),
+            (ReceiverFlavor::Tick(a, _), ReceiverFlavor::Tick(b, _)) => Arc::ptr_eq(a, b),
+            (ReceiverFlavor::Never, ReceiverFlavor::Never) => true,
             _ => false,
         }
     }
@@ -263,21 +267,21 @@ fn emptied<C: Watched, T>(channel: &C, result: Result<T, TryRecvError>) -> Resul
 impl<T> Clone for Receiver<T> {
     fn clone(&self) -> Receiver<T> {
         let flavor = match &self.flavor {
-            Flavor::Chan(chan) => {
+            ReceiverFlavor::Zero(chan) => {
                 chan.receivers.fetch_add(1, Ordering::Relaxed);
-                Flavor::Chan(chan.clone())
+                ReceiverFlavor::Zero(chan.clone())
             }
-            Flavor::Array(ring) => {
+            ReceiverFlavor::Array(ring) => {
                 ring.receivers.fetch_add(1, Ordering::Relaxed);
-                Flavor::Array(ring.clone())
+                ReceiverFlavor::Array(ring.clone())
             }
-            Flavor::List(list) => {
+            ReceiverFlavor::List(list) => {
                 list.receivers.fetch_add(1, Ordering::Relaxed);
-                Flavor::List(list.clone())
+                ReceiverFlavor::List(list.clone())
             }
-            Flavor::At(at, make) => Flavor::At(at.clone(), *make),
-            Flavor::Tick(tick, make) => Flavor::Tick(tick.clone(), *make),
-            Flavor::Never => Flavor::Never,
+            ReceiverFlavor::At(at, make) => ReceiverFlavor::At(at.clone(), *make),
+            ReceiverFlavor::Tick(tick, make) => ReceiverFlavor::Tick(tick.clone(), *make),
+            ReceiverFlavor::Never => ReceiverFlavor::Never,
         };
         Receiver { flavor }
     }
@@ -286,13 +290,13 @@ impl<T> Clone for Receiver<T> {
 impl<T> Drop for Receiver<T> {
     fn drop(&mut self) {
         match &self.flavor {
-            Flavor::Chan(chan) if chan.receivers.fetch_sub(1, Ordering::AcqRel) == 1 => {
+            ReceiverFlavor::Zero(chan) if chan.receivers.fetch_sub(1, Ordering::AcqRel) == 1 => {
                 chan.disconnect(true);
             }
-            Flavor::Array(ring) if ring.receivers.fetch_sub(1, Ordering::AcqRel) == 1 => {
+            ReceiverFlavor::Array(ring) if ring.receivers.fetch_sub(1, Ordering::AcqRel) == 1 => {
                 ring.disconnect(true);
             }
-            Flavor::List(list) if list.receivers.fetch_sub(1, Ordering::AcqRel) == 1 => {
+            ReceiverFlavor::List(list) if list.receivers.fetch_sub(1, Ordering::AcqRel) == 1 => {
                 list.disconnect(true);
             }
             _ => {}

@@ -5,9 +5,9 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use crate::channel::chan::Chan;
 use crate::channel::err::{SendError, SendTimeoutError, TrySendError};
-use crate::channel::queue::{Array, Chain, QueueRef};
+use crate::channel::flavors::lockfree::{Array, List, QueueRef};
+use crate::channel::flavors::zero::Zero;
 use crate::timer::clock;
 
 /// The sending side of a channel; clone it for more senders (the channel
@@ -35,25 +35,25 @@ use crate::timer::clock;
 /// });
 /// ```
 pub struct Sender<T> {
-    pub(crate) flavor: SendFlavor<T>,
+    pub(crate) flavor: SenderFlavor<T>,
 }
 
 /// The channel a sender feeds: the ring of a buffered channel, or the
 /// locked one (see `channel::make`).
-pub(crate) enum SendFlavor<T> {
-    Chan(Arc<Chan<T>>),
+pub(crate) enum SenderFlavor<T> {
+    Zero(Arc<Zero<T>>),
     Array(Arc<Array<T>>),
-    List(Arc<Chain<T>>),
+    List(Arc<List<T>>),
 }
 
-impl<T> SendFlavor<T> {
+impl<T> SenderFlavor<T> {
     /// The lock-free channel behind the sender, if it is one.
     #[inline]
     pub(crate) fn queue(&self) -> Option<QueueRef<'_, T>> {
         match self {
-            SendFlavor::Array(q) => Some(QueueRef::Ring(q)),
-            SendFlavor::List(q) => Some(QueueRef::List(q)),
-            SendFlavor::Chan(_) => None,
+            SenderFlavor::Array(q) => Some(QueueRef::Array(q)),
+            SenderFlavor::List(q) => Some(QueueRef::List(q)),
+            SenderFlavor::Zero(_) => None,
         }
     }
 
@@ -61,7 +61,7 @@ impl<T> SendFlavor<T> {
     /// `same_channel` and a select's operations compare).
     pub(crate) fn identity(&self) -> *const u8 {
         match self {
-            SendFlavor::Chan(chan) => Arc::as_ptr(chan).cast(),
+            SenderFlavor::Zero(chan) => Arc::as_ptr(chan).cast(),
             queue => queue.queue().expect("a queue").identity(),
         }
     }
@@ -72,9 +72,9 @@ impl<T> SendFlavor<T> {
 macro_rules! on_chan {
     ($flavor:expr, $c:ident => $body:expr) => {
         match $flavor {
-            SendFlavor::Chan($c) => $body,
-            SendFlavor::Array($c) => $body,
-            SendFlavor::List($c) => $body,
+            SenderFlavor::Zero($c) => $body,
+            SenderFlavor::Array($c) => $body,
+            SenderFlavor::List($c) => $body,
         }
     };
 }
@@ -163,17 +163,17 @@ impl<T> Sender<T> {
 impl<T> Clone for Sender<T> {
     fn clone(&self) -> Sender<T> {
         let flavor = match &self.flavor {
-            SendFlavor::Chan(c) => {
+            SenderFlavor::Zero(c) => {
                 c.senders.fetch_add(1, Ordering::Relaxed);
-                SendFlavor::Chan(c.clone())
+                SenderFlavor::Zero(c.clone())
             }
-            SendFlavor::Array(c) => {
+            SenderFlavor::Array(c) => {
                 c.senders.fetch_add(1, Ordering::Relaxed);
-                SendFlavor::Array(c.clone())
+                SenderFlavor::Array(c.clone())
             }
-            SendFlavor::List(c) => {
+            SenderFlavor::List(c) => {
                 c.senders.fetch_add(1, Ordering::Relaxed);
-                SendFlavor::List(c.clone())
+                SenderFlavor::List(c.clone())
             }
         };
         Sender { flavor }

@@ -34,12 +34,12 @@ use std::time::{Duration, Instant};
 
 use crate::channel::context::{Context, OnUnwind, Selected, wait};
 use crate::channel::err::{SelectTimeoutError, TrySelectError};
-use crate::channel::receiver::{Flavor, Receiver};
+use crate::channel::receiver::{Receiver, ReceiverFlavor};
 use crate::channel::select::join_and_io::{Handle, IoOp};
 use crate::channel::select::operation::{Erased, Registration, SelectHandle, Token};
 use crate::channel::select::parking::Parking;
 pub use crate::channel::select::selected::SelectedOperation;
-use crate::channel::sender::{SendFlavor, Sender};
+use crate::channel::sender::{Sender, SenderFlavor};
 use crate::channel::small::{Order, Small};
 use crate::fiber::{Group, JoinHandle};
 use crate::io::Interest;
@@ -157,16 +157,16 @@ impl<'a> Select<'a> {
 
     /// Adds a send on `s`; returns its index.
     pub fn send<T>(&mut self, s: &'a Sender<T>) -> usize {
-        self.locked_only &= matches!(s.flavor, SendFlavor::Chan(_));
+        self.locked_only &= matches!(s.flavor, SenderFlavor::Zero(_));
         self.add(Handle::Borrowed(s), s.identity())
     }
 
     /// Adds a receive on `r`; returns its index.
     pub fn recv<T>(&mut self, r: &'a Receiver<T>) -> usize {
-        self.locked_only &= matches!(r.flavor, Flavor::Chan(_));
+        self.locked_only &= matches!(r.flavor, ReceiverFlavor::Zero(_));
         self.channels_only &= matches!(
             r.flavor,
-            Flavor::Chan(_) | Flavor::Array(_) | Flavor::List(_)
+            ReceiverFlavor::Zero(_) | ReceiverFlavor::Array(_) | ReceiverFlavor::List(_)
         );
         self.add(Handle::Borrowed(r), r.identity())
     }

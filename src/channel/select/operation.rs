@@ -11,12 +11,12 @@ use std::os::fd::RawFd;
 
 use std::sync::Arc;
 
-pub(crate) use crate::channel::chan::Registration;
-use crate::channel::chan::{Got, PromiseSlot, RecvSlot, SendGo};
 use crate::channel::context::{Context, Kind};
-use crate::channel::queue::{Claim, NoClaim};
-use crate::channel::receiver::{Flavor, Receiver};
-use crate::channel::sender::{SendFlavor, Sender};
+use crate::channel::flavors::lockfree::{Claim, NoClaim};
+pub(crate) use crate::channel::flavors::zero::Registration;
+use crate::channel::flavors::zero::{Got, PromiseSlot, RecvSlot, SendGo};
+use crate::channel::receiver::{Receiver, ReceiverFlavor};
+use crate::channel::sender::{Sender, SenderFlavor};
 use crate::io::Interest;
 
 /// A value of some type, its type forgotten: a receive's slot, a send's
@@ -185,7 +185,7 @@ impl<T> SelectHandle for Sender<T> {
     }
 
     fn try_op(&self, me: *const Context) -> Option<Token> {
-        let SendFlavor::Chan(chan) = &self.flavor else {
+        let SenderFlavor::Zero(chan) = &self.flavor else {
             return match self.flavor.queue()?.start_send() {
                 Ok(claim) => Some(Token::Claimed(claim)),
                 Err(NoClaim::NotReady) => None,
@@ -201,7 +201,7 @@ impl<T> SelectHandle for Sender<T> {
         cx: &Context,
         slot: &mut Option<Erased>,
     ) -> Registration<Token> {
-        let SendFlavor::Chan(chan) = &self.flavor else {
+        let SenderFlavor::Zero(chan) = &self.flavor else {
             let queue = self.flavor.queue().expect("a queue");
             return if queue.register(false, oper, cx, Kind::Notify) {
                 Registration::Waiting
@@ -225,7 +225,7 @@ impl<T> SelectHandle for Sender<T> {
 
     fn unregister(&self, oper: usize, cx: &Context) {
         match &self.flavor {
-            SendFlavor::Chan(chan) => chan.unregister(false, oper, cx),
+            SenderFlavor::Zero(chan) => chan.unregister(false, oper, cx),
             queue => queue.queue().expect("a queue").unregister(false, oper, cx),
         }
     }
@@ -234,15 +234,15 @@ impl<T> SelectHandle for Sender<T> {
         match (&self.flavor, slot) {
             // Told the ring has room: try for it (another may have been
             // faster).
-            (SendFlavor::Chan(_), Some(slot)) => Some(Token::Promised(slot)),
-            (SendFlavor::Chan(_), None) => Some(Token::Reserved),
+            (SenderFlavor::Zero(_), Some(slot)) => Some(Token::Promised(slot)),
+            (SenderFlavor::Zero(_), None) => Some(Token::Reserved),
             _ => self.try_op(std::ptr::null()),
         }
     }
 
     fn pass_on(&self, slot: Option<Erased>) {
         match &self.flavor {
-            SendFlavor::Chan(_) => {
+            SenderFlavor::Zero(_) => {
                 if let Some(token) = self.accept(slot) {
                     self.abandon(token);
                 }
@@ -253,7 +253,7 @@ impl<T> SelectHandle for Sender<T> {
 
     fn abandon(&self, token: Token) {
         match (token, &self.flavor) {
-            (Token::Reserved, SendFlavor::Chan(chan)) => chan.release_reserved(),
+            (Token::Reserved, SenderFlavor::Zero(chan)) => chan.release_reserved(),
             (Token::Claimed(claim), flavor) => {
                 let queue = flavor.queue().expect("only queues claim");
                 // SAFETY: the claim was made by this sender's queue
@@ -277,14 +277,14 @@ impl<T> SelectHandle for Sender<T> {
 
     fn is_ready(&self) -> bool {
         match &self.flavor {
-            SendFlavor::Chan(chan) => chan.is_ready(false),
+            SenderFlavor::Zero(chan) => chan.is_ready(false),
             queue => queue.queue().expect("a queue").side_ready(false),
         }
     }
 
     fn watch(&self, oper: usize, cx: &Context) -> bool {
         match &self.flavor {
-            SendFlavor::Chan(chan) => chan.watch(false, oper, cx),
+            SenderFlavor::Zero(chan) => chan.watch(false, oper, cx),
             queue => queue
                 .queue()
                 .expect("a queue")
@@ -326,18 +326,20 @@ fn message_token<T>(got: Got<T>) -> Token {
 impl<T> SelectHandle for Receiver<T> {
     fn identity(&self) -> *const u8 {
         match &self.flavor {
-            Flavor::Chan(chan) => Arc::as_ptr(chan).cast(),
-            Flavor::Array(_) | Flavor::List(_) => self.flavor.queue().expect("a queue").identity(),
-            Flavor::At(at, _) => Arc::as_ptr(at).cast(),
-            Flavor::Tick(tick, _) => Arc::as_ptr(tick).cast(),
-            Flavor::Never => std::ptr::null(),
+            ReceiverFlavor::Zero(chan) => Arc::as_ptr(chan).cast(),
+            ReceiverFlavor::Array(_) | ReceiverFlavor::List(_) => {
+                self.flavor.queue().expect("a queue").identity()
+            }
+            ReceiverFlavor::At(at, _) => Arc::as_ptr(at).cast(),
+            ReceiverFlavor::Tick(tick, _) => Arc::as_ptr(tick).cast(),
+            ReceiverFlavor::Never => std::ptr::null(),
         }
     }
 
     fn try_op(&self, me: *const Context) -> Option<Token> {
         match &self.flavor {
-            Flavor::Chan(chan) => chan.select_recv(me).map(recv_token),
-            Flavor::Array(_) | Flavor::List(_) => {
+            ReceiverFlavor::Zero(chan) => chan.select_recv(me).map(recv_token),
+            ReceiverFlavor::Array(_) | ReceiverFlavor::List(_) => {
                 let queue = self.flavor.queue().expect("a queue");
                 if let Some(m) = queue.take_returned() {
                     return Some(message_token(Got::Message(m)));
@@ -359,7 +361,7 @@ impl<T> SelectHandle for Receiver<T> {
         slot: &mut Option<Erased>,
     ) -> Registration<Token> {
         match &self.flavor {
-            Flavor::Chan(chan) => {
+            ReceiverFlavor::Zero(chan) => {
                 let empty: RecvSlot<T> = UnsafeCell::new(None);
                 let ptr = slot.insert(Erased::new(empty)).ptr();
                 let registered = chan.register_recv(oper, cx, ptr);
@@ -368,7 +370,7 @@ impl<T> SelectHandle for Receiver<T> {
                 }
                 registered.map_done(recv_token)
             }
-            Flavor::Array(_) | Flavor::List(_) => {
+            ReceiverFlavor::Array(_) | ReceiverFlavor::List(_) => {
                 let queue = self.flavor.queue().expect("a queue");
                 if queue.register(true, oper, cx, Kind::Notify) {
                     Registration::Waiting
@@ -384,8 +386,8 @@ impl<T> SelectHandle for Receiver<T> {
 
     fn unregister(&self, oper: usize, cx: &Context) {
         match &self.flavor {
-            Flavor::Chan(chan) => chan.unregister(true, oper, cx),
-            Flavor::Array(_) | Flavor::List(_) => {
+            ReceiverFlavor::Zero(chan) => chan.unregister(true, oper, cx),
+            ReceiverFlavor::Array(_) | ReceiverFlavor::List(_) => {
                 let queue = self.flavor.queue().expect("a queue");
                 queue.unregister(true, oper, cx);
             }
@@ -396,14 +398,14 @@ impl<T> SelectHandle for Receiver<T> {
     fn accept(&self, slot: Option<Erased>) -> Option<Token> {
         match &self.flavor {
             // Told the ring has a message: try for it.
-            Flavor::Array(_) | Flavor::List(_) => self.try_op(std::ptr::null()),
+            ReceiverFlavor::Array(_) | ReceiverFlavor::List(_) => self.try_op(std::ptr::null()),
             _ => Some(Token::Message(slot.expect("a chosen receive has its slot"))),
         }
     }
 
     fn pass_on(&self, slot: Option<Erased>) {
         match &self.flavor {
-            Flavor::Array(_) | Flavor::List(_) => {
+            ReceiverFlavor::Array(_) | ReceiverFlavor::List(_) => {
                 self.flavor.queue().expect("a queue").pass_on(true);
             }
             _ => {
@@ -430,13 +432,13 @@ impl<T> SelectHandle for Receiver<T> {
                 let slot = unsafe { slot.into_value::<RecvSlot<T>>() };
                 if let Some(got) = slot.into_inner() {
                     match &self.flavor {
-                        Flavor::Chan(chan) => got.give_back(chan),
-                        Flavor::Array(_) | Flavor::List(_) => {
+                        ReceiverFlavor::Zero(chan) => got.give_back(chan),
+                        ReceiverFlavor::Array(_) | ReceiverFlavor::List(_) => {
                             if let (Got::Message(m), Some(queue)) = (got, self.flavor.queue()) {
                                 let _ = queue.give_back(m);
                             }
                         }
-                        Flavor::At(at, _) => {
+                        ReceiverFlavor::At(at, _) => {
                             drop(got);
                             at.undeliver();
                         }
@@ -450,27 +452,27 @@ impl<T> SelectHandle for Receiver<T> {
 
     fn deadline(&self) -> Option<u64> {
         match &self.flavor {
-            Flavor::At(at, _) => at.due(),
-            Flavor::Tick(tick, _) => Some(tick.due()),
+            ReceiverFlavor::At(at, _) => at.due(),
+            ReceiverFlavor::Tick(tick, _) => Some(tick.due()),
             _ => None,
         }
     }
 
     fn is_ready(&self) -> bool {
         match &self.flavor {
-            Flavor::Chan(chan) => chan.is_ready(true),
-            Flavor::Array(_) | Flavor::List(_) => {
+            ReceiverFlavor::Zero(chan) => chan.is_ready(true),
+            ReceiverFlavor::Array(_) | ReceiverFlavor::List(_) => {
                 self.flavor.queue().expect("a queue").side_ready(true)
             }
-            Flavor::Never => false,
+            ReceiverFlavor::Never => false,
             _ => !self.is_empty(),
         }
     }
 
     fn watch(&self, oper: usize, cx: &Context) -> bool {
         match &self.flavor {
-            Flavor::Chan(chan) => chan.watch(true, oper, cx),
-            Flavor::Array(_) | Flavor::List(_) => {
+            ReceiverFlavor::Zero(chan) => chan.watch(true, oper, cx),
+            ReceiverFlavor::Array(_) | ReceiverFlavor::List(_) => {
                 let queue = self.flavor.queue().expect("a queue");
                 queue.register(true, oper, cx, Kind::Watch)
             }

@@ -5,13 +5,13 @@ use std::fmt;
 use std::io;
 use std::marker::PhantomData;
 
-use crate::channel::chan::{PromiseSlot, RecvSlot};
 use crate::channel::err::{RecvError, SendError};
+use crate::channel::flavors::zero::{PromiseSlot, RecvSlot};
 use crate::channel::receiver::Receiver;
 use crate::channel::select::group::Member;
 use crate::channel::select::join_and_io::Handle;
 use crate::channel::select::operation::{SelectHandle, Token};
-use crate::channel::sender::{SendFlavor, Sender};
+use crate::channel::sender::{Sender, SenderFlavor};
 use crate::fiber::{Group, JoinError, JoinHandle};
 use crate::io::Interest;
 
@@ -70,7 +70,7 @@ impl<'a> SelectedOperation<'a> {
         );
         match self.token.take().expect("not completed yet") {
             Token::Reserved => match &s.flavor {
-                SendFlavor::Chan(chan) => chan.send_reserved(msg).map_err(SendError),
+                SenderFlavor::Zero(chan) => chan.send_reserved(msg).map_err(SendError),
                 _ => unreachable!("a queue reserves by claiming"),
             },
             Token::Claimed(claim) => {
@@ -87,7 +87,7 @@ impl<'a> SelectedOperation<'a> {
                 // `PromiseSlot<T>`.
                 let slot = unsafe { slot.into_value::<PromiseSlot<T>>() };
                 let promise = slot.into_inner().expect("a paired send's promise");
-                let SendFlavor::Chan(chan) = &s.flavor else {
+                let SenderFlavor::Zero(chan) = &s.flavor else {
                     unreachable!("only the locked channel pairs")
                 };
                 promise.keep(chan, msg).map_err(SendError)

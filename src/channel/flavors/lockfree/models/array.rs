@@ -4,12 +4,12 @@ use loom::sync::Arc;
 use loom::thread;
 
 use super::{claim_send, model, recv, send};
-use crate::channel::queue::{NoClaim, Ring, Slots};
+use crate::channel::flavors::lockfree::{ArraySlots, NoClaim, Slots};
 
 #[test]
 fn loom_ring_spsc_messages_cross_once_in_order() {
     model(3, || {
-        let ring = Arc::new(Ring::new(1));
+        let ring = Arc::new(ArraySlots::new(1));
         let sender = ring.clone();
         let t = thread::spawn(move || {
             assert!(send(&*sender, 1));
@@ -25,7 +25,7 @@ fn loom_ring_spsc_messages_cross_once_in_order() {
 fn loom_ring_two_senders_each_message_once() {
     // Room for both: the senders race for positions, not for room.
     model(2, || {
-        let ring = Arc::new(Ring::new(2));
+        let ring = Arc::new(ArraySlots::new(2));
         let threads: Vec<_> = [10, 20]
             .into_iter()
             .map(|v| {
@@ -45,7 +45,7 @@ fn loom_ring_two_senders_each_message_once() {
 #[test]
 fn loom_ring_disconnect_is_final() {
     model(3, || {
-        let ring = Arc::new(Ring::new(2));
+        let ring = Arc::new(ArraySlots::new(2));
         let sender = ring.clone();
         let t = thread::spawn(move || {
             assert!(send(&*sender, 1));
@@ -69,7 +69,7 @@ fn loom_ring_disconnect_is_final() {
 #[test]
 fn loom_ring_a_hole_is_passed_over() {
     model(3, || {
-        let ring = Arc::new(Ring::new(2));
+        let ring = Arc::new(ArraySlots::new(2));
         let sender = ring.clone();
         let t = thread::spawn(move || {
             // A claimed send that writes nothing (a select's send arm
@@ -87,7 +87,7 @@ fn loom_ring_a_hole_is_passed_over() {
 #[test]
 fn loom_ring_a_full_ring_frees_a_slot_for_the_next_lap() {
     model(3, || {
-        let ring = Arc::new(Ring::new(1));
+        let ring = Arc::new(ArraySlots::new(1));
         let receiver = ring.clone();
         assert!(send(&*ring, 1));
         let t = thread::spawn(move || recv(&*receiver));
@@ -103,7 +103,7 @@ fn loom_ring_two_receivers_each_message_once() {
     // Both messages are in before the receivers race for them: each is
     // taken by one receiver, and the ring is empty after.
     model(2, || {
-        let ring = Arc::new(Ring::new(2));
+        let ring = Arc::new(ArraySlots::new(2));
         assert!(send(&*ring, 1));
         assert!(send(&*ring, 2));
         let threads: Vec<_> = (0..2)
@@ -124,7 +124,7 @@ fn loom_ring_len_stays_within_capacity() {
     // Looked at while a sender and a receiver move the ring on: the count
     // is never more than the capacity (nor a wrapped negative).
     model(2, || {
-        let ring = Arc::new(Ring::new(2));
+        let ring = Arc::new(ArraySlots::new(2));
         let sender = ring.clone();
         let t = thread::spawn(move || {
             assert!(send(&*sender, 1));
@@ -146,7 +146,7 @@ fn loom_ring_a_receive_waits_out_a_claimed_send() {
     // that waits for writers meets the slot and waits, then gets the
     // message; it is never told the ring is empty past a claim it saw.
     model(3, || {
-        let ring = Arc::new(Ring::new(1));
+        let ring = Arc::new(ArraySlots::new(1));
         let sender = ring.clone();
         let t = thread::spawn(move || {
             let claim = claim_send(&*sender).unwrap();

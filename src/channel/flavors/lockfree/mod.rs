@@ -1,7 +1,9 @@
-//! The channels without a lock: `bounded(n)` for n ≥ 1 (a [`Ring`]) and
-//! `unbounded()` (a [`List`] of blocks), as crossbeam-channel's `array`
-//! and `list` flavors, behind one [`Queue`]: the storage, a [`Line`] of
-//! waiters per side that only a wait takes, and the messages given back.
+//! The flavors without a lock, [`Array`] and [`List`]: `bounded(n)` for
+//! n ≥ 1 (a ring of slots, [`ArraySlots`]) and `unbounded()` (a list of
+//! blocks of slots, [`ListSlots`]), as crossbeam-channel's `array` and
+//! `list` flavors, each a [`Queue`] of its slots: the storage, a [`Line`]
+//! of waiters per side that only a wait takes, and the messages given
+//! back.
 //!
 //! # Claims
 //!
@@ -29,25 +31,25 @@ use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use crate::channel::chan::drop_one_by_one;
 use crate::channel::context::{Context, Kind};
+use crate::channel::flavors::zero::drop_one_by_one;
 use crate::channel::line::Line;
 use crate::channel::ready_cell::{ReadyCell, Watched};
 
-mod block;
+mod array;
 mod list;
+mod list_block;
 #[cfg(all(test, loom))]
 mod models;
 mod ops;
-mod ring;
 
-pub(crate) use list::List;
-pub(crate) use ring::Ring;
+pub(crate) use array::ArraySlots;
+pub(crate) use list::ListSlots;
 
 /// A `bounded(n)` channel without a lock.
-pub(crate) type Array<T> = Queue<Ring<T>>;
+pub(crate) type Array<T> = Queue<ArraySlots<T>>;
 /// An `unbounded()` channel without a lock.
-pub(crate) type Chain<T> = Queue<List<T>>;
+pub(crate) type List<T> = Queue<ListSlots<T>>;
 
 /// A place claimed in a storage: to write (a send) or read (a receive).
 /// Valid while its channel is, completed at most once.
@@ -296,8 +298,8 @@ impl<S: Slots> Watched for Queue<S> {
 /// whose arms inline (a `dyn` face cost a select of four operations a
 /// dozen calls that could not).
 pub(crate) enum QueueRef<'a, T> {
-    Ring(&'a Array<T>),
-    List(&'a Chain<T>),
+    Array(&'a Array<T>),
+    List(&'a List<T>),
 }
 
 impl<T> Clone for QueueRef<'_, T> {
@@ -312,7 +314,7 @@ impl<T> Copy for QueueRef<'_, T> {}
 macro_rules! each {
     ($self:expr, $q:ident => $body:expr) => {
         match $self {
-            QueueRef::Ring($q) => $body,
+            QueueRef::Array($q) => $body,
             QueueRef::List($q) => $body,
         }
     };

@@ -26,7 +26,7 @@ use super::{Claim, NoClaim, Slots};
 use crate::channel::atomic::{AtomicUsize, Cell, Ordering, fence, spin_loop};
 use crate::channel::backoff::{Backoff, Pause};
 
-pub(crate) struct Ring<T> {
+pub(crate) struct ArraySlots<T> {
     head: Padded<AtomicUsize>,
     tail: Padded<AtomicUsize>,
     slots: Box<[Slot<T>]>,
@@ -61,15 +61,15 @@ struct Slot<T> {
 // SAFETY: the slots' messages move between threads only through a claim,
 // which one party holds at a time (the stamps order the hand-over with
 // release and acquire): like a `Mutex<T>`, `Send` for `T: Send`.
-unsafe impl<T: Send> Send for Ring<T> {}
-// SAFETY: as above; `&Ring` hands messages out only through claims.
-unsafe impl<T: Send> Sync for Ring<T> {}
+unsafe impl<T: Send> Send for ArraySlots<T> {}
+// SAFETY: as above; `&ArraySlots` hands messages out only through claims.
+unsafe impl<T: Send> Sync for ArraySlots<T> {}
 
 /// The most bytes of slots a channel allocates up front; a larger
 /// `bounded(n)` takes the locked channel, which grows as it fills.
 pub(crate) const MAX_RING_BYTES: usize = 64 << 20;
 
-impl<T> Ring<T> {
+impl<T> ArraySlots<T> {
     /// Whether a ring of `cap` slots of `T` fits [`MAX_RING_BYTES`].
     pub(crate) fn fits(cap: usize) -> bool {
         cap >= 1
@@ -78,7 +78,7 @@ impl<T> Ring<T> {
                 .is_some_and(|b| b <= MAX_RING_BYTES)
     }
 
-    pub(crate) fn new(cap: usize) -> Ring<T> {
+    pub(crate) fn new(cap: usize) -> ArraySlots<T> {
         assert!(Self::fits(cap), "a ring of {cap} slots");
         let mark = (cap + 1).next_power_of_two();
         let slots = (0..cap)
@@ -87,7 +87,7 @@ impl<T> Ring<T> {
                 message: Cell::new(MaybeUninit::uninit()),
             })
             .collect();
-        Ring {
+        ArraySlots {
             head: Padded(AtomicUsize::new(0)),
             tail: Padded(AtomicUsize::new(0)),
             slots,
@@ -223,7 +223,7 @@ impl<T> Ring<T> {
     }
 }
 
-impl<T> Slots for Ring<T> {
+impl<T> Slots for ArraySlots<T> {
     type Message = T;
 
     #[inline]
@@ -355,7 +355,7 @@ impl<T> Slots for Ring<T> {
     }
 }
 
-impl<T> Drop for Ring<T> {
+impl<T> Drop for ArraySlots<T> {
     fn drop(&mut self) {
         let head = self.head.load(Ordering::Relaxed);
         let tail = self.tail.load(Ordering::Relaxed) & !self.mark;

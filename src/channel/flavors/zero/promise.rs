@@ -28,7 +28,7 @@
 
 use std::sync::Arc;
 
-use super::Chan;
+use super::Zero;
 use crate::channel::spin_lock::{SpinGuard, SpinLock};
 use crate::scheduler::park::{RawUnparker, park_current};
 use crate::scheduler::wait_on::WaitOn;
@@ -82,7 +82,7 @@ impl<T> Promise<T> {
     /// if it left, to the channel (the next receiver, or the queue's
     /// front). `Err` with the message only when every receiver is gone.
     #[inline(never)]
-    pub(crate) fn keep(&self, chan: &Chan<T>, message: T) -> Result<(), T> {
+    pub(crate) fn keep(&self, chan: &Zero<T>, message: T) -> Result<(), T> {
         let mut state = self.lock();
         match state.phase {
             Phase::Pending => {
@@ -123,7 +123,7 @@ impl<T> Promise<T> {
     /// The receiver's side: gives the promise up; a message already kept
     /// goes back to `chan` (its next receiver, or its queue's front).
     #[inline(never)]
-    pub(crate) fn abandon(&self, chan: &Chan<T>) {
+    pub(crate) fn abandon(&self, chan: &Zero<T>) {
         let mut state = self.lock();
         let phase = std::mem::replace(&mut state.phase, Phase::Abandoned);
         drop(state);
@@ -137,7 +137,7 @@ impl<T> Promise<T> {
     /// message) or breaks it (`None`: receive again). Unwinding at the park
     /// (cancel, `fibra::timeout`) abandons it.
     #[inline(never)] // rare: out of the frames of every receive
-    pub(crate) fn wait(&self, chan: &Chan<T>) -> Option<T> {
+    pub(crate) fn wait(&self, chan: &Zero<T>) -> Option<T> {
         let on_unwind = AbandonOnUnwind {
             promise: self,
             chan,
@@ -165,7 +165,7 @@ impl<T> Promise<T> {
 /// the normal way out.
 struct AbandonOnUnwind<'a, T> {
     promise: &'a Promise<T>,
-    chan: &'a Chan<T>,
+    chan: &'a Zero<T>,
 }
 
 impl<T> Drop for AbandonOnUnwind<'_, T> {
@@ -177,7 +177,7 @@ impl<T> Drop for AbandonOnUnwind<'_, T> {
 impl<T> Got<T> {
     /// The message, waited for if promised; `None` when the promise was
     /// broken (the caller receives again).
-    pub(crate) fn settle(self, chan: &Chan<T>) -> Option<T> {
+    pub(crate) fn settle(self, chan: &Zero<T>) -> Option<T> {
         match self {
             Got::Message(m) => Some(m),
             Got::Promised(p) => p.wait(chan),
@@ -185,7 +185,7 @@ impl<T> Got<T> {
     }
 
     /// A receive that will not be completed gives back what it got.
-    pub(crate) fn give_back(self, chan: &Chan<T>) {
+    pub(crate) fn give_back(self, chan: &Zero<T>) {
         match self {
             Got::Message(m) => {
                 let _ = chan.give_back(m);

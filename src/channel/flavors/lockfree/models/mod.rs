@@ -13,8 +13,8 @@ use loom::thread;
 
 use super::{Claim, NoClaim, Slots};
 
+mod array;
 mod list;
-mod ring;
 
 /// Runs `f` under loom with at most `preemptions` preemptions per
 /// execution (two threads need 3 to reach every order of the protocols'

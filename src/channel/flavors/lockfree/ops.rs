@@ -168,7 +168,7 @@ impl<S: Slots> Queue<S> {
             unwrap(unsafe { (*packet.get()).take() })
         };
         if crate::scheduler::context::current().is_none() {
-            // A thread spins a moment first (see `chan/waits.rs`).
+            // A thread spins a moment first (see `flavors/zero/waits.rs`).
             let mut spin = Backoff::default();
             while spin.snooze() {
                 // SAFETY: as above.

@@ -9,11 +9,11 @@ use loom::sync::Arc;
 use loom::thread;
 
 use super::{claim_send, model, recv, recv_with, send};
-use crate::channel::queue::{List, NoClaim, Slots};
+use crate::channel::flavors::lockfree::{ListSlots, NoClaim, Slots};
 
 /// A list holding `values`, sent before any other thread runs.
-fn list_of(values: &[u32]) -> Arc<List<u32>> {
-    let list = Arc::new(List::new());
+fn list_of(values: &[u32]) -> Arc<ListSlots<u32>> {
+    let list = Arc::new(ListSlots::new());
     for &v in values {
         assert!(send(&*list, v));
     }
@@ -26,7 +26,7 @@ fn loom_list_spsc_in_order_across_a_block() {
     // second block's first (its sender installs it, racing the receiver
     // that moves the head past the marker).
     model(2, || {
-        let list = Arc::new(List::new());
+        let list = Arc::new(ListSlots::new());
         let sender = list.clone();
         let t = thread::spawn(move || {
             for v in 1..=4 {
@@ -47,7 +47,7 @@ fn loom_list_first_block_installed_once() {
     // other's block is freed (loom's tracking says if it leaks), and both
     // messages arrive.
     model(3, || {
-        let list = Arc::new(List::new());
+        let list = Arc::new(ListSlots::new());
         let other = list.clone();
         let t = thread::spawn(move || assert!(send(&*other, 20)));
         assert!(send(&*list, 10));
@@ -104,7 +104,7 @@ fn loom_list_two_receivers_free_a_block_once() {
 #[test]
 fn loom_list_disconnect_is_final() {
     model(3, || {
-        let list = Arc::new(List::new());
+        let list = Arc::new(ListSlots::new());
         let sender = list.clone();
         let t = thread::spawn(move || {
             assert!(send(&*sender, 1));
@@ -152,7 +152,7 @@ fn loom_list_the_last_receiver_drains_without_waiting() {
     // sender goes on writing. What it took and what is left are, together,
     // every message, once.
     model(2, || {
-        let list = Arc::new(List::new());
+        let list = Arc::new(ListSlots::new());
         let sender = list.clone();
         let t = thread::spawn(move || {
             for v in 1..=3 {
@@ -178,7 +178,7 @@ fn loom_list_len_counts_what_is_in() {
     // Looked at while a sender crosses a block and a receiver follows:
     // never more than was sent, and none once all is read.
     model(2, || {
-        let list = Arc::new(List::new());
+        let list = Arc::new(ListSlots::new());
         let sender = list.clone();
         let t = thread::spawn(move || {
             for v in 1..=4 {

@@ -19,7 +19,7 @@ use crate::channel::atomic::{AtomicPtr, AtomicUsize, Ordering, fence, spin_loop}
 use std::mem::MaybeUninit;
 use std::ptr;
 
-use super::block::{BLOCK_CAP, Block, HOLE, LAP, WRITE, written};
+use super::list_block::{BLOCK_CAP, Block, HOLE, LAP, WRITE, written};
 use super::{Claim, NoClaim, Slots};
 use crate::channel::backoff::Backoff;
 
@@ -38,7 +38,7 @@ struct Position<T> {
 #[repr(align(128))]
 struct Padded<T>(T);
 
-pub(crate) struct List<T> {
+pub(crate) struct ListSlots<T> {
     head: Padded<Position<T>>,
     tail: Padded<Position<T>>,
 }
@@ -46,17 +46,17 @@ pub(crate) struct List<T> {
 // SAFETY: messages move between threads only through claims, which one
 // party holds at a time (the slot states order the hand-over): like a
 // `Mutex<T>`, `Send` and `Sync` for `T: Send`.
-unsafe impl<T: Send> Send for List<T> {}
+unsafe impl<T: Send> Send for ListSlots<T> {}
 // SAFETY: as above.
-unsafe impl<T: Send> Sync for List<T> {}
+unsafe impl<T: Send> Sync for ListSlots<T> {}
 
-impl<T> List<T> {
-    pub(crate) fn new() -> List<T> {
+impl<T> ListSlots<T> {
+    pub(crate) fn new() -> ListSlots<T> {
         let position = || Position {
             index: AtomicUsize::new(0),
             block: AtomicPtr::new(ptr::null_mut()),
         };
-        List {
+        ListSlots {
             head: Padded(position()),
             tail: Padded(position()),
         }
@@ -263,7 +263,7 @@ impl<T> List<T> {
     }
 }
 
-impl<T> Slots for List<T> {
+impl<T> Slots for ListSlots<T> {
     type Message = T;
 
     #[inline]
@@ -427,7 +427,7 @@ impl Claim {
     }
 }
 
-impl<T> Drop for List<T> {
+impl<T> Drop for ListSlots<T> {
     fn drop(&mut self) {
         // (Loads, not `get_mut`: loom's atomics have none. Nothing else
         // is left to race with.)

@@ -1,6 +1,8 @@
-//! The channel behind `bounded` and `unbounded`: a FIFO of messages under
-//! one lock, with the lines of waiting receivers and senders beside it
-//! (see `context.rs` for how a wait is registered, chosen and settled).
+//! The zero flavor, [`Zero`]: the channel behind `bounded(0)` (a
+//! rendezvous) and behind a bounded channel too large for a ring: a FIFO
+//! of messages under one lock, with the lines of waiting receivers and
+//! senders beside it (see `context.rs` for how a wait is registered,
+//! chosen and settled).
 //!
 //! # Invariants
 //!
@@ -40,7 +42,7 @@ mod waits;
 pub(crate) use promise::{Got, Promise};
 pub(crate) use select_ops::{Registration, SendGo};
 
-pub(crate) struct Chan<T> {
+pub(crate) struct Zero<T> {
     /// Held for a few steps, never across a park or user code.
     inner: SpinLock<Inner<T>>,
     /// `usize::MAX`: unbounded.
@@ -77,7 +79,7 @@ pub(crate) type PromiseSlot<T> = UnsafeCell<Option<Arc<Promise<T>>>>;
 ///
 /// # Safety
 ///
-/// `slot` is the `*mut S` of an entry of a `Chan<T>` that the caller
+/// `slot` is the `*mut S` of an entry of a `Zero<T>` that the caller
 /// claimed (`Context::claim`) under that channel's lock and has not
 /// finished: a receiver's `RecvSlot<T>`, a sender's `Slot<T>`, or a lazy
 /// send's `PromiseSlot<T>`.
@@ -97,9 +99,9 @@ unsafe fn take<S>(slot: *mut ()) -> Option<S> {
     unsafe { (*slot.cast::<Option<S>>()).take() }
 }
 
-impl<T> Chan<T> {
-    pub(crate) fn new(cap: Option<usize>) -> Chan<T> {
-        Chan {
+impl<T> Zero<T> {
+    pub(crate) fn new(cap: Option<usize>) -> Zero<T> {
+        Zero {
             inner: SpinLock::new(Inner {
                 queue: VecDeque::new(),
                 reserved: 0,

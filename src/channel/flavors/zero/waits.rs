@@ -4,7 +4,7 @@
 
 use std::cell::UnsafeCell;
 
-use super::{Chan, Inner, RecvSlot, Slot};
+use super::{Inner, RecvSlot, Slot, Zero};
 use crate::channel::backoff::Backoff;
 use crate::channel::context::{Context, Kind, OnUnwind, Selected, wait};
 use crate::channel::err::{RecvTimeoutError, SendTimeoutError, TryRecvError, TrySendError};
@@ -12,7 +12,7 @@ use crate::channel::spin_lock::SpinGuard;
 use crate::scheduler::wakeups::Wakeups;
 use crate::timer::clock;
 
-impl<T> Chan<T> {
+impl<T> Zero<T> {
     /// Sends, waiting for room (or a receiver) until `deadline`.
     ///
     /// The first try is made here and the wait in a frame of its own: a

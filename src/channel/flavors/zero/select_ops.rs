@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use super::{Chan, Got, Inner, Promise, put};
+use super::{Got, Inner, Promise, Zero, put};
 use crate::channel::context::{Context, Kind, Selected};
 use crate::channel::err::{TryRecvError, TrySendError};
 use crate::channel::ready_cell::{ReadyCell, Watched};
@@ -48,7 +48,7 @@ pub(crate) enum SendGo<T> {
     Promised(Arc<Promise<T>>),
 }
 
-impl<T> Chan<T> {
+impl<T> Zero<T> {
     /// A `select`'s receive, tried: a message (or its promise), `Err(())`
     /// when disconnected and empty, or `None` (would wait).
     pub(crate) fn select_recv(&self, me: *const Context) -> Option<Result<Got<T>, ()>> {
@@ -120,7 +120,7 @@ impl<T> Chan<T> {
             })
     }
 
-    /// Sends with room reserved by [`Chan::select_send`] (or given by a
+    /// Sends with room reserved by [`Zero::select_send`] (or given by a
     /// receiver to a waiting `select`).
     pub(crate) fn send_reserved(&self, message: T) -> Result<(), T> {
         let mut wake = Wakeups::default();
@@ -261,7 +261,7 @@ impl<T> Chan<T> {
 /// A readiness fd's watcher in the line of waiting receivers (see
 /// `ready_cell.rs`), armed under the channel's lock: registered and looked
 /// at in one hold.
-impl<T> Watched for Chan<T> {
+impl<T> Watched for Zero<T> {
     fn cell(&self) -> &ReadyCell {
         &self.ready
     }
