@@ -1,6 +1,7 @@
 //! What a waiting operation leaves in a channel: a [`Context`] (one per
 //! wait, shared by every operation of a `select`), and an [`Entry`] per
-//! operation in the channel's line of waiting receivers or senders.
+//! operation in the [`Waker`](crate::channel::waker::Waker) of waiting
+//! receivers or senders of each channel it waits on.
 //!
 //! # The protocol
 //!
@@ -28,8 +29,6 @@
 //! fails a notifier won: the waiter honours the selection (takes the
 //! message, or passes it on when it is unwinding).
 
-use std::collections::VecDeque;
-
 use crate::channel::backoff::Backoff;
 pub(crate) use crate::channel::selection::Selected;
 use crate::channel::selection::Selection;
@@ -37,7 +36,6 @@ use crate::scheduler::park::{
     Halted, Parked, RawUnparker, Unparker, check_unwind, park_current, park_without_unwind,
 };
 use crate::scheduler::wait_on::WaitOn;
-use crate::scheduler::wakeups::Wakeups;
 use crate::timer::clock;
 
 /// One wait: a fiber or thread parked on one or several operations.
@@ -149,9 +147,11 @@ pub(crate) enum Kind {
 
 /// One waiting operation in a channel's line.
 pub(crate) struct Entry {
-    cx: *const Context,
-    oper: usize,
-    kind: Kind,
+    /// The wait's context: dereferenced only under the lock of the
+    /// channel whose waker holds the entry (see `Entry::cx`).
+    pub(super) cx: *const Context,
+    pub(super) oper: usize,
+    pub(super) kind: Kind,
 }
 
 impl Entry {
@@ -164,7 +164,7 @@ impl Entry {
     #[inline]
     pub(crate) fn cx(&self) -> &Context {
         // An entry is reachable only through its channel's lock, which
-        // the caller holds (`&Entry` from a locked `Waiters`).
+        // the caller holds (`&Entry` from a locked `Waker`).
         // SAFETY: its waiter unregisters it, under that lock, before its
         // context goes away (module docs): the context is alive.
         unsafe { &*self.cx }
@@ -188,7 +188,7 @@ impl Entry {
     ///
     /// A claimed entry was claimed by its holder: an entry is claimed only
     /// in its line, under the line's lock, by whoever then takes it out
-    /// (`Waiters::take_first`); the waiter itself never claims.
+    /// (`Waker::take_first`); the waiter itself never claims.
     ///
     /// # Panics
     ///
@@ -215,148 +215,6 @@ impl Entry {
         let unparker = unsafe { self.cx().unparker.pinned() };
         self.cx().finish(selected);
         unparker
-    }
-}
-
-/// A channel's line of waiting receivers or senders, in arrival order.
-///
-/// Watchers (`Kind::Watch`, a `Select::ready`) stay in the line until the
-/// channel wakes them with [`Waiters::wake_watchers`] when their side
-/// becomes ready — a message put in the queue, room made, a partner
-/// waiting — never because an operation merely looked at the line.
-#[derive(Default)]
-pub(crate) struct Waiters {
-    entries: VecDeque<Entry>,
-    /// How many of `entries` are watchers: a line without any is not
-    /// walked to wake them.
-    watchers: usize,
-}
-
-// SAFETY: the raw context pointers are only dereferenced under the lock of
-// the channel that owns this list, while their waiters keep them alive
-// (module docs); a context is `Sync` (an atomic word and an unparker).
-unsafe impl Send for Waiters {}
-
-impl Waiters {
-    /// Registers operation `oper` of the wait `cx` (which must stay alive
-    /// and unregister before it goes: see [`OnUnwind`]).
-    #[inline]
-    pub(crate) fn register(&mut self, cx: &Context, oper: usize, kind: Kind) {
-        if kind == Kind::Watch {
-            self.watchers += 1;
-        }
-        self.entries.push_back(Entry { cx, oper, kind });
-    }
-
-    /// Removes the entry of `oper` of `cx`, if still there.
-    pub(crate) fn unregister(&mut self, cx: &Context, oper: usize) -> Option<Entry> {
-        let i = self
-            .entries
-            .iter()
-            .position(|e| std::ptr::eq(e.cx, cx) && e.oper == oper)?;
-        self.remove(i)
-    }
-
-    /// Whether no operation waits in the line.
-    #[inline]
-    pub(crate) fn is_empty(&self) -> bool {
-        self.entries.is_empty()
-    }
-
-    fn remove(&mut self, i: usize) -> Option<Entry> {
-        // At either end without `VecDeque::remove`'s general shift (a
-        // select's entries are often the last or first of a short line).
-        let entry = if i == 0 {
-            self.entries.pop_front()
-        } else if i + 1 == self.entries.len() {
-            self.entries.pop_back()
-        } else {
-            self.entries.remove(i)
-        }?;
-        if entry.kind == Kind::Watch {
-            self.watchers -= 1;
-        }
-        Some(entry)
-    }
-
-    /// The first entry of another wait than `me` that `accept` takes,
-    /// removed; entries whose wait has ended on its own are dropped on the
-    /// way; watchers are passed over. `accept` sees each candidate with its
-    /// context still waiting and must select it (`claim` or `try_select`)
-    /// to take it; returning `false` leaves it in place.
-    pub(crate) fn take_first(
-        &mut self,
-        me: *const Context,
-        mut accept: impl FnMut(&Entry) -> bool,
-    ) -> Option<Entry> {
-        // The common case first: the head of the line is taken.
-        if let Some(entry) = self.entries.front()
-            && !std::ptr::eq(entry.cx, me)
-            && entry.kind != Kind::Watch
-            && entry.cx().is_waiting()
-            && accept(entry)
-        {
-            return self.entries.pop_front();
-        }
-        let mut i = 0;
-        while i < self.entries.len() {
-            let entry = &self.entries[i];
-            if std::ptr::eq(entry.cx, me) || entry.kind == Kind::Watch {
-                i += 1;
-                continue;
-            }
-            if !entry.cx().is_waiting() {
-                // Its wait ended elsewhere; its waiter unregisters (and
-                // finds nothing) or already did.
-                self.remove(i);
-                continue;
-            }
-            if accept(entry) {
-                return self.remove(i);
-            }
-            i += 1;
-        }
-        None
-    }
-
-    /// Whether another wait than `me` waits here with an operation of a
-    /// kind that `is` accepts.
-    pub(crate) fn any(&self, me: *const Context, is: impl Fn(Kind) -> bool) -> bool {
-        self.entries
-            .iter()
-            .any(|e| !std::ptr::eq(e.cx, me) && is(e.kind) && e.cx().is_waiting())
-    }
-
-    /// Wakes every watcher (the operations they watch may go ahead now).
-    #[inline]
-    pub(crate) fn wake_watchers(&mut self, wake: &mut Wakeups) {
-        if self.watchers != 0 {
-            self.wake_watchers_slow(wake);
-        }
-    }
-
-    #[inline(never)]
-    fn wake_watchers_slow(&mut self, wake: &mut Wakeups) {
-        self.watchers = 0;
-        self.entries.retain(|e| {
-            if e.kind != Kind::Watch {
-                return true;
-            }
-            if let Some(unparker) = e.select(Selected::Operation(e.oper)) {
-                wake.push(unparker);
-            }
-            false
-        });
-    }
-
-    /// Selects every wait as disconnected, and empties the line.
-    pub(crate) fn disconnect(&mut self, wake: &mut Wakeups) {
-        self.watchers = 0;
-        for e in self.entries.drain(..) {
-            if let Some(unparker) = e.select(Selected::Disconnected) {
-                wake.push(unparker);
-            }
-        }
     }
 }
 

@@ -92,15 +92,14 @@ mod backoff;
 mod context;
 mod err;
 mod flavors;
-mod line;
 mod ready_cell;
 mod ready_fd;
 mod receiver;
 mod select;
 mod selection;
 mod sender;
-mod small;
 mod spin_lock;
+mod waker;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -5,7 +5,7 @@
 //! whether a thread sleeps on the lock), and a channel operation that
 //! waits or hands over takes a line's lock once or twice — between fibers
 //! of one thread those swaps were a third of a ping-pong's time (perf:
-//! `Line::register`, `Line::claim_packet`). This unlock is a plain release
+//! `SyncWaker::register`, `SyncWaker::claim_packet`). This unlock is a plain release
 //! store. A party that finds the lock taken spins, then yields its thread
 //! (the holder may have been descheduled), as crossbeam-channel's lock did.
 

@@ -27,6 +27,7 @@ pub(crate) mod operation;
 pub(crate) mod parking;
 mod ready;
 pub(crate) mod selected;
+mod small;
 
 use std::fmt;
 use std::os::fd::AsRawFd;
@@ -40,7 +41,7 @@ use crate::channel::select::operation::{Erased, Registration, SelectHandle, Toke
 use crate::channel::select::parking::Parking;
 pub use crate::channel::select::selected::SelectedOperation;
 use crate::channel::sender::{Sender, SenderFlavor};
-use crate::channel::small::{Order, Small};
+use crate::channel::select::small::{Order, Small};
 use crate::fiber::{Group, JoinHandle};
 use crate::io::Interest;
 use crate::timer::clock;

@@ -1,7 +1,7 @@
 //! The flavors without a lock, [`Array`] and [`List`]: `bounded(n)` for
 //! n ≥ 1 (a ring of slots, [`ArraySlots`]) and `unbounded()` (a list of
 //! blocks of slots, [`ListSlots`]), as crossbeam-channel's `array` and
-//! `list` flavors, each a [`Queue`] of its slots: the storage, a [`Line`]
+//! `list` flavors, each a [`Queue`] of its slots: the storage, a [`SyncWaker`]
 //! of waiters per side that only a wait takes, and the messages given
 //! back.
 //!
@@ -33,8 +33,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use crate::channel::context::{Context, Kind};
 use crate::channel::flavors::zero::drop_one_by_one;
-use crate::channel::line::Line;
 use crate::channel::ready_cell::{ReadyCell, Watched};
+use crate::channel::waker::SyncWaker;
 
 mod array;
 mod list;
@@ -128,8 +128,8 @@ pub(crate) struct Queue<S: Slots> {
     /// received before the storage's.
     returned: Mutex<VecDeque<S::Message>>,
     returned_len: AtomicUsize,
-    pub(crate) receivers_line: Line,
-    pub(crate) senders_line: Line,
+    pub(crate) receivers_waker: SyncWaker,
+    pub(crate) senders_waker: SyncWaker,
     pub(crate) senders: AtomicUsize,
     pub(crate) receivers: AtomicUsize,
     /// The readiness fd, once a receiver asked for one (`ready_cell.rs`).
@@ -142,8 +142,8 @@ impl<S: Slots> Queue<S> {
             slots,
             returned: Mutex::new(VecDeque::new()),
             returned_len: AtomicUsize::new(0),
-            receivers_line: Line::new(),
-            senders_line: Line::new(),
+            receivers_waker: SyncWaker::new(),
+            senders_waker: SyncWaker::new(),
             senders: AtomicUsize::new(1),
             receivers: AtomicUsize::new(1),
             ready: ReadyCell::new(),
@@ -162,7 +162,7 @@ impl<S: Slots> Queue<S> {
     pub(crate) unsafe fn write(&self, claim: Claim, message: S::Message) {
         // SAFETY: the caller's contract.
         unsafe { self.slots.write(claim, message) };
-        self.receivers_line.notify();
+        self.receivers_waker.notify();
     }
 
     /// # Safety
@@ -219,7 +219,7 @@ impl<S: Slots> Queue<S> {
             returned.push_back(message);
             self.returned_len.store(returned.len(), Ordering::SeqCst);
         }
-        self.receivers_line.notify();
+        self.receivers_waker.notify();
         Ok(())
     }
 
@@ -255,8 +255,8 @@ impl<S: Slots> Queue<S> {
     /// left, with what follows, to the storage's drop).
     pub(crate) fn disconnect(&self, receivers_gone: bool) {
         if self.slots.disconnect() {
-            self.senders_line.disconnect();
-            self.receivers_line.disconnect();
+            self.senders_waker.disconnect();
+            self.receivers_waker.disconnect();
         }
         if receivers_gone {
             let mut dropped: VecDeque<S::Message> =
@@ -274,22 +274,22 @@ impl<S: Slots> Queue<S> {
 
 /// A readiness fd's watcher in the receivers' line (see `ready_cell.rs`),
 /// armed as a `select` registers: the line's flag raised in the one total
-/// order, then the positions looked at (`line.rs`).
+/// order, then the positions looked at (`waker.rs`).
 impl<S: Slots> Watched for Queue<S> {
     fn cell(&self) -> &ReadyCell {
         &self.ready
     }
 
     fn arm(&self, watch: &Context) -> bool {
-        self.receivers_line.unregister(watch, 0);
+        self.receivers_waker.unregister(watch, 0);
         // Out of the line under its lock: no notifier can claim it now.
         watch.reset();
-        self.receivers_line.register(watch, 0, Kind::Watch);
+        self.receivers_waker.register(watch, 0, Kind::Watch);
         self.recv_ready()
     }
 
     fn disarm(&self, watch: &Context) {
-        self.receivers_line.unregister(watch, 0);
+        self.receivers_waker.unregister(watch, 0);
     }
 }
 

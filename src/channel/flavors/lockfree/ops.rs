@@ -59,7 +59,7 @@ impl<S: Slots> Queue<S> {
         // A hand-over only into an empty storage (looked at first without
         // the line's lock: senders that find messages queued and a receiver
         // still registered, about to be woken, do not all take it).
-        if self.receivers_line.maybe_waiting() && self.is_drained() && self.hand_over(slot) {
+        if self.receivers_waker.maybe_waiting() && self.is_drained() && self.hand_over(slot) {
             return Ok(());
         }
         let claim = self.start_send(wait_for_readers)?;
@@ -73,7 +73,7 @@ impl<S: Slots> Queue<S> {
     #[cold]
     #[inline(never)]
     fn hand_over(&self, slot: &mut Option<S::Message>) -> bool {
-        let Some(entry) = self.receivers_line.claim_packet(|| self.is_drained()) else {
+        let Some(entry) = self.receivers_waker.claim_packet(|| self.is_drained()) else {
             return false;
         };
         let Kind::Packet(packet) = entry.kind() else {
@@ -89,7 +89,7 @@ impl<S: Slots> Queue<S> {
     /// After a receive made room: the first waiting sender's message moves
     /// into the ring (or a waiting `select` is told to try).
     pub(super) fn room_made(&self) {
-        if self.senders_line.maybe_waiting() {
+        if self.senders_waker.maybe_waiting() {
             self.admit_sender();
         }
     }
@@ -97,7 +97,7 @@ impl<S: Slots> Queue<S> {
     #[cold]
     #[inline(never)]
     fn admit_sender(&self) {
-        let Some(entry) = self.senders_line.take_first() else {
+        let Some(entry) = self.senders_waker.take_first() else {
             return;
         };
         let unparker = match entry.kind() {
@@ -181,7 +181,7 @@ impl<S: Slots> Queue<S> {
                 }
             }
         }
-        let line = &self.senders_line;
+        let line = &self.senders_waker;
         loop {
             if deadline.is_some_and(|d| d <= clock::now_ns()) {
                 return Err(SendTimeoutError::Timeout(take()));
@@ -252,7 +252,7 @@ impl<S: Slots> Queue<S> {
                 }
             }
         }
-        let line = &self.receivers_line;
+        let line = &self.receivers_waker;
         loop {
             if deadline.is_some_and(|d| d <= clock::now_ns()) {
                 return Err(RecvTimeoutError::Timeout);
@@ -277,7 +277,7 @@ impl<S: Slots> Queue<S> {
                         }
                         // Woken for a message we will not take: the next
                         // receiver's turn.
-                        None if selected != Selected::Aborted => self.receivers_line.notify(),
+                        None if selected != Selected::Aborted => self.receivers_waker.notify(),
                         None => {}
                     }
                 });
@@ -314,9 +314,9 @@ impl<S: Slots> Queue<S> {
     /// that side may go ahead now (`false`, not registered).
     pub(crate) fn register(&self, recv: bool, oper: usize, cx: &Context, kind: Kind) -> bool {
         let line = if recv {
-            &self.receivers_line
+            &self.receivers_waker
         } else {
-            &self.senders_line
+            &self.senders_waker
         };
         line.register(cx, oper, kind);
         if self.side_ready(recv) {
@@ -329,16 +329,16 @@ impl<S: Slots> Queue<S> {
     /// Removes what `oper` of `cx` registered on a side.
     pub(crate) fn unregister(&self, recv: bool, oper: usize, cx: &Context) {
         if recv {
-            self.receivers_line.unregister(cx, oper);
+            self.receivers_waker.unregister(cx, oper);
         } else {
-            self.senders_line.unregister(cx, oper);
+            self.senders_waker.unregister(cx, oper);
         }
     }
 
     /// Passes on a turn a `select` was woken for and does not take.
     pub(crate) fn pass_on(&self, recv: bool) {
         if recv {
-            self.receivers_line.notify();
+            self.receivers_waker.notify();
         } else {
             self.room_made();
         }

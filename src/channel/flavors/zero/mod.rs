@@ -29,10 +29,11 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::sync::atomic::AtomicUsize;
 
-use crate::channel::context::{Context, Kind, Waiters};
+use crate::channel::context::{Context, Kind};
 use crate::channel::err::{TryRecvError, TrySendError};
 use crate::channel::ready_cell::ReadyCell;
 use crate::channel::spin_lock::{SpinGuard, SpinLock};
+use crate::channel::waker::Waker;
 use crate::scheduler::wakeups::Wakeups;
 
 mod promise;
@@ -58,8 +59,8 @@ struct Inner<T> {
     /// Room promised to `select` sends that were let in (see the module
     /// docs), counted against the capacity.
     reserved: usize,
-    receivers: Waiters,
-    senders: Waiters,
+    receivers: Waker,
+    senders: Waker,
     /// Every sender or every receiver is gone.
     disconnected: bool,
 }
@@ -105,8 +106,8 @@ impl<T> Zero<T> {
             inner: SpinLock::new(Inner {
                 queue: VecDeque::new(),
                 reserved: 0,
-                receivers: Waiters::default(),
-                senders: Waiters::default(),
+                receivers: Waker::default(),
+                senders: Waker::default(),
                 disconnected: false,
             }),
             cap: cap.unwrap_or(usize::MAX),
