@@ -56,7 +56,14 @@ fn a_runtime_starved_by_fibers_taking_turns_is_told_while_it_starves() {
     let text = dump.to_string();
     println!("{text}");
     assert!(!dump.is_complete(), "{text}");
-    assert!(text.contains("busy running fibers"), "{text}");
+    // What kept it: the fibers taking turns, or (when one starver's 50 ms
+    // of CPU took more than the dump's wait in wall-clock time: seen under
+    // AddressSanitizer with the suite's other binaries on both cores, at
+    // 105 ms) the one starver running as the dump asked.
+    assert!(
+        text.contains("busy running fibers") || text.contains("held by one fiber"),
+        "{text}"
+    );
     assert!(text.contains("starver-"), "{text}");
     stop.store(true, Ordering::Relaxed);
     h.join().unwrap();
