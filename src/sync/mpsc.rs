@@ -51,7 +51,8 @@ use crate::channel as chan;
 /// assert_eq!(rx.recv().unwrap(), "hi");
 /// ```
 pub fn channel<T>() -> (Sender<T>, Receiver<T>) {
-    let (tx, rx) = chan::unbounded();
+    // The locked flavor: see `channel::unbounded_locked`.
+    let (tx, rx) = chan::unbounded_locked();
     (
         Sender { chan: tx },
         Receiver {
