@@ -287,6 +287,7 @@
 )]
 
 mod arch;
+mod atomic;
 mod blocking;
 pub mod channel;
 mod fiber;

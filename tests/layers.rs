@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 /// The layers of `src/`, from the ground up; `lib` is the crate root.
 const LAYERS: &[&str] = &[
     "arch",
+    "atomic",
     "report",
     "mem",
     "timer",

@@ -34,7 +34,7 @@ impl Backoff {
         #[cfg(not(loom))]
         let spins = 1u32 << self.step.min(Self::SPIN_STEPS);
         for _ in 0..spins {
-            crate::channel::atomic::spin_loop();
+            crate::atomic::spin_loop();
         }
         if self.step <= Self::SPIN_STEPS {
             self.step += 1;
@@ -91,7 +91,7 @@ impl Pause {
         // one of its threads, and a loop that only spins never ends there.
         // (`spin_loop` is that yield in a model.)
         if cfg!(loom) {
-            crate::channel::atomic::spin_loop();
+            crate::atomic::spin_loop();
         } else {
             self.wait();
         }

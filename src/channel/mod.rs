@@ -87,7 +87,6 @@
 //! });
 //! ```
 
-mod atomic;
 mod backoff;
 mod context;
 mod err;

@@ -15,7 +15,7 @@
 //! scheduler), so that loom can check it on plain threads: the models at
 //! the end (`RUSTFLAGS="--cfg loom" cargo test --release --lib -- loom`).
 
-use crate::channel::atomic::{AtomicUsize, Ordering, spin_loop, yield_now};
+use crate::atomic::{AtomicUsize, Ordering, spin_loop, yield_now};
 
 const WAITING: usize = 0;
 const CLAIMED: usize = 1;
@@ -159,7 +159,7 @@ mod loom_models {
     use loom::thread;
 
     use super::*;
-    use crate::channel::atomic::Cell;
+    use crate::atomic::Cell;
 
     /// A wait and the packet a notifier hands over into it.
     struct Wait {

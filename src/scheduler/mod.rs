@@ -38,6 +38,7 @@ pub(crate) mod helper;
 pub(crate) mod interrupt;
 pub(crate) mod locals;
 pub(crate) mod metrics;
+pub(crate) mod os_thread;
 pub(crate) mod owner;
 pub(crate) mod park;
 pub(crate) mod pool;

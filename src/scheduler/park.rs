@@ -21,6 +21,7 @@ use crate::scheduler::context;
 use crate::scheduler::core::Core;
 use crate::scheduler::core::record::{TimeoutScope, Wake};
 use crate::scheduler::fiber_id::FiberId;
+use crate::scheduler::os_thread;
 use crate::scheduler::owner;
 pub(crate) use crate::scheduler::unparker::{RawUnparker, Unparker};
 use crate::scheduler::wait_on::WaitOn;
@@ -386,7 +387,7 @@ fn park_thread(deadline: Option<u64>, on: WaitOn) -> Parked {
     let left = deadline.map(|d| d - now);
     match owner::blocked_runtime() {
         Some((after, fibers)) if left.is_none_or(|l| l > after.as_nanos() as u64) => {
-            std::thread::park_timeout(after);
+            os_thread::park_timeout(after);
             let waited = clock::now_ns() - now;
             if waited >= after.as_nanos() as u64 {
                 owner::warn_blocked(on, fibers, std::time::Duration::from_nanos(waited));
@@ -397,8 +398,8 @@ fn park_thread(deadline: Option<u64>, on: WaitOn) -> Parked {
         _ => {}
     }
     match left {
-        None => std::thread::park(),
-        Some(left) => std::thread::park_timeout(std::time::Duration::from_nanos(left)),
+        None => os_thread::park(),
+        Some(left) => os_thread::park_timeout(std::time::Duration::from_nanos(left)),
     }
     if deadline.is_some_and(|d| clock::now_ns() >= d) {
         Parked::TimedOut

@@ -3,9 +3,9 @@
 //! an async task), and its reference-count-free form [`RawUnparker`].
 //! `park.rs` is the other half: the parks these end.
 
+use crate::scheduler::os_thread::{self, Thread};
 use std::ptr;
 use std::sync::Arc;
-use std::thread::Thread;
 
 use crate::reactor::token::WakeToken;
 use crate::scheduler::context;
@@ -34,7 +34,7 @@ impl RawUnparker {
                 runtime: Arc::as_ptr(&core.shared),
                 token: core.current_token(),
             }),
-            None => RawUnparker::Other(Unparker::Thread(std::thread::current())),
+            None => RawUnparker::Other(Unparker::Thread(os_thread::current())),
         }
     }
 
@@ -125,7 +125,7 @@ impl Unparker {
                 shared: core.shared.clone(),
                 token: core.current_token(),
             }),
-            None => Unparker::Thread(std::thread::current()),
+            None => Unparker::Thread(os_thread::current()),
         }
     }
 

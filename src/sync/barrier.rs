@@ -1,7 +1,7 @@
 //! [`Barrier`]: std's barrier, for fibers and threads alike.
 
+use crate::sync::waiters::Mutex as InnerLock;
 use std::fmt;
-use std::sync::Mutex as InnerLock;
 
 use crate::scheduler::wakeups::Wakeups;
 use crate::sync::waiters::{Node, WaitList, lock, park_until_served};

@@ -1,7 +1,9 @@
 //! [`Condvar`]: std's condition variable, for fibers and threads alike.
 
 use std::fmt;
-use std::sync::{LockResult, Mutex as InnerLock, PoisonError};
+use std::sync::{LockResult, PoisonError};
+
+use crate::sync::waiters::Mutex as InnerLock;
 use std::time::Duration;
 
 use crate::scheduler::wakeups::Wakeups;
@@ -70,15 +72,17 @@ impl WaitTimeoutResult {
 }
 
 impl Condvar {
-    /// A new condvar with no waiters.
-    ///
-    /// ```
-    /// let cv = fibra::sync::Condvar::new();
-    /// cv.notify_all(); // nobody waits: nothing happens
-    /// ```
-    pub const fn new() -> Condvar {
-        Condvar {
-            waiters: InnerLock::new(WaitList::new()),
+    const_unless_loom! {
+        /// A new condvar with no waiters.
+        ///
+        /// ```
+        /// let cv = fibra::sync::Condvar::new();
+        /// cv.notify_all(); // nobody waits: nothing happens
+        /// ```
+        pub fn new() -> Condvar {
+            Condvar {
+                waiters: InnerLock::new(WaitList::new()),
+            }
         }
     }
 

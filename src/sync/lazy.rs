@@ -48,16 +48,18 @@ unsafe impl<T: Sync + Send, F: Send> Sync for LazyLock<T, F> {}
 impl<T: RefUnwindSafe + UnwindSafe, F: UnwindSafe> RefUnwindSafe for LazyLock<T, F> {}
 
 impl<T, F: FnOnce() -> T> LazyLock<T, F> {
-    /// A lock whose value `f` makes on first use.
-    ///
-    /// ```
-    /// static N: fibra::sync::LazyLock<u64> = fibra::sync::LazyLock::new(|| 6 * 7);
-    /// assert_eq!(*N, 42);
-    /// ```
-    pub const fn new(f: F) -> LazyLock<T, F> {
-        LazyLock {
-            cell: OnceLock::new(),
-            init: UnsafeCell::new(Some(f)),
+    const_unless_loom! {
+        /// A lock whose value `f` makes on first use.
+        ///
+        /// ```
+        /// static N: fibra::sync::LazyLock<u64> = fibra::sync::LazyLock::new(|| 6 * 7);
+        /// assert_eq!(*N, 42);
+        /// ```
+        pub fn new(f: F) -> LazyLock<T, F> {
+            LazyLock {
+                cell: OnceLock::new(),
+                init: UnsafeCell::new(Some(f)),
+            }
         }
     }
 

@@ -42,9 +42,23 @@
 //! });
 //! ```
 
+/// A constructor that is `const` in a normal build but not in loom's
+/// (`--cfg loom`), whose atomics and locks cannot be made in a `const`:
+/// tokio's way, so that the same code is what the models check.
+macro_rules! const_unless_loom {
+    ($(#[$attr:meta])* $vis:vis fn $($rest:tt)*) => {
+        #[cfg(not(loom))]
+        $(#[$attr])* $vis const fn $($rest)*
+        #[cfg(loom)]
+        $(#[$attr])* $vis fn $($rest)*
+    };
+}
+
 mod barrier;
 mod condvar;
 mod lazy;
+#[cfg(all(test, loom))]
+mod models;
 pub mod mpsc;
 mod mutex;
 mod once;

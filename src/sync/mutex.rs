@@ -83,17 +83,19 @@ pub struct MutexGuard<'a, T: ?Sized + 'a> {
 unsafe impl<T: ?Sized + Sync> Sync for MutexGuard<'_, T> {}
 
 impl<T> Mutex<T> {
-    /// A new, unlocked mutex.
-    ///
-    /// ```
-    /// let m = fibra::sync::Mutex::new(5);
-    /// assert_eq!(*m.lock().unwrap(), 5);
-    /// ```
-    pub const fn new(value: T) -> Mutex<T> {
-        Mutex {
-            sem: RawSemaphore::new(1),
-            poison: poison::Flag::new(),
-            data: UnsafeCell::new(value),
+    const_unless_loom! {
+        /// A new, unlocked mutex.
+        ///
+        /// ```
+        /// let m = fibra::sync::Mutex::new(5);
+        /// assert_eq!(*m.lock().unwrap(), 5);
+        /// ```
+        pub fn new(value: T) -> Mutex<T> {
+            Mutex {
+                sem: RawSemaphore::new(1),
+                poison: poison::Flag::new(),
+                data: UnsafeCell::new(value),
+            }
         }
     }
 

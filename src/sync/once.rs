@@ -21,12 +21,12 @@
 //! initializer leaves the cell empty, wakes the waiters, and the first of
 //! them to run tries its own initializer.
 
+use crate::sync::waiters::Mutex as InnerLock;
 use std::cell::UnsafeCell;
 use std::fmt;
 use std::marker::PhantomData;
 use std::mem::MaybeUninit;
 use std::panic::{RefUnwindSafe, UnwindSafe};
-use std::sync::Mutex as InnerLock;
 use std::sync::atomic::{AtomicU8, Ordering};
 
 use crate::scheduler::wakeups::Wakeups;
@@ -105,18 +105,20 @@ impl<T: RefUnwindSafe + UnwindSafe> RefUnwindSafe for OnceLock<T> {}
 impl<T: UnwindSafe> UnwindSafe for OnceLock<T> {}
 
 impl<T> OnceLock<T> {
-    /// An empty cell.
-    ///
-    /// ```
-    /// static CELL: fibra::sync::OnceLock<u32> = fibra::sync::OnceLock::new();
-    /// assert_eq!(CELL.get(), None);
-    /// ```
-    pub const fn new() -> OnceLock<T> {
-        OnceLock {
-            state: AtomicU8::new(EMPTY),
-            waiters: InnerLock::new(WaitList::new()),
-            value: UnsafeCell::new(MaybeUninit::uninit()),
-            _owns: PhantomData,
+    const_unless_loom! {
+        /// An empty cell.
+        ///
+        /// ```
+        /// static CELL: fibra::sync::OnceLock<u32> = fibra::sync::OnceLock::new();
+        /// assert_eq!(CELL.get(), None);
+        /// ```
+        pub fn new() -> OnceLock<T> {
+            OnceLock {
+                state: AtomicU8::new(EMPTY),
+                waiters: InnerLock::new(WaitList::new()),
+                value: UnsafeCell::new(MaybeUninit::uninit()),
+                _owns: PhantomData,
+            }
         }
     }
 
@@ -331,7 +333,7 @@ impl<T> OnceLock<T> {
     /// Links a node into the wait list held by `guard` and parks until
     /// `finish` serves it. A waiter that gives up (cancelled, unwinding)
     /// owes nobody anything: every waiter is served at once.
-    fn park_in(&self, guard: std::sync::MutexGuard<'_, WaitList<()>>) {
+    fn park_in(&self, guard: crate::sync::waiters::MutexGuard<'_, WaitList<()>>) {
         let node = Node::new(());
         let _ = park_until_served(
             &self.waiters,

@@ -22,11 +22,10 @@
 //! the waiters), and only a holder of the waiter lock changes the word.
 //! `WAITERS` is set exactly while the list is non-empty.
 
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use crate::atomic::{AtomicUsize, Ordering};
 
 use crate::scheduler::wakeups::Wakeups;
-use crate::sync::waiters::{Node, WaitList, Woken, lock, park_until_served};
+use crate::sync::waiters::{Mutex, MutexGuard, Node, WaitList, Woken, lock, park_until_served};
 use crate::timer::clock;
 
 const WAITERS: usize = 1;
@@ -54,14 +53,16 @@ pub(crate) struct RawSemaphore {
 pub(crate) struct TimedOut;
 
 impl RawSemaphore {
-    pub(crate) const fn new(permits: usize) -> RawSemaphore {
-        assert!(
-            permits <= MAX_PERMITS,
-            "a semaphore cannot hold that many permits"
-        );
-        RawSemaphore {
-            state: AtomicUsize::new(permits * ONE),
-            waiters: Mutex::new(WaitList::new()),
+    const_unless_loom! {
+        pub(crate) fn new(permits: usize) -> RawSemaphore {
+            assert!(
+                permits <= MAX_PERMITS,
+                "a semaphore cannot hold that many permits"
+            );
+            RawSemaphore {
+                state: AtomicUsize::new(permits * ONE),
+                waiters: Mutex::new(WaitList::new()),
+            }
         }
     }
 
@@ -197,7 +198,7 @@ impl RawSemaphore {
     /// unlocking. Also called with `n == 0` after a waiter left, to keep the
     /// invariant (and let the next in line be served).
     #[cold]
-    fn release_locked(&self, mut guard: std::sync::MutexGuard<'_, WaitList<Want>>, n: usize) {
+    fn release_locked(&self, mut guard: MutexGuard<'_, WaitList<Want>>, n: usize) {
         let mut left = n;
         let mut wakeups = Wakeups::default();
         while let Some(front) = guard.front() {

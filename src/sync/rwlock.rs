@@ -89,17 +89,19 @@ unsafe impl<T: ?Sized + Sync> Sync for RwLockReadGuard<'_, T> {}
 unsafe impl<T: ?Sized + Sync> Sync for RwLockWriteGuard<'_, T> {}
 
 impl<T> RwLock<T> {
-    /// A new, unlocked lock.
-    ///
-    /// ```
-    /// let l = fibra::sync::RwLock::new(1);
-    /// assert_eq!(*l.read().unwrap(), 1);
-    /// ```
-    pub const fn new(value: T) -> RwLock<T> {
-        RwLock {
-            sem: RawSemaphore::new(READERS),
-            poison: poison::Flag::new(),
-            data: UnsafeCell::new(value),
+    const_unless_loom! {
+        /// A new, unlocked lock.
+        ///
+        /// ```
+        /// let l = fibra::sync::RwLock::new(1);
+        /// assert_eq!(*l.read().unwrap(), 1);
+        /// ```
+        pub fn new(value: T) -> RwLock<T> {
+            RwLock {
+                sem: RawSemaphore::new(READERS),
+                poison: poison::Flag::new(),
+                data: UnsafeCell::new(value),
+            }
         }
     }
 

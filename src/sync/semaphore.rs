@@ -49,22 +49,24 @@ pub struct Permit<'a> {
 }
 
 impl Semaphore {
-    /// A semaphore with `permits` free permits; zero is fine (permits can be
-    /// added later with [`add_permits`](Self::add_permits)).
-    ///
-    /// # Panics
-    ///
-    /// If `permits` exceeds `usize::MAX / 8`.
-    ///
-    /// ```
-    /// let s = fibra::sync::Semaphore::new(0);
-    /// assert!(s.try_acquire().is_none());
-    /// s.add_permits(1);
-    /// assert!(s.try_acquire().is_some());
-    /// ```
-    pub const fn new(permits: usize) -> Semaphore {
-        Semaphore {
-            raw: RawSemaphore::new(permits),
+    const_unless_loom! {
+        /// A semaphore with `permits` free permits; zero is fine (permits can be
+        /// added later with [`add_permits`](Self::add_permits)).
+        ///
+        /// # Panics
+        ///
+        /// If `permits` exceeds `usize::MAX / 8`.
+        ///
+        /// ```
+        /// let s = fibra::sync::Semaphore::new(0);
+        /// assert!(s.try_acquire().is_none());
+        /// s.add_permits(1);
+        /// assert!(s.try_acquire().is_some());
+        /// ```
+        pub fn new(permits: usize) -> Semaphore {
+            Semaphore {
+                raw: RawSemaphore::new(permits),
+            }
         }
     }
 

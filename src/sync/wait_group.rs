@@ -1,7 +1,9 @@
 //! [`WaitGroup`]: wait until a group of workers is done.
 
 use std::fmt;
-use std::sync::{Arc, Mutex as InnerLock};
+use std::sync::Arc;
+
+use crate::sync::waiters::Mutex as InnerLock;
 
 use crate::scheduler::wakeups::Wakeups;
 use crate::sync::waiters::{Node, WaitList, lock, park_until_served};

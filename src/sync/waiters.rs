@@ -29,12 +29,14 @@
 //!
 //! ## Why a hand-off is never lost nor doubled
 //!
-//! Checked by argument rather than by `loom`: a waiter's side of the race
-//! runs through the fiber scheduler (`park_current`, wake tokens, switches
-//! between stacks), which loom cannot model, and the list itself is plain
-//! data under one `std::sync::Mutex`, so the only interleavings that matter
-//! are the orders in which the two sides take that lock — few enough to
-//! enumerate here. A randomised stress test (`tests/contention.rs`,
+//! Checked by argument below, and by loom on plain threads (`models.rs`:
+//! there a waiter parks through loom, and the list's lock and `served`
+//! flags are loom's): a fiber's side of the race runs through the fiber
+//! scheduler (`park_current`, wake tokens, switches between stacks), which
+//! loom cannot model, and the list itself is plain data under one lock, so
+//! the only interleavings that matter are the orders in which the two
+//! sides take that lock — few enough to enumerate here. A randomised
+//! stress test (`tests/contention.rs`,
 //! `a_million_notify_cancel_races_on_the_wait_list`) races them a million
 //! times across two workers and a thread.
 //!
@@ -79,8 +81,13 @@
 use std::cell::UnsafeCell;
 use std::marker::PhantomPinned;
 use std::ptr;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, MutexGuard};
+#[cfg(not(loom))]
+pub(crate) use std::sync::{Mutex, MutexGuard};
+
+#[cfg(loom)]
+pub(crate) use loom::sync::{Mutex, MutexGuard};
+
+use crate::atomic::{AtomicBool, Ordering};
 
 use crate::scheduler::park::{Parked, Unparker, park_current};
 use crate::scheduler::wait_on::WaitOn;
@@ -389,7 +396,7 @@ mod tests {
         let b = Node::new(2);
         let c = Node::new(3);
         let mut list = WaitList::new();
-        let me = || Unparker::Thread(std::thread::current());
+        let me = || Unparker::Thread(crate::scheduler::os_thread::current());
         // SAFETY: the nodes outlive the list's use of them and are all
         // unlinked before the end of the test.
         unsafe {

@@ -23,7 +23,7 @@
 use std::mem::MaybeUninit;
 
 use super::{Claim, NoClaim, Slots};
-use crate::channel::atomic::{AtomicUsize, Cell, Ordering, fence, spin_loop};
+use crate::atomic::{AtomicUsize, Cell, Ordering, fence, spin_loop};
 use crate::channel::backoff::{Backoff, Pause};
 
 pub(crate) struct ArraySlots<T> {

@@ -15,7 +15,7 @@
 //! each earlier slot not yet read to free the block when it is (the last
 //! of those readers does). A hole is a slot written without a message.
 
-use crate::channel::atomic::{AtomicPtr, AtomicUsize, Ordering, fence, spin_loop};
+use crate::atomic::{AtomicPtr, AtomicUsize, Ordering, fence, spin_loop};
 use std::mem::MaybeUninit;
 use std::ptr;
 

@@ -7,7 +7,7 @@
 use std::alloc::{Layout, alloc_zeroed, dealloc, handle_alloc_error};
 use std::mem::MaybeUninit;
 
-use crate::channel::atomic::{AtomicPtr, AtomicUsize, Cell, Ordering, spin_loop};
+use crate::atomic::{AtomicPtr, AtomicUsize, Cell, Ordering, spin_loop};
 use crate::channel::backoff::Pause;
 
 /// Positions a block spans: its slots and a marker (see `list.rs`).

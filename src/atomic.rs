@@ -1,17 +1,19 @@
-//! The atomics and the cell the channel's lock-free storage is made of:
-//! std's, or loom's when the crate is built for the models
+//! The atomics and the cell that the channel's lock-free storage and the
+//! wait lists of `sync` are made of: std's, or loom's when the crate is
+//! built for the models
 //! (`RUSTFLAGS="--cfg loom" cargo test --release --lib -- loom`), so that
 //! loom can run the hand-over protocols through every interleaving of
-//! their threads (see `flavors/lockfree/models/` and `selection.rs`).
+//! their threads (see `channel/flavors/lockfree/models/`,
+//! `channel/selection.rs` and `sync/models.rs`).
 //!
 //! Only the types the modelled storage keeps in its own fields come from
 //! here: loom's atomics cannot be made in a `static`, and the rest of the
 //! crate (the scheduler, a fiber's park) is not what the models check.
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{AtomicPtr, AtomicUsize, Ordering, fence};
+pub(crate) use loom::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering, fence};
 #[cfg(not(loom))]
-pub(crate) use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering, fence};
+pub(crate) use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering, fence};
 
 /// A spin-wait hint: a thread that waits for another's next step. In a
 /// model, a yield to loom's scheduler, which must see every spin loop
