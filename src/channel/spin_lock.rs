@@ -9,9 +9,9 @@
 //! store. A party that finds the lock taken spins, then yields its thread
 //! (the holder may have been descheduled), as crossbeam-channel's lock did.
 
+use crate::atomic::{AtomicBool, Ordering, spin_loop, yield_now};
 use std::cell::UnsafeCell;
 use std::ops::{Deref, DerefMut};
-use std::sync::atomic::{AtomicBool, Ordering};
 
 pub(crate) struct SpinLock<T> {
     locked: AtomicBool,
@@ -51,11 +51,11 @@ impl<T> SpinLock<T> {
         loop {
             if step < 7 {
                 for _ in 0..1u32 << step {
-                    std::hint::spin_loop();
+                    spin_loop();
                 }
                 step += 1;
             } else {
-                std::thread::yield_now();
+                yield_now();
             }
             if !self.locked.load(Ordering::Relaxed)
                 && self

@@ -36,6 +36,8 @@ use crate::channel::spin_lock::{SpinGuard, SpinLock};
 use crate::channel::waker::Waker;
 use crate::scheduler::wakeups::Wakeups;
 
+#[cfg(all(test, loom))]
+mod models;
 mod promise;
 mod select_ops;
 mod waits;
