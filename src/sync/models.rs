@@ -194,3 +194,14 @@ fn loom_wait_group_waits_for_every_member() {
         t.join().unwrap();
     });
 }
+
+#[test]
+fn loom_once_lock_wait_sees_the_value_set() {
+    model(3, || {
+        let cell = Arc::new(OnceLock::new());
+        let setter = cell.clone();
+        let t = thread::spawn(move || setter.set(11).unwrap());
+        assert_eq!(*cell.wait(), 11);
+        t.join().unwrap();
+    });
+}

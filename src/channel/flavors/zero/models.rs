@@ -125,3 +125,19 @@ fn loom_mpsc_messages_cross_in_order() {
         t.join().unwrap();
     });
 }
+
+#[test]
+fn loom_zero_a_select_send_meets_a_receive() {
+    // A `select!`'s send arm on a rendezvous channel: its message is made
+    // only once the send is chosen, and the receiver that paired with it
+    // waits for that message (the promise of `promise.rs`).
+    model(3, || {
+        let (s, r) = bounded::<u32>(0);
+        let t = thread::spawn(move || r.recv());
+        let sent = crate::select_biased! {
+            send(s, 7) -> res => res.is_ok(),
+        };
+        assert!(sent);
+        assert_eq!(t.join().unwrap(), Ok(7));
+    });
+}
