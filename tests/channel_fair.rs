@@ -185,3 +185,37 @@ fn on_one_worker_too() {
         .recv_timeout(Duration::from_secs(60))
         .expect("the spinning fiber never let the other run");
 }
+
+/// crossbeam's `port_gone_concurrent`, in a fiber: sending on an unbounded
+/// channel never waits, so a fiber that sends until its receiver is gone
+/// let the receiver's fiber run only because every 1 024th such send in a
+/// row yields. Also through `sync::mpsc`'s unbounded face, and with the
+/// queue kept short: the receiver takes its one message long before the
+/// sender has queued more than a few thousand.
+#[test]
+fn a_fiber_sending_until_its_receiver_is_gone_lets_the_receiver_run() {
+    ends("unbounded send", || {
+        let (s, r) = fibra::channel::unbounded::<u32>();
+        let receiver = fibra::spawn(move || {
+            r.recv().unwrap();
+        });
+        let mut sent = 0u64;
+        while s.send(1).is_ok() {
+            sent += 1;
+        }
+        receiver.join().unwrap();
+        assert!(sent < 1_000_000, "{sent} sends before the receiver ran");
+    });
+    ends("mpsc send", || {
+        let (tx, rx) = fibra::sync::mpsc::channel::<u32>();
+        let receiver = fibra::spawn(move || {
+            rx.recv().unwrap();
+        });
+        let mut sent = 0u64;
+        while tx.send(1).is_ok() {
+            sent += 1;
+        }
+        receiver.join().unwrap();
+        assert!(sent < 1_000_000, "{sent} sends before the receiver ran");
+    });
+}

@@ -111,7 +111,20 @@ impl<T> Sender<T> {
     ///
     /// When every receiver is gone, with the message.
     pub fn send(&self, msg: T) -> Result<(), SendError<T>> {
-        on_chan!(&self.flavor, c => c.send(msg, None)).map_err(|e| SendError(e.into_inner()))
+        let sent = match &self.flavor {
+            SenderFlavor::List(c) => {
+                // Never waits: a loop of these lets the receivers of its
+                // thread run now and then.
+                crate::scheduler::fair::never_waited();
+                c.send(msg, None)
+            }
+            SenderFlavor::Zero(c) if c.is_unbounded() => {
+                crate::scheduler::fair::never_waited();
+                c.send(msg, None)
+            }
+            flavor => on_chan!(flavor, c => c.send(msg, None)),
+        };
+        sent.map_err(|e| SendError(e.into_inner()))
     }
 
     /// [`send`](Sender::send), waiting at most `timeout`.

@@ -103,6 +103,12 @@ unsafe fn take<S>(slot: *mut ()) -> Option<S> {
 }
 
 impl<T> Zero<T> {
+    /// Whether a send never waits here (`sync::mpsc::channel`'s).
+    #[inline]
+    pub(crate) fn is_unbounded(&self) -> bool {
+        self.cap == usize::MAX
+    }
+
     pub(crate) fn new(cap: Option<usize>) -> Zero<T> {
         Zero {
             inner: SpinLock::new(Inner {
