@@ -76,3 +76,16 @@ impl<T> Cell<T> {
         self.0.with_mut(f)
     }
 }
+
+/// Runs a loom model: every interleaving of `f`'s threads with at most
+/// `preemptions` preemptions per execution (two threads need 3 to reach
+/// every order of the protocols' steps in these models; three threads
+/// take minutes beyond 2). Threads yield or park while they wait, and each
+/// of those is a branch: 10 000 of them at most.
+#[cfg(all(test, loom))]
+pub(crate) fn model(preemptions: usize, f: impl Fn() + Sync + Send + 'static) {
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = Some(preemptions);
+    builder.max_branches = 10_000;
+    builder.check(f);
+}

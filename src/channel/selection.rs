@@ -159,7 +159,7 @@ mod loom_models {
     use loom::thread;
 
     use super::*;
-    use crate::atomic::Cell;
+    use crate::atomic::{Cell, model};
 
     /// A wait and the packet a notifier hands over into it.
     struct Wait {
@@ -193,13 +193,6 @@ mod loom_models {
             // hand-over's `finish` (release) published.
             self.packet.with(|p| unsafe { *p })
         }
-    }
-
-    fn model(preemptions: usize, f: impl Fn() + Sync + Send + 'static) {
-        let mut builder = loom::model::Builder::new();
-        builder.preemption_bound = Some(preemptions);
-        builder.max_branches = 10_000;
-        builder.check(f);
     }
 
     #[test]

@@ -14,15 +14,8 @@
 use loom::sync::Arc;
 use loom::thread;
 
-use crate::atomic::Cell;
+use crate::atomic::{Cell, model};
 use crate::sync::{Barrier, Condvar, Mutex, OnceLock, RwLock, Semaphore, WaitGroup};
-
-fn model(preemptions: usize, f: impl Fn() + Sync + Send + 'static) {
-    let mut builder = loom::model::Builder::new();
-    builder.preemption_bound = Some(preemptions);
-    builder.max_branches = 10_000;
-    builder.check(f);
-}
 
 /// A counter that only a lock may touch: loom checks every access.
 struct Guarded(Cell<u32>);

@@ -16,15 +16,9 @@
 
 use loom::thread;
 
+use crate::atomic::model;
 use crate::channel::{RecvError, bounded};
 use crate::sync::mpsc;
-
-fn model(preemptions: usize, f: impl Fn() + Sync + Send + 'static) {
-    let mut builder = loom::model::Builder::new();
-    builder.preemption_bound = Some(preemptions);
-    builder.max_branches = 10_000;
-    builder.check(f);
-}
 
 #[test]
 fn loom_zero_a_rendezvous_hands_the_message_over() {

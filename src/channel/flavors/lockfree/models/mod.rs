@@ -12,21 +12,10 @@
 use loom::thread;
 
 use super::{Claim, NoClaim, Slots};
+use crate::atomic::model;
 
 mod array;
 mod list;
-
-/// Runs `f` under loom with at most `preemptions` preemptions per
-/// execution (two threads need 3 to reach every order of the protocols'
-/// steps here; three threads take minutes beyond 2).
-fn model(preemptions: usize, f: impl Fn() + Sync + Send + 'static) {
-    let mut builder = loom::model::Builder::new();
-    builder.preemption_bound = Some(preemptions);
-    // The threads yield while the storage is not ready (as a fiber parks):
-    // each yield is a branch.
-    builder.max_branches = 10_000;
-    builder.check(f);
-}
 
 /// Claims a place for a send, yielding while there is no room; `None`
 /// once disconnected.
