@@ -92,10 +92,12 @@ fn crate_paths(code: &str) -> Vec<&str> {
 /// The layer a `crate::name` path lands in: a module of the root, or the
 /// root itself for what it re-exports (`crate::spawn`, `crate::Runtime`),
 /// but for the macros a layer exports, which `#[macro_export]` puts at the
-/// root (`crate::fiber_local!`, defined in `fiber/local.rs`).
+/// root (`crate::fiber_local!`, defined in `fiber/local.rs`; `select!`
+/// and `select_biased!`, in `channel/select/macros.rs`).
 fn layer_named(name: &str) -> &str {
     match name {
         "fiber_local" => "fiber",
+        "select" | "select_biased" => "channel",
         name if LAYERS.contains(&name) => name,
         _ => "lib",
     }

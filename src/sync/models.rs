@@ -198,3 +198,20 @@ fn loom_once_lock_wait_sees_the_value_set() {
         t.join().unwrap();
     });
 }
+
+#[test]
+fn loom_mpsc_messages_cross_in_order() {
+    // std's face on the locked flavor, unbounded: the sender never waits,
+    // the receiver waits for each message and gets them in order.
+    model(3, || {
+        let (tx, rx) = crate::sync::mpsc::channel::<u32>();
+        let t = thread::spawn(move || {
+            tx.send(1).unwrap();
+            tx.send(2).unwrap();
+        });
+        assert_eq!(rx.recv(), Ok(1));
+        assert_eq!(rx.recv(), Ok(2));
+        assert!(rx.recv().is_err());
+        t.join().unwrap();
+    });
+}

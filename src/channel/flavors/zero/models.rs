@@ -4,6 +4,7 @@
 //! every wait's selection word are loom's, so a model runs the hand-over
 //! itself — a sender's message written into a parked receiver's packet,
 //! its selection finished, its wake-up — and a `select` over two of them.
+//! (`sync::mpsc`'s model is in `sync/models.rs`: `sync` stands above.)
 //! loom fails a model on a lost wake-up (every thread parked), a message
 //! lost or doubled, or a packet read before it was written.
 //! (`RUSTFLAGS="--cfg loom" cargo test --release --lib -- loom`.)
@@ -18,7 +19,6 @@ use loom::thread;
 
 use crate::atomic::model;
 use crate::channel::{RecvError, bounded};
-use crate::sync::mpsc;
 
 #[test]
 fn loom_zero_a_rendezvous_hands_the_message_over() {
@@ -101,23 +101,6 @@ fn loom_zero_a_select_takes_one_of_two_rendezvous() {
 #[test]
 fn loom_zero_a_select_takes_one_of_two_rendezvous_the_other_way_round() {
     select_over_two(true);
-}
-
-#[test]
-fn loom_mpsc_messages_cross_in_order() {
-    // std's face on the locked flavor, unbounded: the sender never waits,
-    // the receiver waits for each message and gets them in order.
-    model(3, || {
-        let (tx, rx) = mpsc::channel::<u32>();
-        let t = thread::spawn(move || {
-            tx.send(1).unwrap();
-            tx.send(2).unwrap();
-        });
-        assert_eq!(rx.recv(), Ok(1));
-        assert_eq!(rx.recv(), Ok(2));
-        assert!(rx.recv().is_err());
-        t.join().unwrap();
-    });
 }
 
 #[test]
