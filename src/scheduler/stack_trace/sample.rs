@@ -158,6 +158,24 @@ pub(crate) enum Sampled {
 /// that context run without a switch). Blocks for at most about
 /// [`DELIVERY`] + [`HOLD`] (+ the walk).
 pub(crate) fn sample(tid: libc::pid_t, word: &AtomicUsize, expect: usize) -> Sampled {
+    // A walk that cannot go past the stopped instruction (stopped in a
+    // signal trampoline, say: another handler's return, under a storm of
+    // signals) is no stack: a running context always has frames under
+    // it. The context still runs, so it is sampled again, elsewhere.
+    for _ in 0..ATTEMPTS {
+        match sample_once(tid, word, expect) {
+            Sampled::Stack(raw) if raw.ips.len() < 2 => continue,
+            sampled => return sampled,
+        }
+    }
+    Sampled::Missing("the unwinder could not walk past the instruction it stopped at")
+}
+
+/// How many samples [`sample`] takes before it gives up on a walk of one
+/// frame.
+const ATTEMPTS: usize = 3;
+
+fn sample_once(tid: libc::pid_t, word: &AtomicUsize, expect: usize) -> Sampled {
     if let Err(why) = install() {
         return Sampled::Missing(why);
     }
