@@ -6,14 +6,19 @@
 //! their threads (see `channel/flavors/lockfree/models/`,
 //! `channel/selection.rs` and `sync/models.rs`).
 //!
-//! Only the types the modelled storage keeps in its own fields come from
-//! here: loom's atomics cannot be made in a `static`, and the rest of the
+//! So does the mutex they hold beside their atomics (a std mutex taken
+//! across a loom switch would block loom's scheduler itself). Only the
+//! types the modelled storage keeps in its own fields come from here: loom's atomics cannot be made in a `static`, and the rest of the
 //! crate (the scheduler, a fiber's park) is not what the models check.
 
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering, fence};
+#[cfg(loom)]
+pub(crate) use loom::sync::{Mutex, MutexGuard};
 #[cfg(not(loom))]
 pub(crate) use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering, fence};
+#[cfg(not(loom))]
+pub(crate) use std::sync::{Mutex, MutexGuard};
 
 /// A spin-wait hint: a thread that waits for another's next step. In a
 /// model, a yield to loom's scheduler, which must see every spin loop

@@ -78,14 +78,10 @@
 //! What happens after the wait (a condvar re-locking its mutex) is the
 //! primitive's own: a condvar passes its notification on from there too.
 
+pub(crate) use crate::atomic::{Mutex, MutexGuard};
 use std::cell::UnsafeCell;
 use std::marker::PhantomPinned;
 use std::ptr;
-#[cfg(not(loom))]
-pub(crate) use std::sync::{Mutex, MutexGuard};
-
-#[cfg(loom)]
-pub(crate) use loom::sync::{Mutex, MutexGuard};
 
 use crate::atomic::{AtomicBool, Ordering};
 

@@ -10,7 +10,10 @@
 //! rest. A chosen receive has its message in its slot; a chosen send has
 //! room reserved, which [`SelectedOperation::send`] uses. What a select
 //! was handed but cannot use (it unwound, or the `SelectedOperation` was
-//! dropped) goes back: a message to the channel, room to the next sender.
+//! dropped) goes back: a message to the channel, room to the next sender —
+//! unless a receive was told meanwhile that the channel is over: the end
+//! is final, so the message goes down with the receiver that got it, as
+//! one it had received would (`models.rs` checks it).
 //!
 //! A select without deadline whose operations are all on locked channels
 //! (`bounded(0)`, say) skips the try: registering an operation there
@@ -23,6 +26,8 @@
 mod group;
 pub(crate) mod join_and_io;
 mod macros;
+#[cfg(all(test, loom))]
+mod models;
 pub(crate) mod operation;
 pub(crate) mod parking;
 mod ready;

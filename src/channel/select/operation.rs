@@ -341,13 +341,17 @@ impl<T> SelectHandle for Receiver<T> {
             ReceiverFlavor::Zero(chan) => chan.select_recv(me).map(recv_token),
             ReceiverFlavor::Array(_) | ReceiverFlavor::List(_) => {
                 let queue = self.flavor.queue().expect("a queue");
-                if let Some(m) = queue.take_returned() {
-                    return Some(message_token(Got::Message(m)));
-                }
-                match queue.start_recv() {
-                    Ok(claim) => Some(Token::Claimed(claim)),
-                    Err(NoClaim::NotReady) => None,
-                    Err(NoClaim::Disconnected) => Some(Token::Closed),
+                loop {
+                    if let Some(m) = queue.take_returned() {
+                        return Some(message_token(Got::Message(m)));
+                    }
+                    match queue.start_recv() {
+                        Ok(claim) => return Some(Token::Claimed(claim)),
+                        Err(NoClaim::NotReady) => return None,
+                        // Over, unless a message was given back meanwhile.
+                        Err(NoClaim::Disconnected) if !queue.tell_over() => {}
+                        Err(NoClaim::Disconnected) => return Some(Token::Closed),
+                    }
                 }
             }
             _ => self.try_recv().ok().map(|m| message_token(Got::Message(m))),

@@ -20,7 +20,9 @@
 //! over. A claimed receive never completed gives its message back
 //! (`returned`), ahead of the storage: the message is not lost, and its
 //! order among the others is what it would have been had the receiver
-//! taken it and sent it back.
+//! taken it and sent it back. Once a receive has been told the channel is
+//! over (`Queue::tell_over`), nothing is given back any more: the end is
+//! final.
 //!
 //! # Waiting
 //!
@@ -28,8 +30,8 @@
 //! handed over to, as Go's; a `select` is woken to try again.
 
 use std::collections::VecDeque;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
+
+use crate::atomic::{AtomicUsize, Mutex, Ordering};
 
 use crate::channel::context::{Context, Kind};
 use crate::channel::flavors::zero::drop_one_by_one;
@@ -122,11 +124,17 @@ pub(crate) trait Slots {
     fn capacity(&self) -> Option<usize>;
 }
 
+/// The messages given back, and whether a receive was told the end.
+struct Returned<M> {
+    messages: VecDeque<M>,
+    over: bool,
+}
+
 pub(crate) struct Queue<S: Slots> {
     slots: S,
     /// Messages given back by a `select` that took and could not use them,
     /// received before the storage's.
-    returned: Mutex<VecDeque<S::Message>>,
+    returned: Mutex<Returned<S::Message>>,
     returned_len: AtomicUsize,
     pub(crate) receivers_waker: SyncWaker,
     pub(crate) senders_waker: SyncWaker,
@@ -140,7 +148,10 @@ impl<S: Slots> Queue<S> {
     pub(crate) fn new(slots: S) -> Queue<S> {
         Queue {
             slots,
-            returned: Mutex::new(VecDeque::new()),
+            returned: Mutex::new(Returned {
+                messages: VecDeque::new(),
+                over: false,
+            }),
             returned_len: AtomicUsize::new(0),
             receivers_waker: SyncWaker::new(),
             senders_waker: SyncWaker::new(),
@@ -200,13 +211,26 @@ impl<S: Slots> Queue<S> {
             return None;
         }
         let mut returned = self.returned.lock().unwrap_or_else(|e| e.into_inner());
-        let message = returned.pop_front()?;
-        self.returned_len.store(returned.len(), Ordering::SeqCst);
+        let message = returned.messages.pop_front()?;
+        self.returned_len
+            .store(returned.messages.len(), Ordering::SeqCst);
         Some(message)
     }
 
+    /// A receive found the storage disconnected and empty: whether it may
+    /// tell its caller the channel is over. Not if a message was given
+    /// back meanwhile (take it first). Once told, the end is final: a
+    /// message given back after it goes down with the receiver that got it
+    /// and unwound, as one it had taken would (see [`Queue::give_back`]).
+    pub(crate) fn tell_over(&self) -> bool {
+        let mut returned = self.returned.lock().unwrap_or_else(|e| e.into_inner());
+        returned.over = returned.messages.is_empty();
+        returned.over
+    }
+
     /// Gives back a message a receive took and cannot use; `Err` with it
-    /// when every receiver is gone.
+    /// when every receiver is gone, or once a receive has been told the
+    /// channel is over ([`Queue::tell_over`]).
     pub(crate) fn give_back(&self, message: S::Message) -> Result<(), S::Message> {
         if self.receivers.load(Ordering::Acquire) == 0 {
             return Err(message);
@@ -216,8 +240,12 @@ impl<S: Slots> Queue<S> {
         // a waiter tries again and finds it.
         {
             let mut returned = self.returned.lock().unwrap_or_else(|e| e.into_inner());
-            returned.push_back(message);
-            self.returned_len.store(returned.len(), Ordering::SeqCst);
+            if returned.over {
+                return Err(message);
+            }
+            returned.messages.push_back(message);
+            self.returned_len
+                .store(returned.messages.len(), Ordering::SeqCst);
         }
         self.receivers_waker.notify();
         Ok(())
@@ -259,8 +287,13 @@ impl<S: Slots> Queue<S> {
             self.receivers_waker.disconnect();
         }
         if receivers_gone {
-            let mut dropped: VecDeque<S::Message> =
-                std::mem::take(&mut *self.returned.lock().unwrap_or_else(|e| e.into_inner()));
+            let mut dropped: VecDeque<S::Message> = std::mem::take(
+                &mut self
+                    .returned
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .messages,
+            );
             self.returned_len.store(0, Ordering::SeqCst);
             let mut freed = false;
             while let Ok(claim) = self.slots.start_recv(false, &mut freed) {
@@ -366,6 +399,10 @@ impl<T> QueueRef<'_, T> {
     #[inline]
     pub(crate) fn take_returned(self) -> Option<T> {
         each!(self, q => q.take_returned())
+    }
+
+    pub(crate) fn tell_over(self) -> bool {
+        each!(self, q => q.tell_over())
     }
 
     pub(crate) fn give_back(self, message: T) -> Result<(), T> {

@@ -119,14 +119,22 @@ impl<S: Slots> Queue<S> {
 
     /// Receives into `out` without waiting.
     fn take_into(&self, out: &mut Option<S::Message>) -> Result<(), NoClaim> {
-        if let Some(message) = self.take_returned() {
-            *out = Some(message);
-            return Ok(());
+        loop {
+            if let Some(message) = self.take_returned() {
+                *out = Some(message);
+                return Ok(());
+            }
+            match self.start_recv(true) {
+                Ok(claim) => {
+                    // SAFETY: claimed just now from this ring, completed once.
+                    *out = Some(unsafe { self.read(claim) });
+                    return Ok(());
+                }
+                // Over, unless a message was given back meanwhile.
+                Err(NoClaim::Disconnected) if !self.tell_over() => {}
+                Err(e) => return Err(e),
+            }
         }
-        let claim = self.start_recv(true)?;
-        // SAFETY: claimed just now from this ring, completed once.
-        *out = Some(unsafe { self.read(claim) });
-        Ok(())
     }
 
     pub(crate) fn try_recv(&self) -> Result<S::Message, TryRecvError> {

@@ -65,6 +65,11 @@ struct Inner<T> {
     senders: Waker,
     /// Every sender or every receiver is gone.
     disconnected: bool,
+    /// A receive has been told `Disconnected`: the end is final, so a
+    /// message given back after it (by a receiver that got it and unwound
+    /// before taking it) goes down with that receiver, as a message it had
+    /// taken would, instead of coming out of an ended channel.
+    over: bool,
 }
 
 /// Capacity (in messages) an empty queue keeps; more is freed.
@@ -117,6 +122,7 @@ impl<T> Zero<T> {
                 receivers: Waker::default(),
                 senders: Waker::default(),
                 disconnected: false,
+                over: false,
             }),
             cap: cap.unwrap_or(usize::MAX),
             senders: AtomicUsize::new(1),
@@ -233,7 +239,10 @@ impl<T> Zero<T> {
                 wake.push(entry.finish());
                 Ok(got)
             }
-            None if inner.disconnected => Err(TryRecvError::Disconnected),
+            None if inner.disconnected => {
+                inner.over = true;
+                Err(TryRecvError::Disconnected)
+            }
             None => Err(TryRecvError::Empty),
         }
     }

@@ -144,11 +144,12 @@ impl<T> Zero<T> {
 
     /// Gives back a message a receive got but cannot keep: to the next
     /// waiting receiver, or the queue's front. `Err` with the message when
-    /// every receiver is gone (a send's promise whose receiver left).
+    /// every receiver is gone (a send's promise whose receiver left), or
+    /// once a receive has been told the channel is over (`Inner::over`).
     pub(crate) fn give_back(&self, message: T) -> Result<(), T> {
         let mut wake = Wakeups::default();
         let mut inner = self.lock();
-        if self.receivers.load(Ordering::Acquire) == 0 {
+        if self.receivers.load(Ordering::Acquire) == 0 || inner.over {
             return Err(message);
         }
         self.give_back_locked(&mut inner, message, &mut wake);
