@@ -20,6 +20,21 @@ pub(crate) use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering,
 #[cfg(not(loom))]
 pub(crate) use std::sync::{Mutex, MutexGuard};
 
+/// Marks the middle of one side of a Dekker pair: a store of mine, then a
+/// load of theirs, both `SeqCst`, which the one total order of `SeqCst`
+/// accesses keeps from both missing the other's store (a waiter raises
+/// its flag then looks at the positions; a notifier moves a position then
+/// looks at the flag). That order is all the hardware and the compiler
+/// need. loom treats `SeqCst` accesses as acquire-release and would report
+/// a lost wake-up that cannot happen, but models a `SeqCst` fence
+/// exactly, so a model gets one here: the same guarantee, made visible to
+/// it. Nothing in a normal build.
+#[inline(always)]
+pub(crate) fn dekker_point() {
+    #[cfg(loom)]
+    fence(Ordering::SeqCst);
+}
+
 /// A spin-wait hint: a thread that waits for another's next step. In a
 /// model, a yield to loom's scheduler, which must see every spin loop
 /// give way (a loop that only spins is an infinite execution to it).

@@ -13,7 +13,8 @@
 //! the flag and wakes it.
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::atomic::{AtomicBool, Ordering, dekker_point};
 
 use crate::channel::context::{Context, Entry, Kind};
 use crate::channel::selection::Selected;
@@ -52,6 +53,8 @@ impl SyncWaker {
         let mut waiters = self.lock();
         waiters.register(cx, oper, kind);
         self.empty.store(false, Ordering::SeqCst);
+        // The caller looks at the positions next (the waiter's side).
+        dekker_point();
     }
 
     /// Removes the entry of `oper` of `cx`, if still there.
@@ -66,6 +69,8 @@ impl SyncWaker {
     /// that made the side ready.
     #[inline]
     pub(crate) fn notify(&self) {
+        // After the move (the notifier's side).
+        dekker_point();
         if !self.empty.load(Ordering::SeqCst) {
             self.notify_waiting();
         }
@@ -94,6 +99,7 @@ impl SyncWaker {
     /// Whether anyone may wait (a hint: read without the lock).
     #[inline]
     pub(crate) fn maybe_waiting(&self) -> bool {
+        dekker_point();
         !self.empty.load(Ordering::SeqCst)
     }
 

@@ -9,11 +9,8 @@
 //! lost or doubled, or a packet read before it was written.
 //! (`RUSTFLAGS="--cfg loom" cargo test --release --lib -- loom`.)
 //!
-//! The lock-free flavors' waits are not modelled here: a waiter raises its
-//! waker's flag and then reads the positions, a notifier moves a position
-//! and then reads the flag, in one total order (`SeqCst`), which loom
-//! treats as acquire-release and would report as a lost wake-up that
-//! cannot happen.
+//! The lock-free flavors' waits are modelled in
+//! `lockfree/models/waits.rs`.
 
 use loom::thread;
 

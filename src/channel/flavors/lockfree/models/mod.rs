@@ -16,6 +16,7 @@ use crate::atomic::model;
 
 mod array;
 mod list;
+mod waits;
 
 /// Claims a place for a send, yielding while there is no room; `None`
 /// once disconnected.
