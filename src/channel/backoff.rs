@@ -3,6 +3,7 @@
 //! for another party's few instructions between claiming a slot and
 //! filling it ([`Pause`]).
 
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::time::Duration;
 
 use crate::scheduler::context;
@@ -22,6 +23,42 @@ pub(crate) struct Backoff {
     step: u32,
 }
 
+/// Whether the process may run on one CPU only (its affinity mask, as
+/// `taskset -c 0` or a one-CPU container leaves it), read once. A spin
+/// waits for another thread to move: with one CPU that thread cannot run
+/// while this one spins, so the waits below yield at once instead.
+/// (A mask narrowed after the first wait is not seen: spinning then
+/// costs time, never correctness.)
+#[inline]
+pub(crate) fn one_cpu() -> bool {
+    // 0: not read yet; 1: one CPU; 2: more.
+    static ONE: AtomicU8 = AtomicU8::new(0);
+    match ONE.load(Ordering::Relaxed) {
+        0 => {
+            let one = allowed_cpus() == 1;
+            ONE.store(if one { 1 } else { 2 }, Ordering::Relaxed);
+            one
+        }
+        v => v == 1,
+    }
+}
+
+/// How many CPUs this thread may run on (at least 1).
+#[cold]
+fn allowed_cpus() -> u32 {
+    // SAFETY: a zeroed cpu_set_t is an empty set, which sched_getaffinity
+    // fills (or leaves alone on failure, which counts as one CPU here, the
+    // safe side: yields instead of spins).
+    let count = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return 1;
+        }
+        libc::CPU_COUNT(&set)
+    };
+    count.max(1) as u32
+}
+
 impl Backoff {
     const SPIN_STEPS: u32 = 6;
     const YIELD_STEPS: u32 = 10;
@@ -31,8 +68,14 @@ impl Backoff {
         // (In a loom model, one yield: loom's scheduler is the other party.)
         #[cfg(loom)]
         let spins = 1;
+        // On one CPU, a lost race is retried at once: whoever won has
+        // moved on already, and spinning only delays the retry.
         #[cfg(not(loom))]
-        let spins = 1u32 << self.step.min(Self::SPIN_STEPS);
+        let spins = if one_cpu() {
+            0
+        } else {
+            1u32 << self.step.min(Self::SPIN_STEPS)
+        };
         for _ in 0..spins {
             crate::atomic::spin_loop();
         }
@@ -46,6 +89,10 @@ impl Backoff {
             // In a model the wait parks at once (through loom): a spin
             // would only multiply the interleavings to explore.
             return false;
+        }
+        if self.step <= Self::SPIN_STEPS && one_cpu() {
+            // The other party needs this CPU: straight to the yields.
+            self.step = Self::SPIN_STEPS + 1;
         }
         if self.step <= Self::SPIN_STEPS {
             for _ in 0..1u32 << self.step {
@@ -104,7 +151,7 @@ impl Pause {
     }
 
     fn wait(&self) {
-        if self.step < Self::SPIN_STEPS {
+        if self.step < Self::SPIN_STEPS && !one_cpu() {
             for _ in 0..1u32 << self.step {
                 std::hint::spin_loop();
             }

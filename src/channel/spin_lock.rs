@@ -10,6 +10,7 @@
 //! (the holder may have been descheduled), as crossbeam-channel's lock did.
 
 use crate::atomic::{AtomicBool, Ordering, spin_loop, yield_now};
+use crate::channel::backoff::one_cpu;
 use std::cell::UnsafeCell;
 use std::ops::{Deref, DerefMut};
 
@@ -49,7 +50,8 @@ impl<T> SpinLock<T> {
     fn lock_contended(&self) {
         let mut step = 0u32;
         loop {
-            if step < 7 {
+            // (On one CPU the holder cannot run while we spin: yield.)
+            if step < 7 && !one_cpu() {
                 for _ in 0..1u32 << step {
                     spin_loop();
                 }
