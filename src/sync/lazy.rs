@@ -133,7 +133,7 @@ impl<T: Default> Default for LazyLock<T> {
 impl<T: fmt::Debug, F> fmt::Debug for LazyLock<T, F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut d = f.debug_tuple("LazyLock");
-        match self.cell.get() {
+        match self.cell.value() {
             Some(value) => d.field(value),
             None => d.field(&format_args!("<uninit>")),
         };

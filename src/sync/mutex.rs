@@ -147,6 +147,8 @@ impl<T: ?Sized> Mutex<T> {
     /// ```
     pub fn try_lock(&self) -> TryLockResult<MutexGuard<'_, T>> {
         if !self.sem.try_acquire(1) {
+            // A fiber spinning on it gives way now and then (`fair.rs`).
+            crate::scheduler::fair::futile();
             return Err(TryLockError::WouldBlock);
         }
         Ok(self.guard()?)

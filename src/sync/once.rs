@@ -130,8 +130,22 @@ impl<T> OnceLock<T> {
     /// cell.set(7).unwrap();
     /// assert_eq!(cell.get(), Some(&7));
     /// ```
+    ///
+    /// A fiber that polls an empty cell in a loop, waiting for another
+    /// fiber of its thread to set it, gives way now and then (as a failed
+    /// channel `try_recv` does: see `scheduler/fair.rs`).
     #[inline]
     pub fn get(&self) -> Option<&T> {
+        let value = self.value();
+        if value.is_none() {
+            crate::scheduler::fair::futile();
+        }
+        value
+    }
+
+    /// [`get`](Self::get) without counting a miss.
+    #[inline]
+    pub(crate) fn value(&self) -> Option<&T> {
         if self.state.load(Ordering::Acquire) == FULL {
             // SAFETY: FULL, seen with acquire, means the value was written
             // before the release store of FULL and is never written again
@@ -166,7 +180,7 @@ impl<T> OnceLock<T> {
         loop {
             match self.state.load(Ordering::Acquire) {
                 RUNNING => self.wait_while_running(),
-                _ => return self.get(),
+                _ => return self.value(),
             }
         }
     }
@@ -192,7 +206,7 @@ impl<T> OnceLock<T> {
     /// ```
     pub fn wait(&self) -> &T {
         loop {
-            if let Some(value) = self.get() {
+            if let Some(value) = self.value() {
                 return value;
             }
             let guard = lock(&self.waiters);
@@ -257,7 +271,7 @@ impl<T> OnceLock<T> {
     /// assert_eq!(cell.get_or_try_init(|| Ok::<_, &str>(3)), Ok(&3));
     /// ```
     pub fn get_or_try_init<E>(&self, f: impl FnOnce() -> Result<T, E>) -> Result<&T, E> {
-        if let Some(value) = self.get() {
+        if let Some(value) = self.value() {
             return Ok(value);
         }
         self.initialize(f)
@@ -271,7 +285,7 @@ impl<T> OnceLock<T> {
                 .compare_exchange(EMPTY, RUNNING, Ordering::Acquire, Ordering::Acquire)
             {
                 Ok(_) => break,
-                Err(FULL) => return Ok(self.get().expect("full")),
+                Err(FULL) => return Ok(self.value().expect("full")),
                 Err(_) => {
                     if let Some(value) = self.get_after_running() {
                         return Ok(value);
@@ -400,7 +414,7 @@ impl<T> From<T> for OnceLock<T> {
 
 impl<T: Clone> Clone for OnceLock<T> {
     fn clone(&self) -> OnceLock<T> {
-        match self.get() {
+        match self.value() {
             Some(value) => OnceLock::from(value.clone()),
             None => OnceLock::new(),
         }
@@ -409,7 +423,7 @@ impl<T: Clone> Clone for OnceLock<T> {
 
 impl<T: PartialEq> PartialEq for OnceLock<T> {
     fn eq(&self, other: &OnceLock<T>) -> bool {
-        self.get() == other.get()
+        self.value() == other.value()
     }
 }
 
@@ -418,7 +432,7 @@ impl<T: Eq> Eq for OnceLock<T> {}
 impl<T: fmt::Debug> fmt::Debug for OnceLock<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut d = f.debug_tuple("OnceLock");
-        match self.get() {
+        match self.value() {
             Some(value) => d.field(value),
             None => d.field(&format_args!("<uninit>")),
         };

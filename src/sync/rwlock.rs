@@ -148,6 +148,8 @@ impl<T: ?Sized> RwLock<T> {
     /// ```
     pub fn try_read(&self) -> TryLockResult<RwLockReadGuard<'_, T>> {
         if !self.sem.try_acquire(1) {
+            // A fiber spinning on it gives way now and then (`fair.rs`).
+            crate::scheduler::fair::futile();
             return Err(TryLockError::WouldBlock);
         }
         Ok(self.read_guard()?)
@@ -184,6 +186,8 @@ impl<T: ?Sized> RwLock<T> {
     /// ```
     pub fn try_write(&self) -> TryLockResult<RwLockWriteGuard<'_, T>> {
         if !self.sem.try_acquire(READERS) {
+            // A fiber spinning on it gives way now and then (`fair.rs`).
+            crate::scheduler::fair::futile();
             return Err(TryLockError::WouldBlock);
         }
         Ok(self.write_guard()?)

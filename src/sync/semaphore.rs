@@ -96,7 +96,12 @@ impl Semaphore {
     pub fn try_acquire(&self) -> Option<Permit<'_>> {
         // `then`, not `then_some`: a `Permit` built for a failed attempt
         // would be dropped, and its drop returns a permit never taken.
-        self.raw.try_acquire(1).then(|| Permit { semaphore: self })
+        let got = self.raw.try_acquire(1);
+        if !got {
+            // A fiber spinning on it gives way now and then (`fair.rs`).
+            crate::scheduler::fair::futile();
+        }
+        got.then(|| Permit { semaphore: self })
     }
 
     /// Waits at most `timeout` for a permit.
@@ -184,7 +189,11 @@ impl Semaphore {
     /// ```
     pub fn try_acquire_owned(self: Arc<Self>) -> Option<OwnedPermit> {
         // (`then`: see `try_acquire`.)
-        self.raw.try_acquire(1).then(|| OwnedPermit {
+        let got = self.raw.try_acquire(1);
+        if !got {
+            crate::scheduler::fair::futile();
+        }
+        got.then(|| OwnedPermit {
             semaphore: Some(self),
         })
     }
