@@ -30,7 +30,7 @@
 //! | `errgroup.WithContext`, `g.Go(f)`, `g.Wait()` | [`Group::new()`](crate::Group::new), [`spawn(f)`](crate::Group::spawn), [`try_join_all()`](crate::Group::try_join_all) | the first error unwinds the other members: no `ctx` for them to watch |
 //! | a context shared by goroutines: `WithCancel`, `WithTimeout` | a [`Group`](crate::Group): [`cancel()`](crate::Group::cancel), [`with_timeout(d)`](crate::Group::with_timeout) | a group made inside a member is its child, as a derived context |
 //! | `sync.WaitGroup` | [`fibra::sync::WaitGroup`](crate::sync::WaitGroup) | a clone per member, dropped when done: no counter to get wrong |
-//! | `sync.Mutex`, `RWMutex`, `Cond`, `Once` | [`fibra::sync::{Mutex, RwLock, Condvar, OnceLock}`](crate::sync) | the lock owns the data it guards |
+//! | `sync.Mutex`, `RWMutex`, `Cond`, `Once` | [`fibra::sync::{Mutex, RwLock, Condvar, Once}`](crate::sync) (and `OnceLock` for a value) | the lock owns the data it guards |
 //! | `runtime.Gosched()` | [`fibra::yield_now()`](crate::yield_now) | |
 //! | `GOMAXPROCS=n` | [`Runtime::builder().workers(n)`](crate::runtime::Builder::workers) | `fibra::run` is one thread |
 //! | the goroutine dump on `SIGQUIT` | [`dump_on_sigquit()`](crate::runtime::dump_on_sigquit), [`rt.dump()`](crate::Runtime::dump) | see below |

@@ -18,7 +18,7 @@
 //! | — | [`handle.cancel()`](crate::JoinHandle::cancel) | unwinds the fiber from where it waits; its destructors run |
 //! | `thread::scope` | [`fibra::scope`](crate::scope) | the same shape |
 //! | `thread::sleep`, `yield_now`, `current` | [`fibra::sleep`](crate::sleep), [`yield_now`](crate::yield_now), [`current`](crate::current) | `std::thread::sleep` would stall the thread's other fibers |
-//! | `std::sync::{Mutex, RwLock, Condvar, Barrier, OnceLock, LazyLock}` | [`fibra::sync`](crate::sync), same names | a waiting fiber parks; fibers and threads may share them |
+//! | `std::sync::{Mutex, RwLock, Condvar, Barrier, Once, OnceLock, LazyLock}` | [`fibra::sync`](crate::sync), same names | a waiting fiber parks; fibers and threads may share them |
 //! | `std::sync::mpsc` | [`fibra::sync::mpsc`](crate::sync::mpsc), or [`fibra::channel`](crate::channel) for MPMC | the same shapes; both are `select!` arms |
 //! | `thread_local!` | still works, with [one rule](super::thread_locals); [`fiber_local!`](crate::fiber_local) for a value per fiber | |
 //! | `std::net` | [`fibra::net`](crate::net), or std's own with the `hook` feature | the same methods and traits |

@@ -1,6 +1,6 @@
 //! Synchronisation for fibers and threads: locks, condition variables,
 //! semaphores, barriers, wait groups, channels and lazily initialised
-//! cells ([`OnceLock`], [`LazyLock`]), in std's shapes.
+//! cells ([`OnceLock`], [`LazyLock`]) and one-time calls ([`Once`]), in std's shapes.
 //!
 //! Every blocking call here parks the calling fiber — its runtime runs
 //! other fibers meanwhile — or, called from a plain thread, blocks the
@@ -62,6 +62,7 @@ mod models;
 pub mod mpsc;
 mod mutex;
 mod once;
+mod once_call;
 pub mod oneshot;
 mod poison;
 mod raw_semaphore;
@@ -75,6 +76,7 @@ pub use condvar::{Condvar, WaitTimeoutResult};
 pub use lazy::LazyLock;
 pub use mutex::{Mutex, MutexGuard};
 pub use once::OnceLock;
+pub use once_call::{Once, OnceState};
 pub use rwlock::{RwLock, RwLockReadGuard, RwLockWriteGuard};
 pub use semaphore::{OwnedPermit, Permit, Semaphore};
 pub use std::sync::{LockResult, PoisonError, TryLockError, TryLockResult};

@@ -205,13 +205,24 @@ impl<T> OnceLock<T> {
     /// });
     /// ```
     pub fn wait(&self) -> &T {
+        self.wait_unless(|| false)
+            .expect("waits until there is a value")
+    }
+
+    /// [`wait`](Self::wait), or `None` once `give_up` says so: it is asked
+    /// under the wait list's lock, so a `give_up` made true before an
+    /// initializer's end (which takes that lock to wake everyone) is seen.
+    pub(crate) fn wait_unless(&self, give_up: impl Fn() -> bool) -> Option<&T> {
         loop {
             if let Some(value) = self.value() {
-                return value;
+                return Some(value);
             }
             let guard = lock(&self.waiters);
             if self.state.load(Ordering::Acquire) == FULL {
                 continue;
+            }
+            if give_up() {
+                return None;
             }
             self.park_in(guard);
         }

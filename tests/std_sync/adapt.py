@@ -49,7 +49,6 @@ FORCE_MUT = ("LazyLock::force_mut (std: stable since 1.94, lazy_get): fibra's "
 CONST_DEFAULT = ("a `const` LazyLock from `<_>::default()` (std: unstable "
                  "const_default/const_trait_impl, `impl const Default`): fibra's "
                  "Default is not const (nor can be on stable)")
-ONCE = "std::sync::Once: fibra::sync has no Once (it has OnceLock and LazyLock)"
 MPMC = ("std::sync::mpmc (unstable mpmc_channel): fibra::sync has no mpmc face "
         "(its MPMC channel is fibra::channel, run by tests/crossbeam)")
 REENTRANT = "std::sync::ReentrantLock (unstable reentrant_lock): fibra has none"
@@ -135,21 +134,20 @@ SKIPS = [
     ("oneshot", "message_in_channel_dropped_on_receiver_drop", ONESHOT_SEND_ERROR),
     ("oneshot", "recv_timeout_before_send", UPSTREAM_IGNORED),
     # whole files
-    ("once", "*", ONCE),
     ("mpmc", "*", MPMC),
     ("reentrant_lock", "*", REENTRANT),
 ]
 
 # The names `use std::sync::...` may bring in, by where they come from here.
 FIBRA = {"Mutex", "MutexGuard", "RwLock", "RwLockReadGuard", "RwLockWriteGuard",
-         "Condvar", "WaitTimeoutResult", "Barrier", "BarrierWaitResult", "OnceLock",
+         "Condvar", "WaitTimeoutResult", "Barrier", "BarrierWaitResult", "OnceLock", "Once", "OnceState",
          "LazyLock", "LockResult", "PoisonError", "TryLockError", "TryLockResult",
          "mpsc", "oneshot"}
 STD = {"Arc", "Weak", "atomic"}
 # Only the skipped tests use these: their imports go, so that a test kept by
 # mistake that uses one does not build (rather than test std's).
 GONE = {"MappedMutexGuard", "MappedRwLockReadGuard", "MappedRwLockWriteGuard",
-        "mpmc", "nonpoison", "Once", "ReentrantLock", "ReentrantLockGuard"}
+        "mpmc", "nonpoison", "ReentrantLock", "ReentrantLockGuard"}
 
 MACRO = "nonpoison_and_poison_unwrap_test"
 

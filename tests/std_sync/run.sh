@@ -3,7 +3,7 @@
 # a nightly toolchain) against fibra::sync, in two modes:
 #
 #   threads  the test bodies unchanged; the sync types they test (Mutex,
-#            RwLock, Condvar, Barrier, OnceLock, LazyLock, guards, mpsc,
+#            RwLock, Condvar, Barrier, Once, OnceLock, LazyLock, guards, mpsc,
 #            oneshot, TryLockError, ...) are fibra's; Arc, atomics and
 #            std's threads stay std's;
 #   fibers   the same, every test body in fibra::run, and std::thread's
