@@ -7,26 +7,17 @@
 //! (`tests/std_sync`). Each case runs on a thread of its own and must end
 //! within a generous bound: before, each spun forever.
 
+mod util;
+
 use std::sync::Arc;
-use std::sync::mpsc as std_mpsc;
 use std::time::Duration;
 
 use fibra::sync::{Mutex, OnceLock, RwLock, Semaphore};
 
 /// Runs `case` in a runtime on a thread of its own; fails if it has not
-/// ended within 60 s (a hang leaves the thread behind).
-fn ends(name: &str, case: impl FnOnce() + Send + 'static) {
-    let (done, ended) = std_mpsc::channel();
-    std::thread::Builder::new()
-        .name(name.into())
-        .spawn(move || {
-            fibra::run(case);
-            let _ = done.send(());
-        })
-        .unwrap();
-    ended
-        .recv_timeout(Duration::from_secs(60))
-        .unwrap_or_else(|_| panic!("{name}: the spinning fiber never let the other run"));
+/// ended within 60 s (`util::bounded`: a hang leaves the thread behind).
+fn ends(_case_name: &str, case: impl FnOnce() + Send + 'static) {
+    util::bounded(Duration::from_secs(60), move || fibra::run(case));
 }
 
 #[test]
