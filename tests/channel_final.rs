@@ -19,9 +19,9 @@ impl Drop for Counted {
     }
 }
 
-/// A select on `r` takes the message; the sender goes; another receiver
-/// asks on `asker` (a thread: on a bounded channel its receive waits for
-/// the taken place to be completed), then the select's receiver unwinds
+/// A select on `r` takes the message; the sender goes; then another
+/// receiver asks (a thread: on a bounded channel its receive waits for the
+/// taken place to be completed) while the select's receiver unwinds
 /// before it uses its message. Whatever the order: once the asker is told
 /// `Disconnected`, the channel stays over, and the message is received or
 /// dropped exactly once.
@@ -30,32 +30,35 @@ fn taken_then_given_back_after_the_end(s: Sender<Counted>, r: Receiver<Counted>)
     s.send(Counted(drops.clone())).unwrap();
     let other = r.clone();
     let mut s = Some(s);
-    let asker = std::thread::spawn(move || {
-        loop {
-            match other.try_recv() {
-                Ok(m) => {
-                    drop(m);
-                    break;
-                }
-                Err(TryRecvError::Disconnected) => break,
-                Err(TryRecvError::Empty) => std::thread::yield_now(),
-            }
-        }
-        // Told: over for good.
-        other
-    });
+    let mut asker = None;
     let unwound = catch_unwind(AssertUnwindSafe(|| {
         let mut sel = Select::new();
         sel.recv(&r);
         let _op = sel.select();
         drop(s.take());
+        // Only now the other receiver asks (before, it could take the
+        // message the select waits for).
+        asker = Some(std::thread::spawn(move || {
+            loop {
+                match other.try_recv() {
+                    Ok(m) => {
+                        drop(m);
+                        break;
+                    }
+                    Err(TryRecvError::Disconnected) => break,
+                    Err(TryRecvError::Empty) => std::thread::yield_now(),
+                }
+            }
+            // Told: over for good.
+            other
+        }));
         // Let the asker reach the end, where it can (an unbounded channel
         // tells it while the message is taken).
         std::thread::sleep(std::time::Duration::from_millis(20));
         panic!("the select's receiver unwinds before it uses its message");
     }));
     assert!(unwound.is_err());
-    let other = asker.join().unwrap();
+    let other = asker.take().expect("spawned").join().unwrap();
     assert_eq!(other.try_recv().err(), Some(TryRecvError::Disconnected));
     assert_eq!(r.try_recv().err(), Some(TryRecvError::Disconnected));
     assert!(other.recv().is_err());
