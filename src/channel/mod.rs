@@ -111,8 +111,6 @@ pub use ready_fd::ReadyFd;
 pub use receiver::{IntoIter, Iter, Receiver, SelectRecv, TryIter};
 #[doc(hidden)]
 pub use select::SelectFd;
-#[doc(hidden)]
-pub use select::arms as __arms;
 pub use select::{Select, SelectedOperation};
 pub use sender::Sender;
 

@@ -334,8 +334,6 @@ impl<T> fmt::Debug for Receiver<T> {
     }
 }
 
-impl<T> chan::__arms::RecvArm for Receiver<T> {}
-
 impl<T> chan::SelectRecv<T> for Receiver<T> {
     fn select_receiver(&self) -> &chan::Receiver<T> {
         &self.chan

@@ -176,21 +176,6 @@ macro_rules! __select_parse {
     };
 }
 
-/// Checks an arm's argument against what the arm accepts
-/// (`channel::__arms`) in code that never runs: the argument is neither
-/// evaluated nor moved, and a wrong one's error points at it.
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __select_check {
-    ($kind:ident $arg:expr) => {
-        #[allow(unreachable_code)]
-        let _ = loop {
-            break;
-            $crate::channel::__arms::$kind($arg)
-        };
-    };
-}
-
 /// Adds each arm's operation to the `Select` named `$sel`, keeping the
 /// handle and index idents (fresh per expansion) for the dispatch.
 #[doc(hidden)]
@@ -202,8 +187,7 @@ macro_rules! __select_register {
     };
     // Each handle is bound by a `match`, so that temporaries in its
     // expression (`r.unwrap_or(&never())`) live as long as the select.
-    ($ctor:ident $sel:ident ($($reg:tt)*) ($($def:tt)*) [recv ($r:expr $(,)?) ($p:pat) ($b:expr)] $($rest:tt)*) => {{
-        $crate::__select_check!(recv $r);
+    ($ctor:ident $sel:ident ($($reg:tt)*) ($($def:tt)*) [recv ($r:expr $(,)?) ($p:pat) ($b:expr)] $($rest:tt)*) => {
         match &$r {
             __handle => {
                 // Through auto-deref, and a face (mpsc, oneshot) to its channel.
@@ -214,34 +198,31 @@ macro_rules! __select_register {
                 $crate::__select_register!(@with $ctor $sel ($($reg)*) ($($def)*) recv (__handle) [__handle ($p) ($b)] $($rest)*)
             }
         }
-    }};
-    ($ctor:ident $sel:ident ($($reg:tt)*) ($($def:tt)*) [send ($s:expr, $v:expr $(,)?) ($p:pat) ($b:expr)] $($rest:tt)*) => {{
-        $crate::__select_check!(send $s);
+    };
+    ($ctor:ident $sel:ident ($($reg:tt)*) ($($def:tt)*) [send ($s:expr, $v:expr $(,)?) ($p:pat) ($b:expr)] $($rest:tt)*) => {
         match &$s {
             __handle => {
                 let __handle: &$crate::channel::Sender<_> = __handle;
                 $crate::__select_register!(@with $ctor $sel ($($reg)*) ($($def)*) send (__handle) [__handle ($v) ($p) ($b)] $($rest)*)
             }
         }
-    }};
-    ($ctor:ident $sel:ident ($($reg:tt)*) ($($def:tt)*) [join ($h:expr $(,)?) ($p:pat) ($b:expr)] $($rest:tt)*) => {{
-        $crate::__select_check!(join $h);
+    };
+    ($ctor:ident $sel:ident ($($reg:tt)*) ($($def:tt)*) [join ($h:expr $(,)?) ($p:pat) ($b:expr)] $($rest:tt)*) => {
         match &$h {
             __handle => {
                 let __handle: &$crate::JoinHandle<_> = __handle;
                 $crate::__select_register!(@with $ctor $sel ($($reg)*) ($($def)*) join (__handle) [__handle ($p) ($b)] $($rest)*)
             }
         }
-    }};
-    ($ctor:ident $sel:ident ($($reg:tt)*) ($($def:tt)*) [group ($g:expr $(,)?) ($p:pat) ($b:expr)] $($rest:tt)*) => {{
-        $crate::__select_check!(group $g);
+    };
+    ($ctor:ident $sel:ident ($($reg:tt)*) ($($def:tt)*) [group ($g:expr $(,)?) ($p:pat) ($b:expr)] $($rest:tt)*) => {
         match &$g {
             __handle => {
                 let __handle: &$crate::Group<_> = __handle;
                 $crate::__select_register!(@with $ctor $sel ($($reg)*) ($($def)*) group (__handle) [__handle ($p) ($b)] $($rest)*)
             }
         }
-    }};
+    };
     ($ctor:ident $sel:ident ($($reg:tt)*) ($($def:tt)*) [io ($fd:expr, $i:expr $(,)?) ($p:pat) ($b:expr)] $($rest:tt)*) => {{
         // Through auto-deref, so that `io(&s, ..)` is `io(s, ..)`.
         let __handle: ::std::os::fd::RawFd = {

@@ -23,7 +23,6 @@
 //! select that waits so locks each channel once before it parks, not
 //! twice.
 
-pub mod arms;
 mod group;
 pub(crate) mod join_and_io;
 mod macros;
