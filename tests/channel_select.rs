@@ -212,6 +212,43 @@ fn arms_take_a_reference_as_they_take_a_value_and_only_borrow() {
     });
 }
 
+/// Arms through the pointers a user keeps handles in (`Arc`, `Box`, `Rc`,
+/// `&&`, `&mut`), and inside a closure that is not `move`: the arms
+/// borrow, so the closure captures by reference and every handle is
+/// usable after it.
+#[test]
+fn arms_reach_through_pointers_and_borrow_inside_closures() {
+    fibra::run(|| {
+        let (s, r) = fibra::channel::bounded::<u8>(1);
+        let r = std::sync::Arc::new(r);
+        let s = Box::new(s);
+        let mut h = std::rc::Rc::new(fibra::spawn(|| 7));
+        let g = fibra::Group::<u8>::new();
+        let rr = &&*r;
+        let mut pick = || {
+            fibra::select_biased! {
+                send(s, 1) -> sent => {
+                    sent.unwrap();
+                    0
+                }
+                recv(rr) -> got => got.unwrap(),
+                join(&mut h) -> _ => unreachable!("the join is not asked for yet"),
+                group(g) -> _ => unreachable!("an empty group is never ready"),
+            }
+        };
+        assert_eq!(pick(), 0); // sent
+        assert_eq!(pick(), 1); // full: received
+        // (The closure's borrows end with its last use.)
+        let joined = fibra::select! { join(&mut h) -> j => j.unwrap() };
+        assert_eq!(joined, 7);
+        // Borrowed, not moved: all still here.
+        assert!(r.try_recv().is_err());
+        assert!(s.try_send(2).is_ok());
+        assert!(std::rc::Rc::get_mut(&mut h).is_some());
+        assert!(g.is_empty());
+    });
+}
+
 /// std's faces are arms too: an `mpsc` receiver (fed by a thread), a
 /// `sync_channel` one (fed by a fiber) and a `oneshot` answer, beside a
 /// `fibra::channel` receiver and a join, in one `select!` loop; each

@@ -109,8 +109,9 @@ pub use err::{
 };
 pub use ready_fd::ReadyFd;
 pub use receiver::{IntoIter, Iter, Receiver, SelectRecv, TryIter};
+// What `select!`'s arms take (see `select/arm.rs`).
 #[doc(hidden)]
-pub use select::SelectFd;
+pub use select::{Arm, SelectArg, SelectFd};
 pub use select::{Select, SelectedOperation};
 pub use sender::Sender;
 

@@ -31,6 +31,19 @@
 /// ready, one is chosen at random; [`select_biased!`](crate::select_biased)
 /// takes the first. In a fiber the wait parks the fiber.
 ///
+/// An arm given something it cannot wait on is an error at that arm (the
+/// compiler points at its `recv`, `send`, `join`, `group` or `io`), with
+/// the type it got:
+///
+/// ```compile_fail,E0599
+/// let (_s, r) = fibra::channel::unbounded::<u8>();
+/// let not_a_receiver = 5;
+/// fibra::select! {
+///     recv(r) -> _ => {},
+///     recv(not_a_receiver) -> _ => {}, // error[E0599] here, at `recv`
+/// }
+/// ```
+///
 /// ```
 /// use std::time::Duration;
 /// use fibra::channel::{after, bounded, unbounded};
@@ -155,19 +168,20 @@ macro_rules! __select_parse {
         $crate::__select_parse!($ctor ($($done)* [default ($t) () ($b)]))
     };
     // An operation: `recv(..)`, `send(..)`, `join(..)`, `group(..)` or
-    // `io(..)`, its
-    // arguments checked when it is added.
+    // `io(..)`, its arguments checked when it is added. Its name goes on
+    // twice: to be matched there, and as the user wrote it (with its
+    // span), to name the check (see `arm.rs`).
     ($ctor:ident ($($done:tt)*) $kind:ident ($($args:tt)*) -> $p:pat => $b:block, $($rest:tt)*) => {
-        $crate::__select_parse!($ctor ($($done)* [$kind ($($args)*) ($p) ($b)]) $($rest)*)
+        $crate::__select_parse!($ctor ($($done)* [$kind $kind ($($args)*) ($p) ($b)]) $($rest)*)
     };
     ($ctor:ident ($($done:tt)*) $kind:ident ($($args:tt)*) -> $p:pat => $b:block $($rest:tt)*) => {
-        $crate::__select_parse!($ctor ($($done)* [$kind ($($args)*) ($p) ($b)]) $($rest)*)
+        $crate::__select_parse!($ctor ($($done)* [$kind $kind ($($args)*) ($p) ($b)]) $($rest)*)
     };
     ($ctor:ident ($($done:tt)*) $kind:ident ($($args:tt)*) -> $p:pat => $b:expr, $($rest:tt)*) => {
-        $crate::__select_parse!($ctor ($($done)* [$kind ($($args)*) ($p) ($b)]) $($rest)*)
+        $crate::__select_parse!($ctor ($($done)* [$kind $kind ($($args)*) ($p) ($b)]) $($rest)*)
     };
     ($ctor:ident ($($done:tt)*) $kind:ident ($($args:tt)*) -> $p:pat => $b:expr) => {
-        $crate::__select_parse!($ctor ($($done)* [$kind ($($args)*) ($p) ($b)]))
+        $crate::__select_parse!($ctor ($($done)* [$kind $kind ($($args)*) ($p) ($b)]))
     };
     ($ctor:ident ($($done:tt)*) $($bad:tt)+) => {
         ::core::compile_error!(
@@ -185,49 +199,47 @@ macro_rules! __select_register {
     ($ctor:ident $sel:ident ($($reg:tt)*) ($($def:tt)*)) => {
         $crate::__select_choose!($sel ($($def)*) $($reg)*)
     };
-    // Each handle is bound by a `match`, so that temporaries in its
-    // expression (`r.unwrap_or(&never())`) live as long as the select.
-    ($ctor:ident $sel:ident ($($reg:tt)*) ($($def:tt)*) [recv ($r:expr $(,)?) ($p:pat) ($b:expr)] $($rest:tt)*) => {
-        match &$r {
-            __handle => {
-                // Through auto-deref, and a face (mpsc, oneshot) to its channel.
-                let __handle: &$crate::channel::Receiver<_> = {
-                    use $crate::channel::SelectRecv as _;
-                    __handle.select_receiver()
-                };
+    // Each argument is bound by reference (`ref`: a value is borrowed, not
+    // moved, even by a closure the select is in), by a `match`, so that
+    // temporaries in its expression (`r.unwrap_or(&never())`) live as long
+    // as the select. `Arm(..).$op()` then checks it and gives the handle:
+    // `$op` is the arm's own `recv`/`send`/.. token, so a wrong argument
+    // is an error at that arm (see `arm.rs`).
+    ($ctor:ident $sel:ident ($($reg:tt)*) ($($def:tt)*) [recv $op:ident ($r:expr $(,)?) ($p:pat) ($b:expr)] $($rest:tt)*) => {
+        match $r {
+            ref __handle => {
+                let __handle = $crate::channel::Arm(__handle).$op();
                 $crate::__select_register!(@with $ctor $sel ($($reg)*) ($($def)*) recv (__handle) [__handle ($p) ($b)] $($rest)*)
             }
         }
     };
-    ($ctor:ident $sel:ident ($($reg:tt)*) ($($def:tt)*) [send ($s:expr, $v:expr $(,)?) ($p:pat) ($b:expr)] $($rest:tt)*) => {
-        match &$s {
-            __handle => {
-                let __handle: &$crate::channel::Sender<_> = __handle;
+    ($ctor:ident $sel:ident ($($reg:tt)*) ($($def:tt)*) [send $op:ident ($s:expr, $v:expr $(,)?) ($p:pat) ($b:expr)] $($rest:tt)*) => {
+        match $s {
+            ref __handle => {
+                let __handle = $crate::channel::Arm(__handle).$op();
                 $crate::__select_register!(@with $ctor $sel ($($reg)*) ($($def)*) send (__handle) [__handle ($v) ($p) ($b)] $($rest)*)
             }
         }
     };
-    ($ctor:ident $sel:ident ($($reg:tt)*) ($($def:tt)*) [join ($h:expr $(,)?) ($p:pat) ($b:expr)] $($rest:tt)*) => {
-        match &$h {
-            __handle => {
-                let __handle: &$crate::JoinHandle<_> = __handle;
+    ($ctor:ident $sel:ident ($($reg:tt)*) ($($def:tt)*) [join $op:ident ($h:expr $(,)?) ($p:pat) ($b:expr)] $($rest:tt)*) => {
+        match $h {
+            ref __handle => {
+                let __handle = $crate::channel::Arm(__handle).$op();
                 $crate::__select_register!(@with $ctor $sel ($($reg)*) ($($def)*) join (__handle) [__handle ($p) ($b)] $($rest)*)
             }
         }
     };
-    ($ctor:ident $sel:ident ($($reg:tt)*) ($($def:tt)*) [group ($g:expr $(,)?) ($p:pat) ($b:expr)] $($rest:tt)*) => {
-        match &$g {
-            __handle => {
-                let __handle: &$crate::Group<_> = __handle;
+    ($ctor:ident $sel:ident ($($reg:tt)*) ($($def:tt)*) [group $op:ident ($g:expr $(,)?) ($p:pat) ($b:expr)] $($rest:tt)*) => {
+        match $g {
+            ref __handle => {
+                let __handle = $crate::channel::Arm(__handle).$op();
                 $crate::__select_register!(@with $ctor $sel ($($reg)*) ($($def)*) group (__handle) [__handle ($p) ($b)] $($rest)*)
             }
         }
     };
-    ($ctor:ident $sel:ident ($($reg:tt)*) ($($def:tt)*) [io ($fd:expr, $i:expr $(,)?) ($p:pat) ($b:expr)] $($rest:tt)*) => {{
-        // Through auto-deref, so that `io(&s, ..)` is `io(s, ..)`.
-        let __handle: ::std::os::fd::RawFd = {
-            use $crate::channel::SelectFd as _;
-            (&$fd).select_fd()
+    ($ctor:ident $sel:ident ($($reg:tt)*) ($($def:tt)*) [io $op:ident ($fd:expr, $i:expr $(,)?) ($p:pat) ($b:expr)] $($rest:tt)*) => {{
+        let __handle: ::std::os::fd::RawFd = match $fd {
+            ref __fd => $crate::channel::Arm(__fd).$op(),
         };
         let __interest: $crate::io::Interest = $i;
         $crate::__select_register!(@with $ctor $sel ($($reg)*) ($($def)*) io (&__handle, __interest) [__handle ($p) ($b)] $($rest)*)

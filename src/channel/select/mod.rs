@@ -23,6 +23,7 @@
 //! select that waits so locks each channel once before it parks, not
 //! twice.
 
+mod arm;
 mod group;
 pub(crate) mod join_and_io;
 mod macros;
@@ -41,6 +42,7 @@ use std::time::{Duration, Instant};
 use crate::channel::context::{Context, OnUnwind, Selected, wait};
 use crate::channel::err::{SelectTimeoutError, TrySelectError};
 use crate::channel::receiver::{Receiver, ReceiverFlavor};
+pub use crate::channel::select::arm::{Arm, SelectArg, SelectFd};
 use crate::channel::select::join_and_io::{Handle, IoOp};
 use crate::channel::select::operation::{Erased, Registration, SelectHandle, Token};
 use crate::channel::select::parking::Parking;
@@ -50,21 +52,6 @@ use crate::channel::sender::{Sender, SenderFlavor};
 use crate::fiber::{Group, JoinHandle};
 use crate::io::Interest;
 use crate::timer::clock;
-
-/// What an `io(fd, interest)` arm of [`select!`](crate::select) takes:
-/// anything with a raw fd, reached through references as a method call
-/// reaches it (so `io(&s, ..)` is `io(s, ..)`). Not for use elsewhere.
-#[doc(hidden)]
-pub trait SelectFd {
-    /// The fd to wait on.
-    fn select_fd(&self) -> std::os::fd::RawFd;
-}
-
-impl<T: AsRawFd + ?Sized> SelectFd for T {
-    fn select_fd(&self) -> std::os::fd::RawFd {
-        self.as_raw_fd()
-    }
-}
 
 #[derive(Clone, Copy)]
 pub(super) struct Op<'a> {
