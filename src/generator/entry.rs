@@ -26,7 +26,8 @@ pub(super) fn leave_stack(caller: *const StackHeader) {
 
 pub(super) struct Start<F, T> {
     pub(super) body: F,
-    pub(super) control: *const Control<T>,
+    pub(super) control: *const Control,
+    pub(super) _value: PhantomData<*mut T>,
 }
 
 /// The generator's first function, on its own stack.
@@ -42,14 +43,14 @@ where
     arch::entered();
     // SAFETY: `data` is the box made by `build`, taken once.
     let start = unsafe { Box::from_raw(data.cast::<Start<F, T>>()) };
-    let Start { body, control } = *start;
+    let Start { body, control, .. } = *start;
     // SAFETY: the control box is owned by the Generator, which outlives
     // the body's run: it resumes the body until it ends before it drops
     // the box, or it is leaked and the box with it.
     let ctl = unsafe { &*control };
     let yielder = Yielder {
         control,
-        _not_send: PhantomData,
+        _marker: PhantomData,
     };
     let outcome = if ctl.cancel.get() {
         // Dropped before it ever ran: drop the closure unrun.
@@ -62,10 +63,10 @@ where
     }
     // Back to the caller, suspended in `resume`, for good: the trampoline
     // makes the switch (its `ret` then pops the entry of the caller's call
-    // to `resume`, as a `suspend` does).
+    // to `resume`, as a `suspend` does). 0: no value, the end.
     let last = arch::FinalSwitch {
         load_sp: ctl.caller_sp.get(),
-        arg: 1,
+        arg: 0,
     };
     arch::leaving_for_good(&last);
     last

@@ -12,7 +12,7 @@
 //! ```text
 //!   caller stack                       generator stack (pooled, guarded)
 //!   next() ── switch ───────────────▶  entry: body(&yielder) ...
-//!          ◀─────────────── switch ──  yield_(v)   (value in `Control`)
+//!          ◀─────────────── switch ──  yield_(v)   (v's address in rdx)
 //!   next() ── switch ───────────────▶  ... returns or panics (caught)
 //!          ◀──────── final switch ───  entry ends: never resumed again
 //! ```
@@ -24,6 +24,13 @@
 //! control words alone: the body shares its caller's. The [`Control`]
 //! block both sides share is boxed: the `Generator` value may move between
 //! calls, the box does not.
+//!
+//! A value crosses the switch as its address: `yield_` keeps it in its own
+//! frame and hands the switch a pointer to it (0 says the body has ended),
+//! and `next` moves it out before anything else runs on the generator's
+//! stack. So a value is written once and read once, with no `Option` in
+//! between (a slot in `Control` cost a round trip two stores and a load
+//! more than corosensei's).
 //!
 //! ## What a suspended body may hold
 //!
@@ -80,13 +87,11 @@ pub use yielder::Yielder;
 struct GeneratorCancel;
 
 /// What the caller and the generator's body share.
-struct Control<T> {
+struct Control {
     /// The generator's stack pointer while it is suspended.
     generator_sp: Cell<*mut u8>,
     /// The caller's stack pointer while the generator runs.
     caller_sp: Cell<*mut u8>,
-    /// The value of the last `yield_`, until `next` takes it.
-    value: Cell<Option<T>>,
     /// Set by `Drop`: the body must unwind (or not start).
     cancel: Cell<bool>,
     /// The body's panic, for `next` to re-raise.
@@ -96,13 +101,12 @@ struct Control<T> {
     header: *const StackHeader,
 }
 
-/// Where the generator is in its life.
+/// Where the generator is in its life. (Not whether it runs: `next` holds
+/// it borrowed `&mut` while it does, so its own body cannot reach it.)
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum State {
     /// Created or suspended in `yield_`: `next` resumes it.
     Suspended,
-    /// Running (its `next` is on the stack): a re-entrant `next` is a bug.
-    Running,
     /// Returned, panicked or cancelled: its stack is back in the pool.
     Finished,
 }
@@ -183,14 +187,15 @@ enum State {
 /// );
 /// ```
 pub struct Generator<'a, T> {
-    control: Box<Control<T>>,
+    control: Box<Control>,
     /// `None` once finished.
     stack: Option<Stack>,
     state: State,
     /// `'static` for an owning generator, a brand of one `scoped` call for
     /// a borrowing one: invariant, so that no generator of another lifetime
-    /// can take its place. `*const ()`: it runs on this thread only.
-    _marker: PhantomData<(Invariant<'a>, *const ())>,
+    /// can take its place. `*mut T`: it runs on this thread only, and is
+    /// invariant in `T`, as its body's `Yielder<T>` is.
+    _marker: PhantomData<(Invariant<'a>, *mut T)>,
 }
 
 /// A lifetime marker that is neither co- nor contravariant.
@@ -265,7 +270,6 @@ impl<'a, T> Generator<'a, T> {
         let control = Box::new(Control {
             generator_sp: Cell::new(ptr::null_mut()),
             caller_sp: Cell::new(ptr::null_mut()),
-            value: Cell::new(None),
             cancel: Cell::new(false),
             panic: Cell::new(None),
             header: stack.header(),
@@ -286,9 +290,10 @@ impl<'a, T> Generator<'a, T> {
         };
         // The body goes into a box (the first switch moves it onto the new
         // stack); generators are made far less often than fibers.
-        let start = Box::into_raw(Box::new(Start {
+        let start = Box::into_raw(Box::new(Start::<F, T> {
             body,
-            control: &*control as *const Control<T>,
+            control: &*control as *const Control,
+            _value: PhantomData,
         }));
         // SAFETY: the area below the header is free and 16-byte aligned;
         // `start` stays valid until the entry takes it (or Drop frees it:
@@ -318,17 +323,19 @@ impl<'a, T> Generator<'a, T> {
         self.state == State::Finished
     }
 
-    /// Runs the body until its next `yield_` (true) or its end (false).
+    /// Runs the body until its next `yield_` (the address of the value it
+    /// yields, in the suspended `yield_`'s frame) or its end (`None`). The
+    /// caller must move the value out (`ptr::read`) before it resumes the
+    /// generator again: `yield_` has given it up.
     ///
     /// Inlined into `next`, with the end of the body out of line: a
     /// resume + yield is a few nanoseconds, and a call with its frame
     /// would be a good part of them.
     #[inline]
-    fn resume(&mut self) -> bool {
+    fn resume(&mut self) -> Option<*const T> {
         if self.state != State::Suspended {
-            return self.resume_not_suspended();
+            return None; // finished
         }
-        self.state = State::Running;
         let control = &*self.control;
         let (save_sp, load_sp) = (control.caller_sp.as_ptr(), control.generator_sp.get());
         // `header` is the generator's stack's, which it keeps until it ends.
@@ -344,25 +351,13 @@ impl<'a, T> Generator<'a, T> {
         // this thread is in now, is sound. Nothing unwinds across: the
         // entry catches everything.
         // SAFETY: as just argued.
-        let finished = unsafe { arch::resume(save_sp, load_sp, 0) };
+        let yielded = unsafe { arch::resume(save_sp, load_sp, 0) };
         leave_stack(caller_header);
-        if finished == 0 {
-            self.state = State::Suspended;
-            return true;
+        if yielded != 0 {
+            return Some(yielded as *const T);
         }
         self.finish();
-        false
-    }
-
-    /// `resume` of a generator that is not suspended: it has finished, or
-    /// its own body resumes it.
-    #[cold]
-    #[inline(never)]
-    fn resume_not_suspended(&self) -> bool {
-        match self.state {
-            State::Running => panic!("a fibra::Generator was resumed from its own body"),
-            _ => false,
-        }
+        None
     }
 
     /// The body has just ended: frees its stack and re-raises its panic.
@@ -389,18 +384,18 @@ impl<T> Iterator for Generator<'_, T> {
     /// A panic in the body is re-raised here.
     #[inline]
     fn next(&mut self) -> Option<T> {
-        if self.resume() {
-            self.control.value.take()
-        } else {
-            None
-        }
+        let value = self.resume()?;
+        // SAFETY: the address of the value the body's `yield_` gave up, in
+        // its frame, which stays as it is until the body is resumed (see
+        // `resume`); read once.
+        Some(unsafe { value.read() })
     }
 }
 
 impl<T> Drop for Generator<'_, T> {
     fn drop(&mut self) {
         if self.state != State::Suspended {
-            return; // finished (or dropped from its own body: impossible)
+            return; // finished
         }
         self.control.cancel.set(true);
         // Resume it to unwind (or, never started, to drop its closure).
@@ -408,7 +403,14 @@ impl<T> Drop for Generator<'_, T> {
         // again; one that panics for real has that panic dropped here
         // rather than raised from a destructor.
         while self.state == State::Suspended {
-            if let Err(payload) = panic::catch_unwind(AssertUnwindSafe(|| self.resume())) {
+            let resumed = panic::catch_unwind(AssertUnwindSafe(|| {
+                if let Some(value) = self.resume() {
+                    // SAFETY: as in `next`. (A cancelled body does not
+                    // yield, but one that did would hand its value here.)
+                    drop(unsafe { value.read() });
+                }
+            }));
+            if let Err(payload) = resumed {
                 drop(payload);
             }
         }

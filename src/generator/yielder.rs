@@ -2,6 +2,7 @@
 
 use std::fmt;
 use std::marker::PhantomData;
+use std::mem::ManuallyDrop;
 use std::panic;
 
 use super::{Control, GeneratorCancel};
@@ -10,9 +11,11 @@ use crate::stack::{overflow, pin};
 
 /// The body's handle for handing out values; see [`Generator`](super::Generator).
 pub struct Yielder<T> {
-    pub(super) control: *const Control<T>,
-    /// Only the generator's own thread may use it.
-    pub(super) _not_send: PhantomData<*const ()>,
+    pub(super) control: *const Control,
+    /// Only the generator's own thread may use it (`*mut`: not `Send`),
+    /// and only for values of its `T` (`*mut`: invariant, so that a
+    /// `Yielder<&'long str>` cannot yield a `&'short str`).
+    pub(super) _marker: PhantomData<*mut T>,
 }
 
 impl<T> Yielder<T> {
@@ -67,14 +70,25 @@ impl<T> Yielder<T> {
             }
             panic::resume_unwind(Box::new(GeneratorCancel));
         }
-        control.value.set(Some(value));
+        // Handed over by address: the `next` that resumed us moves it out
+        // of this frame before anything else runs on this stack (see
+        // `Generator::resume`); it is not dropped here. Never 0, which says
+        // the body has ended.
+        let value = ManuallyDrop::new(value);
+        let handed = &raw const *value as usize;
         // we run on the generator's own stack (checked above), so
         // its body runs and its caller is suspended in `resume` with its
         // context in `caller_sp`; `generator_sp` lives in the box. No frame
         // of the body holds a runtime (the stack is not pinned), so it may
         // be resumed in any context.
         // SAFETY: as argued just above.
-        unsafe { arch::suspend(control.generator_sp.as_ptr(), control.caller_sp.get(), 0) };
+        unsafe {
+            arch::suspend(
+                control.generator_sp.as_ptr(),
+                control.caller_sp.get(),
+                handed,
+            )
+        };
         // Resumed by `next`, or by `Drop` to be cancelled.
         if control.cancel.get() {
             panic::resume_unwind(Box::new(GeneratorCancel));

@@ -116,6 +116,51 @@ fn corosensei_resume_suspend() -> f64 {
     e.as_nanos() as f64 / SWITCHES as f64
 }
 
+/// corosensei's round trip handing a `u64` out (`fibra_generator_u64`'s
+/// reference: issue 65's value row).
+fn corosensei_resume_suspend_u64() -> f64 {
+    use corosensei::{Coroutine, CoroutineResult};
+    let mut co = Coroutine::new(|yielder, _input: ()| {
+        let mut i = 0u64;
+        loop {
+            yielder.suspend(i);
+            i += 1;
+        }
+    });
+    let mut sum = 0u64;
+    let t = Instant::now();
+    for _ in 0..SWITCHES {
+        match co.resume(()) {
+            CoroutineResult::Yield(v) => sum = sum.wrapping_add(v),
+            CoroutineResult::Return(()) => unreachable!(),
+        }
+    }
+    let e = t.elapsed();
+    black_box(sum);
+    // SAFETY: the coroutine's stack holds nothing that needs dropping.
+    unsafe { co.force_reset() };
+    e.as_nanos() as f64 / SWITCHES as f64
+}
+
+/// A generator's round trip handing a `u64` out.
+fn fibra_generator_u64() -> f64 {
+    let mut g = fibra::Generator::new(|y| {
+        let mut i = 0u64;
+        loop {
+            y.yield_(i);
+            i += 1;
+        }
+    });
+    let mut sum = 0u64;
+    let t = Instant::now();
+    for _ in 0..SWITCHES {
+        sum = sum.wrapping_add(g.next().unwrap());
+    }
+    let e = t.elapsed();
+    black_box(sum);
+    e.as_nanos() as f64 / SWITCHES as f64
+}
+
 fn fibra_generator() -> f64 {
     let mut g = fibra::Generator::new(|y| {
         loop {
