@@ -45,13 +45,18 @@
 //!   instructions between a write and its flag.
 
 use std::io;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::task::{Wake, Waker};
+
+// loom's in a model (`ready_cell/models.rs`).
+use crate::atomic::{AtomicBool, Mutex, MutexGuard, Ordering};
 
 use crate::channel::context::{Context, Selected};
 use crate::io::EventFd;
 use crate::scheduler::park::Unparker;
+
+#[cfg(all(test, loom))]
+mod models;
 
 /// What a channel with a readiness fd lets [`ReadyCell`] do with it.
 pub(crate) trait Watched {
@@ -157,7 +162,7 @@ struct Opened {
 }
 
 impl ReadyCell {
-    pub(crate) const fn new() -> ReadyCell {
+    pub(crate) fn new() -> ReadyCell {
         ReadyCell {
             on: AtomicBool::new(false),
             slot: Mutex::new(None),
