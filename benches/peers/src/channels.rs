@@ -1,7 +1,10 @@
 //! The `channels` table: the shapes of crossbeam-channel's own benchmark
 //! suite (its `benchmarks/README.md`) for fibra::channel, between fibers of
-//! one thread and between OS threads, beside crossbeam-channel, flume,
-//! std::sync::mpsc and Go 1.19 (`go/channels.go`, GOMAXPROCS=1 and 2).
+//! one thread and between OS threads, beside crossbeam-channel, kanal,
+//! flume, std::sync::mpsc and Go 1.19 (`go/channels.go`, GOMAXPROCS=1 and
+//! 2). kanal, which calls itself the fastest Rust channel, has no select:
+//! its select rows stay empty. `thr/best` is fibra between threads against
+//! the faster of crossbeam and kanal.
 //!
 //! Shapes, with N messages (`CHANNELS_MESSAGES`, 200 000 by default) and
 //! T = 4: `seq` sends all N from one task, then receives them; `spsc` one
@@ -121,6 +124,27 @@ impl Kit for Flume {
     }
 }
 impl Multi for Flume {
+    fn share(rx: &Self::Rx) -> Self::Rx {
+        rx.clone()
+    }
+}
+
+/// kanal: `bounded(0)` is a rendezvous, as crossbeam's.
+struct Kanal;
+impl Kit for Kanal {
+    type Tx = kanal::Sender<usize>;
+    type Rx = kanal::Receiver<usize>;
+    fn make(cap: Option<usize>) -> (Self::Tx, Self::Rx) {
+        cap.map_or_else(kanal::unbounded, kanal::bounded)
+    }
+    fn send(tx: &Self::Tx, m: usize) {
+        tx.send(m).unwrap();
+    }
+    fn recv(rx: &Self::Rx) -> usize {
+        rx.recv().unwrap()
+    }
+}
+impl Multi for Kanal {
     fn share(rx: &Self::Rx) -> Self::Rx {
         rx.clone()
     }
@@ -468,6 +492,7 @@ pub fn run() {
         "fib-fibers",
         "fib-thread",
         "crossbeam",
+        "kanal",
         "flume",
         "std mpsc",
         "Go P=1",
@@ -475,7 +500,7 @@ pub fn run() {
     line(
         22,
         "row",
-        &[&head[..], &["Go P=2", "fib/Go1", "thr/cb"]].concat(),
+        &[&head[..], &["Go P=2", "fib/Go1", "thr/cb", "thr/best"]].concat(),
     );
     let flavors: [(&str, &str, Option<usize>); 4] = [
         ("bounded0", "bounded0", Some(0)),
@@ -503,10 +528,11 @@ pub fn run() {
             if shape == "seq" && cap.is_some_and(|c| c < n) {
                 continue; // one task alone would wait forever
             }
-            let all: [&dyn Fn() -> Option<f64>; 5] = [
+            let all: [&dyn Fn() -> Option<f64>; 6] = [
                 &|| sel::<Fibra>(On::Fibers, shape, cap, n),
                 &|| sel::<Fibra>(On::Threads, shape, cap, n),
                 &|| sel::<Crossbeam>(On::Threads, shape, cap, n),
+                &|| multi::<Kanal>(On::Threads, shape, cap, n),
                 &|| multi::<Flume>(On::Threads, shape, cap, n),
                 &|| single::<Std>(On::Threads, shape, cap, n),
             ];
@@ -526,7 +552,13 @@ pub fn run() {
             let star = if cap.is_none() { "*" } else { "" };
             let mut cols: Vec<String> = t.iter().map(cell).collect();
             cols.extend([cell(&g1) + star, cell(&g2) + star]);
-            cols.extend([ratio(&t[0], &g1), ratio(&t[1], &t[2])]);
+            // The faster of crossbeam and kanal (kanal has no select rows).
+            let best = match (&t[2], &t[3]) {
+                (Some(c), Some(k)) if median(k) < median(c) => &t[3],
+                (None, Some(_)) => &t[3],
+                _ => &t[2],
+            };
+            cols.extend([ratio(&t[0], &g1), ratio(&t[1], &t[2]), ratio(&t[1], best)]);
             line(22, &format!("{flavor}_{shape}"), &cols);
         }
     }
