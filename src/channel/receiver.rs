@@ -410,6 +410,11 @@ impl<T> IntoIterator for Receiver<T> {
 /// };
 /// assert_eq!(got, 7);
 /// ```
+#[diagnostic::on_unimplemented(
+    message = "`recv(..)` in `select!` takes a channel receiver, not `{Self}`",
+    label = "an arm of this `select!` takes a `{Self}`",
+    note = "a `recv` arm takes a `fibra::channel::Receiver`, a `sync::mpsc` or `sync::oneshot` receiver, or anything that derefs to one (`&r`, `Arc<Receiver<T>>`, ...)"
+)]
 pub trait SelectRecv<T> {
     /// The channel receiver the arm waits on.
     fn select_receiver(&self) -> &Receiver<T>;

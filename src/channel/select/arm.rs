@@ -1,9 +1,13 @@
 //! What each arm of [`select!`](crate::select) takes, checked at the arm:
 //! `recv(r)`, `send(s, ..)`, `join(h)`, `group(g)` and `io(fd, ..)` each
 //! call the method of their own name on an [`Arm`], whose bounds say what
-//! the arm accepts. The method's name is the arm's own token, so an arm
-//! given the wrong thing is an error at that arm (at `recv` in
-//! `recv(5) -> ..`), not at the whole `select!`.
+//! the arm accepts. The method's name is the arm's own token, so the error
+//! for an arm given the wrong thing marks that arm ("required by a bound
+//! introduced by this call", at `recv` in `recv(5) -> ..`), and says in
+//! words what the arm takes and what it got (the traits'
+//! `on_unimplemented`). (It cannot mark the argument itself: a use of the
+//! argument by value would move it into a closure the select is in, and
+//! `&$arg` takes the macro's span.)
 
 use std::marker::PhantomData;
 use std::ops::Deref;
@@ -70,6 +74,11 @@ impl<'a, A: ?Sized> Arm<'a, A> {
 /// A `send`, `join` or `group` arm's argument: `H` itself, or anything
 /// that derefs to it. Not for use elsewhere.
 #[doc(hidden)]
+#[diagnostic::on_unimplemented(
+    message = "a `send`, `join` or `group` arm of `select!` takes a `{H}`, not `{Self}`",
+    label = "an arm of this `select!` takes a `{Self}`",
+    note = "a `send` arm takes a `fibra::channel::Sender`, `join` a `JoinHandle`, `group` a `Group`, or anything that derefs to one"
+)]
 pub trait SelectArg<H: ?Sized> {
     /// The handle the arm waits on.
     fn select_arg(&self) -> &H;
@@ -124,6 +133,11 @@ where
 /// for `&U` beside the one for every `AsRawFd` would overlap, as far as
 /// the compiler knows; one per `Via` does not.) Not for use elsewhere.
 #[doc(hidden)]
+#[diagnostic::on_unimplemented(
+    message = "`io(..)` in `select!` takes something with a raw fd, not `{Self}`",
+    label = "an arm of this `select!` takes a `{Self}`",
+    note = "an `io` arm takes anything that implements `AsRawFd` (a socket, a `ReadyFd`, an `EventFd`, ...), or a reference to one"
+)]
 pub trait SelectFd<Via = Direct> {
     /// The fd to wait on.
     fn select_fd(&self) -> RawFd;

@@ -31,16 +31,17 @@
 /// ready, one is chosen at random; [`select_biased!`](crate::select_biased)
 /// takes the first. In a fiber the wait parks the fiber.
 ///
-/// An arm given something it cannot wait on is an error at that arm (the
-/// compiler points at its `recv`, `send`, `join`, `group` or `io`), with
-/// the type it got:
+/// An arm given something it cannot wait on is a compile error that says
+/// what the arm takes and what it got, and marks that arm's `recv`,
+/// `send`, `join`, `group` or `io` ("`recv(..)` in `select!` takes a
+/// channel receiver, not `u32`"):
 ///
-/// ```compile_fail,E0599
+/// ```compile_fail,E0277
 /// let (_s, r) = fibra::channel::unbounded::<u8>();
-/// let not_a_receiver = 5;
+/// let not_a_receiver = 5u32;
 /// fibra::select! {
 ///     recv(r) -> _ => {},
-///     recv(not_a_receiver) -> _ => {}, // error[E0599] here, at `recv`
+///     recv(not_a_receiver) -> _ => {}, // error[E0277], marked at `recv`
 /// }
 /// ```
 ///
@@ -203,8 +204,8 @@ macro_rules! __select_register {
     // moved, even by a closure the select is in), by a `match`, so that
     // temporaries in its expression (`r.unwrap_or(&never())`) live as long
     // as the select. `Arm(..).$op()` then checks it and gives the handle:
-    // `$op` is the arm's own `recv`/`send`/.. token, so a wrong argument
-    // is an error at that arm (see `arm.rs`).
+    // `$op` is the arm's own `recv`/`send`/.. token, so a wrong argument's
+    // error marks that arm (see `arm.rs`).
     ($ctor:ident $sel:ident ($($reg:tt)*) ($($def:tt)*) [recv $op:ident ($r:expr $(,)?) ($p:pat) ($b:expr)] $($rest:tt)*) => {
         match $r {
             ref __handle => {
