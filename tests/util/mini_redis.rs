@@ -175,8 +175,16 @@ pub fn redis_server() -> Option<Server> {
                 break; // the port was taken after all: another one
             }
             if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                server.dir = Some(dir);
-                return Some(server);
+                // The port was free when we looked, but another test's
+                // server may have taken it since, and ours then exits: a
+                // server that answers is ours only if it says our pid.
+                let info = connect(port).cmd(&[b"INFO", b"server"]);
+                let ours = format!("process_id:{}\r\n", server.child.id());
+                if contains(&info, ours.as_bytes()) {
+                    server.dir = Some(dir);
+                    return Some(server);
+                }
+                break; // not ours: dropping `server` stops ours
             }
             std::thread::sleep(Duration::from_millis(20));
         }
