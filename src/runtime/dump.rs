@@ -20,10 +20,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::scheduler::debugger::held::HeldRead;
 pub(crate) use crate::scheduler::fiber_info::Dump;
 use crate::scheduler::fiber_info::{ANSWER_WITHIN, Busy, FiberInfo, FiberState, Section};
 use crate::scheduler::shared::{Remote, Shared};
 use crate::scheduler::stack_trace::sample::Sampled;
+use crate::scheduler::stack_trace::walk::RawStack;
 use crate::scheduler::{context, dump_names, registry};
 use crate::sync::mpsc;
 
@@ -45,6 +47,7 @@ pub(crate) fn collect(
             fibers: None,
             stalled: None,
             stalled_stack: None,
+            held_note: None,
             busy: None,
             stacks: Vec::new(),
         })
@@ -87,10 +90,23 @@ pub(crate) fn collect(
                     if answered[i] {
                         continue;
                     }
-                    if let Some((info, stack)) = stalled(shared, words[i]) {
+                    if let Some((info, stack, others)) = stalled(shared, words[i]) {
                         answered[i] = true;
-                        sections[i].stalled = Some(info);
-                        sections[i].stalled_stack = Some(stack);
+                        let section = &mut sections[i];
+                        section.stalled = Some(info);
+                        section.stalled_stack = Some(stack);
+                        match others {
+                            Ok((fibers, stacks, unlisted)) => {
+                                section.fibers = Some(fibers);
+                                section.stacks = stacks;
+                                section.held_note = (unlisted > 0)
+                                    .then(|| format!("{unlisted} more fibers not listed"));
+                            }
+                            Err(why) => {
+                                section.held_note =
+                                    Some(format!("its other fibers are not listed: {why}"));
+                            }
+                        }
                         waiting -= 1;
                     }
                 }
@@ -127,7 +143,7 @@ fn busy(shared: &Shared) -> Option<Busy> {
 /// The context that has held `shared`'s thread since the dump asked (its
 /// word names the same `Meta` as then; the watchdog's mark aside), if one
 /// has.
-fn stalled(shared: &Shared, word: usize) -> Option<(FiberInfo, Sampled)> {
+fn stalled(shared: &Shared, word: usize) -> Option<(FiberInfo, Sampled, HeldFibers)> {
     if word == 0 {
         return None; // waiting in epoll then: it will answer
     }
@@ -143,7 +159,11 @@ fn stalled(shared: &Shared, word: usize) -> Option<(FiberInfo, Sampled)> {
     // Where it is now: sampled while the word still has the watchdog's
     // mark (no switch since).
     let marked = shared.watch.word.load(std::sync::atomic::Ordering::Acquire);
-    let stack = shared.watch.sample(marked);
+    // Its other fibers, read while the sample holds the thread.
+    let meta = marked & !crate::scheduler::watch::SEEN;
+    let mut others = HeldRead::prepare(shared.watch.tid, meta);
+    let stack = shared.watch.sample_holding(marked, &mut || others.read());
+    let others = others.finish(crate::timer::clock::now_ns());
     let info = FiberInfo {
         id: running.id,
         name: running.name,
@@ -160,8 +180,12 @@ fn stalled(shared: &Shared, word: usize) -> Option<(FiberInfo, Sampled)> {
         group: None,
         in_group: None,
     };
-    Some((info, stack))
+    Some((info, stack, others))
 }
+
+/// What [`HeldRead::finish`] gives: the other fibers of a held runtime,
+/// their stacks, and how many were left out; or why there are none.
+type HeldFibers = Result<(Vec<FiberInfo>, Vec<(usize, RawStack)>, usize), &'static str>;
 
 /// A dump of every runtime of the process, for SIGQUIT.
 pub(crate) fn all() -> Dump {

@@ -26,6 +26,8 @@
 //! panicked out of its loop) leaves a stale entry a debugger may misread,
 //! and nothing worse.
 
+pub(crate) mod held;
+
 use std::mem::offset_of;
 use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};

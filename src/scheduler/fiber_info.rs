@@ -236,6 +236,10 @@ pub(crate) struct Section {
     /// [`FiberInfo::stack`] by `dump_names::resolve`), or why there is none.
     pub(crate) stalled: Option<FiberInfo>,
     pub(crate) stalled_stack: Option<Sampled>,
+    /// With `stalled`: why its other fibers are not in `fibers` (read
+    /// while it held the thread: `debugger::held`), or how many of them
+    /// were left out.
+    pub(crate) held_note: Option<String>,
     /// When it did not answer because its fibers kept it busy, taking
     /// turns without a poll: for how long, and which took most of it.
     pub(crate) busy: Option<Busy>,
@@ -358,7 +362,9 @@ impl Dump {
 
     /// Whether every runtime thread answered in time.
     pub fn is_complete(&self) -> bool {
-        self.sections.iter().all(|s| s.fibers.is_some())
+        self.sections
+            .iter()
+            .all(|s| s.fibers.is_some() && s.stalled.is_none())
     }
 }
 
@@ -411,6 +417,10 @@ impl fmt::Display for Dump {
             self.write_group_tree(f)?;
         }
         for section in &self.sections {
+            if let Some(fiber) = &section.stalled {
+                write_held(f, section, fiber)?;
+                continue;
+            }
             match &section.fibers {
                 Some(fibers) => {
                     writeln!(f, "thread {:?}: {} fibers", section.thread, fibers.len())?;
@@ -421,22 +431,8 @@ impl fmt::Display for Dump {
                         }
                     }
                 }
-                None => match (&section.stalled, &section.busy) {
-                    (Some(fiber), _) => {
-                        writeln!(
-                            f,
-                            "thread {:?}: did not answer, held by one fiber:\n  {fiber}",
-                            section.thread
-                        )?;
-                        match (&fiber.stack, &section.stalled_stack) {
-                            (Some(stack), _) => stack.write_indented(f, "      ")?,
-                            (None, Some(Sampled::Missing(why))) => {
-                                writeln!(f, "      (stack not sampled: {why})")?
-                            }
-                            _ => {}
-                        }
-                    }
-                    (None, Some(busy)) => {
+                None => match &section.busy {
+                    Some(busy) => {
                         write!(
                             f,
                             "thread {:?}: did not answer within {ANSWER_WITHIN:?}: busy \
@@ -457,7 +453,7 @@ impl fmt::Display for Dump {
                         }
                         writeln!(f)?;
                     }
-                    (None, None) => writeln!(
+                    None => writeln!(
                         f,
                         "thread {:?}: did not answer within {ANSWER_WITHIN:?} (a \
                          runtime nobody drives?)",
@@ -497,4 +493,37 @@ impl Dump {
         }
         Ok(())
     }
+}
+
+/// A section of a runtime held by one fiber: that fiber and where it runs,
+/// then its other fibers as read while it held the thread
+/// (`debugger::held`), or why they are not listed.
+fn write_held(f: &mut fmt::Formatter<'_>, section: &Section, fiber: &FiberInfo) -> fmt::Result {
+    writeln!(
+        f,
+        "thread {:?}: did not answer, held by one fiber:\n  {fiber}",
+        section.thread
+    )?;
+    match (&fiber.stack, &section.stalled_stack) {
+        (Some(stack), _) => stack.write_indented(f, "      ")?,
+        (None, Some(Sampled::Missing(why))) => writeln!(f, "      (stack not sampled: {why})")?,
+        _ => {}
+    }
+    if let Some(others) = &section.fibers {
+        writeln!(
+            f,
+            "  and its {} other fibers, read while it held the thread:",
+            others.len()
+        )?;
+        for other in others {
+            writeln!(f, "  {other}")?;
+            if let Some(stack) = &other.stack {
+                stack.write_indented(f, "      ")?;
+            }
+        }
+    }
+    if let Some(note) = &section.held_note {
+        writeln!(f, "  ({note})")?;
+    }
+    Ok(())
 }

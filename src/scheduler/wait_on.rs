@@ -50,13 +50,27 @@ impl StoredWait {
             WaitOn::Sleep => (1, 0),
             WaitOn::Fd(fd, interest) => (2, u64::from(fd as u32) | u64::from(interest.0) << 32),
             WaitOn::Join(id) => (3, id.as_u64()),
-            WaitOn::Sync(name) => (4, ptr::from_ref(name) as u64),
+            WaitOn::Sync(name) => (Self::SYNC_TAG, ptr::from_ref(name) as u64),
             WaitOn::Signal => (5, 0),
             WaitOn::Future => (6, 0),
             WaitOn::Blocking => (7, 0),
             WaitOn::Scope => (8, 0),
         };
         StoredWait { tag, word }
+    }
+
+    /// The tag of a [`WaitOn::Sync`], whose word is the address of a
+    /// `&'static str` (a reader of raw records reads the text there).
+    pub(crate) const SYNC_TAG: u8 = 4;
+
+    /// The `WaitOn` of a raw `tag` and `word` read from a record, if any,
+    /// and if it can be made without reading memory: not for
+    /// [`StoredWait::SYNC_TAG`].
+    pub(crate) fn plain(tag: u8, word: u64) -> Option<WaitOn> {
+        match tag {
+            Self::SYNC_TAG => None,
+            _ => StoredWait { tag, word }.get(),
+        }
     }
 
     /// The `WaitOn` this was made from, if any.
@@ -69,7 +83,7 @@ impl StoredWait {
             3 => WaitOn::Join(FiberId::from_u64(word)?),
             // SAFETY: the fields are private and only `new` sets them: tag
             // 4 comes with the address of a `&'static &'static str`.
-            4 => WaitOn::Sync(unsafe { &*(word as *const &'static str) }),
+            Self::SYNC_TAG => WaitOn::Sync(unsafe { &*(word as *const &'static str) }),
             5 => WaitOn::Signal,
             6 => WaitOn::Future,
             7 => WaitOn::Blocking,

@@ -273,10 +273,17 @@ impl Watch {
     /// be signalled (`Builder::stall_stacks(false)`): the one door to the
     /// sampling signal for a runtime's thread.
     pub(crate) fn sample(&self, word: usize) -> Sampled {
+        self.sample_holding(word, &mut || {})
+    }
+
+    /// [`Watch::sample`], with `during` called while the thread is held
+    /// after the walk (see `sample::sample_holding`: no lock, no
+    /// allocation).
+    pub(crate) fn sample_holding(&self, word: usize, during: &mut dyn FnMut()) -> Sampled {
         if !self.sample_stacks.load(Ordering::Relaxed) {
             return Sampled::Missing(NOT_SIGNALLED);
         }
-        sample::sample(self.tid, &self.word, word)
+        sample::sample_holding(self.tid, &self.word, word, during)
     }
 
     /// The slot of the stall reported here (taken even if a panicking

@@ -152,6 +152,7 @@ fn unanswered(siblings: &[(usize, Arc<Shared>)], i: usize) -> Section {
         fibers: None,
         stalled: None,
         stalled_stack: None,
+        held_note: None,
         busy: None,
         stacks: Vec::new(),
     }

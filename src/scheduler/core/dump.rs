@@ -91,6 +91,7 @@ impl Core {
             fibers: Some(fibers),
             stalled: None,
             stalled_stack: None,
+            held_note: None,
             busy: None,
             stacks,
         }

@@ -21,6 +21,7 @@
 use std::io::Write;
 use std::ops::{Index, IndexMut};
 use std::ptr;
+use std::sync::atomic::{AtomicBool, Ordering, compiler_fence};
 
 use crate::mem::MappedArray;
 use crate::reactor::token::Key;
@@ -33,6 +34,15 @@ pub(crate) struct Records {
     /// Keys of vacant slots, reused last-freed first (its memory is the
     /// most likely to be in cache). Never empty: see `insert_with`.
     free: Vec<Key>,
+    /// Set while a record is put in or taken out (and while `slots`
+    /// grows): what a dump that reads this runtime's records while its
+    /// thread is held by the sampler's signal checks first
+    /// (`scheduler::debugger::held`). Between the two compiler fences, a
+    /// slot's name, stack and saved stack pointer may belong to no one
+    /// yet, or to a fiber gone; outside them, every record that is not
+    /// vacant is whole. An atomic only so that its stores are never
+    /// dropped as unread: relaxed stores, plain `mov`s.
+    editing: AtomicBool,
 }
 
 impl Records {
@@ -42,14 +52,34 @@ impl Records {
         std::mem::offset_of!(Records, slots) + MappedArray::<Record>::PTR_AT;
     pub(crate) const LEN_AT: usize =
         std::mem::offset_of!(Records, slots) + MappedArray::<Record>::LEN_AT;
+    /// Where [`Records::editing`] lies (a byte, 1 while set).
+    pub(crate) const EDITING_AT: usize = std::mem::offset_of!(Records, editing);
 
     pub(crate) fn with_capacity(capacity: usize) -> Records {
         let mut records = Records {
             slots: MappedArray::with_capacity(capacity),
             free: Vec::new(),
+            editing: AtomicBool::new(false),
         };
         records.add_vacant();
         records
+    }
+
+    /// Marks the start of a change of the slots' structure (see
+    /// [`Records::editing`]).
+    #[inline(always)]
+    fn begin_edit(&self) {
+        self.editing.store(true, Ordering::Relaxed);
+        // The stores of the change stay after the mark, as an interrupted
+        // thread's handler (and the sampler it lets read) would see them.
+        compiler_fence(Ordering::SeqCst);
+    }
+
+    /// Marks the end of a change begun with [`Records::begin_edit`].
+    #[inline(always)]
+    fn end_edit(&self) {
+        compiler_fence(Ordering::SeqCst);
+        self.editing.store(false, Ordering::Relaxed);
     }
 
     /// The key the next [`Records::insert_with`] will use.
@@ -73,6 +103,7 @@ impl Records {
     /// and the next one made once the record is in.
     #[inline(always)]
     pub(crate) fn insert_with(&mut self, make: impl FnOnce() -> Record) -> Key {
+        self.begin_edit();
         // SAFETY: `free` is never empty: `with_capacity` puts a key in,
         // and a pop that empties it is followed by `add_vacant` below.
         let key = unsafe { self.free.pop().unwrap_unchecked() };
@@ -89,6 +120,7 @@ impl Records {
         if self.free.is_empty() {
             self.add_vacant();
         }
+        self.end_edit();
         key
     }
 
@@ -130,12 +162,17 @@ impl Records {
     /// If the slot is vacant or out of bounds.
     #[inline]
     pub(crate) fn vacate(&mut self, key: Key) -> Option<Stack> {
+        if self.get(key).is_none() {
+            vacant(key); // (before the mark, which a panic would leave set)
+        }
+        self.begin_edit();
         let rec = &mut self[key];
         debug_assert!(rec.span.is_none(), "a span dropped under a borrow");
         rec.state = State::Vacant;
         rec.name = None;
         let stack = rec.stack.take();
         self.free.push(key);
+        self.end_edit();
         stack
     }
 

@@ -157,13 +157,23 @@ pub(crate) enum Sampled {
 /// runtime's `word` still holds `expect` (a marked word: the watchdog saw
 /// that context run without a switch). Blocks for at most about
 /// [`DELIVERY`] + [`HOLD`] (+ the walk).
-pub(crate) fn sample(tid: libc::pid_t, word: &AtomicUsize, expect: usize) -> Sampled {
+///
+/// `during` is called once the stack is walked, while the thread is still
+/// held (by the sample that walked; a sample that gives up calls it not at
+/// all). It must take no lock and allocate nothing, as the walk (see the
+/// module docs): the held thread may hold either.
+pub(crate) fn sample_holding(
+    tid: libc::pid_t,
+    word: &AtomicUsize,
+    expect: usize,
+    during: &mut dyn FnMut(),
+) -> Sampled {
     // A walk that cannot go past the stopped instruction (stopped in a
     // signal trampoline, say: another handler's return, under a storm of
     // signals) is no stack: a running context always has frames under
     // it. The context still runs, so it is sampled again, elsewhere.
     for _ in 0..ATTEMPTS {
-        match sample_once(tid, word, expect) {
+        match sample_once(tid, word, expect, during) {
             Sampled::Stack(raw) if raw.ips.len() < 2 => continue,
             sampled => return sampled,
         }
@@ -175,7 +185,12 @@ pub(crate) fn sample(tid: libc::pid_t, word: &AtomicUsize, expect: usize) -> Sam
 /// frame.
 const ATTEMPTS: usize = 3;
 
-fn sample_once(tid: libc::pid_t, word: &AtomicUsize, expect: usize) -> Sampled {
+fn sample_once(
+    tid: libc::pid_t,
+    word: &AtomicUsize,
+    expect: usize,
+    during: &mut dyn FnMut(),
+) -> Sampled {
     if let Err(why) = install() {
         return Sampled::Missing(why);
     }
@@ -246,6 +261,10 @@ fn sample_once(tid: libc::pid_t, word: &AtomicUsize, expect: usize) -> Sampled {
     // context cannot end while its thread is held).
     // SAFETY: as argued above.
     let (n, cut) = unsafe { interrupted::walk(&regs, &mut ips) };
+    if n >= 2 {
+        // (A walk of one frame is sampled again, and read again then.)
+        during();
+    }
     slot.state.store(state(DONE), Ordering::Release);
     // Nothing is allocated before the thread runs again.
     if n == 0 {

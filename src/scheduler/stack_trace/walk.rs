@@ -72,8 +72,31 @@ pub(crate) fn current() -> RawStack {
 /// `init_stack`), its context stays suspended and its stack mapped until
 /// this returns.
 pub(crate) unsafe fn parked(sp: *const u8) -> Option<RawStack> {
+    // (On the heap: this may run on a fiber's small stack.)
+    let mut ips = vec![0; MAX_FRAMES];
+    // SAFETY: forwarded from the caller.
+    let (n, cut) = unsafe { parked_into(sp, &mut ips) };
+    (n > 0).then(|| RawStack {
+        ips: ips[..n].into(),
+        cut,
+    })
+}
+
+/// [`parked`] into `ips`, allocating nothing (for a walk while another
+/// thread is held: see `scheduler::debugger::held`): how many addresses
+/// it wrote (0 for a context that has never run, or a walk that found
+/// nothing) and whether it stopped at `ips`' end.
+///
+/// # Safety
+///
+/// As for [`parked`].
+pub(crate) unsafe fn parked_into(sp: *const u8, ips: &mut [usize]) -> (usize, bool) {
     let start = arch::walk_parked_return();
-    let mut ips = Vec::with_capacity(32);
+    let room = ips.len();
+    if room == 0 {
+        return (0, true);
+    }
+    let mut n = 0;
     let mut theirs = false;
     let mut cut = false;
     let mut walk = || {
@@ -87,8 +110,9 @@ pub(crate) unsafe fn parked(sp: *const u8) -> Option<RawStack> {
                     return false;
                 }
                 if theirs {
-                    ips.push(ip);
-                    cut = ips.len() == MAX_FRAMES;
+                    ips[n] = ip;
+                    n += 1;
+                    cut = n == room;
                 } else {
                     // The frames up to `walk_parked`'s are this walk's own.
                     theirs = ip == start;
@@ -97,15 +121,22 @@ pub(crate) unsafe fn parked(sp: *const u8) -> Option<RawStack> {
             });
         }
     };
-    // SAFETY: forwarded from the caller; `walk` does not unwind (it pushes
-    // at most `MAX_FRAMES` addresses to a vector, whose growth can only
-    // fail by aborting).
+    // SAFETY: forwarded from the caller; `walk` does not unwind (it writes
+    // at most `ips.len()` addresses, stopping the walk at the last).
     unsafe { arch::walk_parked(sp, &mut walk) };
     // A context that has never run has one frame, its resume point (the
     // trampoline, where the walk stops); one that has run has at least the
     // function that parked, its entry and the trampoline.
-    (ips.len() > 1).then(|| RawStack {
-        ips: ips.into(),
-        cut,
-    })
+    if n > 1 { (n, cut) } else { (0, false) }
+}
+
+impl RawStack {
+    /// A stack of `ips` (innermost first), `cut` if the walk stopped at
+    /// its bound.
+    pub(crate) fn new(ips: &[usize], cut: bool) -> RawStack {
+        RawStack {
+            ips: ips.into(),
+            cut,
+        }
+    }
 }
