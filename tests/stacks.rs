@@ -287,36 +287,11 @@ fn the_sigquit_dump_shows_stacks() {
         });
         return;
     }
-    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([NAME, "--exact", "--nocapture", "--test-threads=1"])
-        .env("FIBRA_CHILD", NAME)
-        .stderr(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stderr = child.stderr.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        // Until the dump's last fiber (the sleeper) and its frame's line.
-        let mut text = String::new();
-        let mut buf = [0; 4096];
-        while let Ok(n @ 1..) = std::io::Read::read(&mut stderr, &mut buf) {
-            text.push_str(&String::from_utf8_lossy(&buf[..n]));
-            if let Some(at) = text.find("sleeps_in_a_named_function")
-                && text[at..].contains("tests/stacks.rs:")
-                && text[at..].contains('\n')
-            {
-                break;
-            }
-        }
-        text
+    // Until the dump's last fiber (the sleeper) and its frame's line.
+    let stderr = util::child_stderr_until(NAME, Duration::from_secs(120), |text| {
+        text.find("sleeps_in_a_named_function")
+            .is_some_and(|at| text[at..].contains("tests/stacks.rs:") && text[at..].contains('\n'))
     });
-    let start = Instant::now();
-    while !reader.is_finished() && start.elapsed() < Duration::from_secs(120) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.kill().unwrap();
-    child.wait().unwrap();
-    let stderr = reader.join().unwrap();
     println!("{stderr}");
     assert!(stderr.contains("fibra: SIGQUIT: fiber dump"), "{stderr}");
     let root = stderr

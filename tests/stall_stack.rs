@@ -5,6 +5,7 @@
 //! that holds a worker. Stress: a storm of other signals, and a fiber
 //! stalled inside `malloc`, never hang or crash a sample.
 
+mod util;
 mod warnings;
 
 use std::sync::Arc;
@@ -259,7 +260,7 @@ fn a_dump_of_a_held_worker_lists_its_other_fibers_with_their_stacks() {
 )]
 fn a_sigquit_dump_during_a_stall_names_every_fiber() {
     const NAME: &str = "a_sigquit_dump_during_a_stall_names_every_fiber";
-    if std::env::var("FIBRA_CHILD").as_deref() == Ok(NAME) {
+    if util::is_child(NAME) {
         fibra::runtime::dump_on_sigquit().unwrap();
         fibra::run(|| {
             fibra::Builder::new()
@@ -282,35 +283,11 @@ fn a_sigquit_dump_during_a_stall_names_every_fiber() {
         });
         return;
     }
-    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([NAME, "--exact", "--nocapture", "--test-threads=1"])
-        .env("FIBRA_CHILD", NAME)
-        .stderr(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stderr = child.stderr.take().unwrap();
-    let reader = std::thread::spawn(move || {
-        // Until the last fiber's line and the frame under it.
-        let mut text = String::new();
-        let mut buf = [0; 4096];
-        while let Ok(n @ 1..) = std::io::Read::read(&mut stderr, &mut buf) {
-            text.push_str(&String::from_utf8_lossy(&buf[..n]));
-            if let Some(at) = text.find("\"idle-4\"")
-                && text[at..].contains("fibra::time::sleep")
-            {
-                break;
-            }
-        }
-        text
+    // Until the last fiber's line and the frame under it.
+    let stderr = util::child_stderr_until(NAME, Duration::from_secs(120), |text| {
+        text.find("\"idle-4\"")
+            .is_some_and(|at| text[at..].contains("fibra::time::sleep"))
     });
-    let start = Instant::now();
-    while !reader.is_finished() && start.elapsed() < Duration::from_secs(120) {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child.kill().unwrap();
-    child.wait().unwrap();
-    let stderr = reader.join().unwrap();
     println!("{stderr}");
     let dump = &stderr[stderr.find("fibra: SIGQUIT: fiber dump").expect("no dump")..];
     assert!(dump.contains("held by one fiber"), "{stderr}");

@@ -174,22 +174,39 @@ pub fn redis_server() -> Option<Server> {
             if server.child.try_wait().unwrap().is_some() {
                 break; // the port was taken after all: another one
             }
-            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                // The port was free when we looked, but another test's
-                // server may have taken it since, and ours then exits: a
-                // server that answers is ours only if it says our pid.
-                let info = connect(port).cmd(&[b"INFO", b"server"]);
-                let ours = format!("process_id:{}\r\n", server.child.id());
-                if contains(&info, ours.as_bytes()) {
+            // The port was free when we looked, but another test's server
+            // may have taken it since (and ours then exits), or a connect
+            // may meet itself (a port in the ephemeral range): what
+            // answers is ours only if it says our pid.
+            match server_pid(port) {
+                Some(pid) if pid == server.child.id() => {
                     server.dir = Some(dir);
                     return Some(server);
                 }
-                break; // not ours: dropping `server` stops ours
+                Some(_) => break, // not ours: dropping `server` stops ours
+                None => {}        // not up yet
             }
             std::thread::sleep(Duration::from_millis(20));
         }
     }
     panic!("redis-server did not start");
+}
+
+/// The pid a redis-server on `port` says it has (`INFO server`), or `None`
+/// if nothing there answers that (yet).
+fn server_pid(port: u16) -> Option<u32> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    s.write_all(b"INFO server\r\n").ok()?;
+    let mut r = BufReader::new(s);
+    let mut line = String::new();
+    r.read_line(&mut line).ok()?;
+    let len: usize = line.strip_prefix('$')?.trim().parse().ok()?;
+    let mut body = vec![0; len.min(1 << 20)];
+    r.read_exact(&mut body).ok()?;
+    String::from_utf8_lossy(&body)
+        .lines()
+        .find_map(|l| l.strip_prefix("process_id:")?.trim().parse().ok())
 }
 
 // ----- a raw RESP client -------------------------------------------------------

@@ -9,6 +9,7 @@ use std::process::{Command, Output};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
 
 /// Counts how many of its clones have been dropped (single-threaded).
 #[derive(Clone, Default)]
@@ -62,6 +63,39 @@ pub fn run_child(name: &str) -> Output {
         .env("RUST_BACKTRACE", "0")
         .output()
         .expect("cannot run the test binary as a child")
+}
+
+/// Runs test `name` of this binary as a child whose stderr is read until
+/// `done` says it holds what the test waits for (or the child ends, or
+/// `within` passes); kills the child and returns its stderr. For a child
+/// that waits for good once it has said it (a dump on SIGQUIT, say).
+pub fn child_stderr_until(name: &str, within: Duration, done: fn(&str) -> bool) -> String {
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([name, "--exact", "--nocapture", "--test-threads=1"])
+        .env("FIBRA_CHILD", name)
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("cannot run the test binary as a child");
+    let mut stderr = child.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut text = String::new();
+        let mut buf = [0; 4096];
+        while let Ok(n @ 1..) = std::io::Read::read(&mut stderr, &mut buf) {
+            text.push_str(&String::from_utf8_lossy(&buf[..n]));
+            if done(&text) {
+                break;
+            }
+        }
+        text
+    });
+    let start = std::time::Instant::now();
+    while !reader.is_finished() && start.elapsed() < within {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    reader.join().unwrap()
 }
 
 /// Whether this process is the child for test `name`.

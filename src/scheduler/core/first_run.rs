@@ -38,6 +38,11 @@ impl Core {
         // SAFETY: as argued in the doc comment; `head` is the live box
         // `fiber::entry` made (freed only by the fiber, which has not run).
         let sp = unsafe { first_frame::build(stack, rec.id, rec.name.as_deref(), head) };
+        // The frame and the `Meta` are written before the record says the
+        // fiber has a frame: a dump that reads this runtime while a signal
+        // holds its thread here walks the stack from a real `sp`
+        // (`debugger::held`).
+        std::sync::atomic::compiler_fence(std::sync::atomic::Ordering::SeqCst);
         rec.sp = sp;
     }
 

@@ -28,8 +28,11 @@
 //!   stores. A thread held between them is not read.
 //! - Outside them, a record that is neither vacant nor done owns its stack
 //!   and name. One that is parked or ready and not running has its stack
-//!   pointer saved by its last switch out (or made by its first frame's
-//!   build): no switch is under way while the watch word is unchanged.
+//!   pointer saved by its last switch out (no switch is under way while
+//!   the watch word is unchanged), or made by its first frame's build,
+//!   which writes the frame and the `Meta` first (a call that is never
+//!   inlined, and a compiler fence, in `core/first_run.rs`; a frame built
+//!   at the spawn is written before the insert's mark).
 //! - The running context's own record (the one that holds the thread) is
 //!   left to the sample, and so is what its last park waited for: that
 //!   record is the only one whose wait can be half written.
