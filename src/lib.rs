@@ -283,7 +283,7 @@
 // AddressSanitizer build, whose red zones would break that section.
 #![cfg_attr(
     fibra_asan,
-    debugger_visualizer(gdb_script_file = "runtime/gdb_fibers.py")
+    debugger_visualizer(gdb_script_file = "scheduler/debugger/gdb_fibers.py")
 )]
 
 mod arch;

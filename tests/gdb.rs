@@ -1,5 +1,5 @@
 //! Fibers in gdb: the extension fibra embeds in every program that links it
-//! (`src/runtime/gdb_fibers.py`, in the `.debug_gdb_scripts` section that
+//! (`src/scheduler/debugger/gdb_fibers.py`, in the `.debug_gdb_scripts` section that
 //! `src/scheduler/debugger.rs` writes) lists a stopped program's fibers and
 //! walks a parked one's stack.
 //!

@@ -192,6 +192,53 @@ fn a_stall_with_no_subscriber_is_told_on_stderr_with_file_and_line() {
     assert!(text.contains("tests/reports.rs:"), "{text}");
 }
 
+/// The first stall of a process, before any debug info is loaded: its
+/// stack is named, in the warning or, when loading the debug info takes
+/// longer than the warning waits, in a warning of its own right after.
+#[test]
+fn the_first_stall_of_a_process_gets_its_stack_named() {
+    const NAME: &str = "the_first_stall_of_a_process_gets_its_stack_named";
+    if is_child(NAME) {
+        let rt = fibra::Runtime::builder()
+            .stall_warning(STALL)
+            .build()
+            .unwrap();
+        rt.block_on(|| {
+            fibra::Builder::new()
+                .name("first".into())
+                .spawn(spins_once_in_a_named_function)
+                .unwrap()
+                .join()
+                .unwrap();
+            // Held until the parent has read what it needs.
+            fibra::sleep(WITHIN);
+        });
+        return;
+    }
+    let mut child = Watched::start(NAME);
+    let text = child.wait_for(&["fiber 'first'", "spins_once_in_a_named_function"]);
+    assert!(text.contains("has run for"), "{text}");
+    if let Some(at) = text.find("not named within") {
+        // Told with addresses first: the names follow, in a warning of
+        // their own.
+        let late = text[at..]
+            .find("in the stall warning above")
+            .unwrap_or_else(|| panic!("no late names:\n{text}"));
+        assert!(
+            text[at + late..].contains("spins_once_in_a_named_function"),
+            "{text}"
+        );
+    }
+}
+
+#[inline(never)]
+fn spins_once_in_a_named_function() {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_millis(1500) {
+        std::hint::spin_loop();
+    }
+}
+
 #[test]
 fn with_a_subscriber_set_nothing_goes_to_stderr() {
     const NAME: &str = "with_a_subscriber_set_nothing_goes_to_stderr";

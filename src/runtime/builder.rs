@@ -4,10 +4,10 @@ use std::io;
 use std::marker::PhantomData;
 use std::time::Duration;
 
+use crate::observe::watchdog::{self, DEFAULT_STALL};
 use crate::runtime::workers::Workers;
 use crate::runtime::{CurrentThread, Runtime};
 use crate::scheduler::core::{Core, Tuning};
-use crate::scheduler::watchdog::{self, DEFAULT_STALL};
 use crate::stack;
 
 /// Configures and builds a [`Runtime`]; names follow tokio's.

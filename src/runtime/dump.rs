@@ -8,7 +8,7 @@
 //! what it publishes for the stall watchdog (`scheduler::watch`): that fiber,
 //! running, and for how long. One whose fibers keep it busy taking turns
 //! without a poll is answered for with what the watchdog sampled of that
-//! time (`scheduler::watchdog::starve`): for how long, and which fibers
+//! time (`observe::watchdog::starve`): for how long, and which fibers
 //! took most of it. One that does not answer within [`ANSWER_WITHIN`]
 //! otherwise (a runtime nobody drives) is listed as such.
 //!

@@ -107,7 +107,7 @@ fn worker_main(
             return;
         }
     };
-    crate::scheduler::watchdog::install_panic_hook();
+    crate::observe::watchdog::install_panic_hook();
     // Listed for debuggers; it stays in this frame until `close` unlists it.
     crate::scheduler::debugger::register(&core);
     own.started(core.shared.clone());

@@ -1,5 +1,5 @@
 //! Every live runtime's scheduler, where a debugger finds them: the way in
-//! for gdb's `info fibers` and `fiber N bt` (`src/runtime/gdb_fibers.py`,
+//! for gdb's `info fibers` and `fiber N bt` (`src/scheduler/debugger/gdb_fibers.py`,
 //! embedded in every binary that links fibra by [`GDB_SCRIPT`]; see the
 //! "In gdb" section of [`fibra::runtime`](crate::runtime)).
 //!
@@ -206,7 +206,7 @@ pub(crate) static FIBRA_0_1_RUNTIMES: Runtimes = Runtimes {
     layout: AtomicPtr::new(std::ptr::null_mut()),
 };
 
-/// `src/runtime/gdb_fibers.py`, in gdb's `.debug_gdb_scripts` section: gdb
+/// `src/scheduler/debugger/gdb_fibers.py`, in gdb's `.debug_gdb_scripts` section: gdb
 /// runs it when it loads a program that links fibra (once auto-loading is
 /// allowed for the program's path).
 ///
@@ -230,7 +230,7 @@ static GDB_SCRIPT: [u8; SCRIPT_ENTRY_LEN] = script_entry();
 #[cfg_attr(fibra_asan, allow(dead_code))]
 const SCRIPT_NAME: &[u8] = b"\x04fibra_0_1_gdb_fibers.py\n";
 #[cfg_attr(fibra_asan, allow(dead_code))]
-const SCRIPT: &[u8] = include_bytes!("../runtime/gdb_fibers.py");
+const SCRIPT: &[u8] = include_bytes!("debugger/gdb_fibers.py");
 #[cfg_attr(fibra_asan, allow(dead_code))]
 const SCRIPT_ENTRY_LEN: usize = SCRIPT_NAME.len() + SCRIPT.len() + 1;
 

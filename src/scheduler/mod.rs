@@ -16,8 +16,9 @@
 //! turn (run what is ready, poll the reactor, fire timers), and the one
 //! place where contexts are switched. The rest serves it: the run queue
 //! ([`run_queue`]), the inboxes of several workers ([`pool`]), what other
-//! threads may touch ([`shared`]), the stall watchdog ([`watch`],
-//! [`watchdog`]), fiber ids, dumps (and the stacks in them:
+//! threads may touch ([`shared`]), what the stall watchdog reads
+//! ([`watch`]; the watchdog itself is `observe`'s), fiber ids, dumps (and
+//! the stacks in them:
 //! [`stack_trace`]), metrics, and the list of runtimes a debugger reads
 //! ([`debugger`]).
 
@@ -52,5 +53,4 @@ pub(crate) mod unparker;
 pub(crate) mod wait_on;
 pub(crate) mod wakeups;
 pub(crate) mod watch;
-pub(crate) mod watchdog;
-mod watchdog_sleep;
+pub(crate) mod watchdog_sleep;

@@ -24,7 +24,7 @@ pub(crate) enum WaitOn {
 }
 
 /// A [`WaitOn`] as a fiber's record keeps it: a tag and a word (which
-/// gdb's `info fibers` decodes too: `src/runtime/gdb_fibers.py`), written
+/// gdb's `info fibers` decodes too: `src/scheduler/debugger/gdb_fibers.py`), written
 /// at every park with two plain stores. (An `Option<WaitOn>` was built on
 /// the stack and copied into the record with loads wider than the stores
 /// that had just written it, which the CPU cannot forward: a stall of a

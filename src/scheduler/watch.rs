@@ -341,7 +341,7 @@ impl Watch {
         self.publish(&self.root);
         // The store above, then the load below, as a Dekker pair with the
         // watchdog's `ASLEEP` store and `membarrier` (see
-        // `watchdog::try_sleep`): the compiler must not swap them; the CPU
+        // `observe::watchdog::try_sleep`): the compiler must not swap them; the CPU
         // is made to by the watchdog's `membarrier`.
         std::sync::atomic::compiler_fence(Ordering::SeqCst);
         if watchdog_sleep::asleep() {

@@ -10,7 +10,7 @@ use std::sync::{Condvar, Mutex};
 
 pub(crate) struct State {
     /// The fork generation, plus one, of the process whose thread runs
-    /// (see `watchdog::STARTED`); 0: none.
+    /// (see `observe::watchdog::STARTED`); 0: none.
     pub(crate) started: u32,
     /// Bumped by every registration, so a waiting watchdog re-reads the
     /// thresholds.

@@ -22,7 +22,7 @@
 
 use std::fmt::Write as _;
 use std::sync::mpsc;
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::Duration;
 
 use super::Resolver;
@@ -44,28 +44,82 @@ pub(crate) fn tell_in_order(tell: impl FnOnce() + Send + 'static) {
     }
 }
 
-/// The text of `raw`'s frames, named if that is done within `within`.
-pub(crate) fn name_within(raw: RawStack, within: Duration) -> String {
+/// The text of `raw`'s frames, named if that is done within `within`;
+/// otherwise the addresses, and `late` is told the names once they come
+/// (on the teller thread, after what was handed to it meanwhile): the
+/// first warning of a large debug build, whose debug info takes longer
+/// than `within` to load, is still followed by its stack's names.
+pub(crate) fn name_within(
+    raw: RawStack,
+    within: Duration,
+    late: impl FnOnce(String) + Send + 'static,
+) -> String {
     let mut addresses = String::new();
     for ip in raw.ips.iter() {
         let _ = write!(addresses, " {ip:#x}");
     }
-    let (tx, rx) = mpsc::sync_channel(1);
-    let job: Job = Box::new(move || {
-        let _ = tx.send(Resolver::default().resolve(&raw).to_string());
+    let slot = Arc::new(Late {
+        state: Mutex::new(Naming::Waiting),
+        named: Condvar::new(),
     });
-    let Err(job) = send(job) else {
-        return match rx.recv_timeout(within) {
-            Ok(named) => named,
-            Err(_) => format!(
-                "(not named within {within:?}: the debug info is still loading; the \
-                 addresses:{addresses})"
-            ),
-        };
-    };
-    // No thread to be had: named here, however long it takes.
-    job();
-    rx.recv().unwrap_or_default()
+    let theirs = slot.clone();
+    let job: Job = Box::new(move || {
+        let named = Resolver::default().resolve(&raw).to_string();
+        let mut state = theirs.lock();
+        match std::mem::replace(&mut *state, Naming::Told) {
+            Naming::Late(late) => {
+                drop(state);
+                tell_in_order(move || late(named));
+            }
+            _ => {
+                *state = Naming::Named(named);
+                theirs.named.notify_one();
+            }
+        }
+    });
+    if let Err(job) = send(job) {
+        // No thread to be had: named here, however long it takes.
+        job();
+    }
+    let state = slot.lock();
+    let (mut state, _) = slot
+        .named
+        .wait_timeout_while(state, within, |s| matches!(s, Naming::Waiting))
+        .unwrap_or_else(|e| e.into_inner());
+    match std::mem::replace(&mut *state, Naming::Told) {
+        Naming::Named(named) => named,
+        _ => {
+            *state = Naming::Late(Box::new(late));
+            format!(
+                "(not named within {within:?}: the debug info is still loading, and the \
+                 names follow once it is; the addresses:{addresses})"
+            )
+        }
+    }
+}
+
+/// Where the names of a stack meet the warning that waits for them.
+struct Late {
+    state: Mutex<Naming>,
+    named: Condvar,
+}
+
+enum Naming {
+    /// Neither side is done.
+    Waiting,
+    /// Named in time: the warning takes them.
+    Named(String),
+    /// The warning went without them: whoever names them tells this.
+    Late(Box<dyn FnOnce(String) + Send>),
+    /// Taken.
+    Told,
+}
+
+impl Late {
+    /// The state (plain data: taken even if a panicking holder poisoned it).
+    fn lock(&self) -> std::sync::MutexGuard<'_, Naming> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 /// Queues `job` for the naming thread (made on first use); gives it back

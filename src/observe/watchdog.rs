@@ -265,7 +265,8 @@ fn sample(watch: &Watch, thread: &str, threshold: u64, now: u64) -> bool {
     // runtimes' waits no longer than one handed over alone.
     let named_by = std::time::Instant::now() + naming::NAMING;
     naming::tell_in_order(move || {
-        warn_running(&teller_thread, &running, &stack_text(sampled, named_by));
+        let stack = stack_text(sampled, named_by, &teller_thread, &running);
+        warn_running(&teller_thread, &running, &stack);
     });
     // Told after the warning, if the end came while it was handed over.
     let ended_at = {
@@ -285,16 +286,47 @@ fn sample(watch: &Watch, thread: &str, threshold: u64, now: u64) -> bool {
 }
 
 /// A sampled stack as the warning's `stack` field prints it: named (on
-/// the teller thread, if the names come by `named_by`), or why it is left
-/// out.
-fn stack_text(sampled: Sampled, named_by: std::time::Instant) -> String {
+/// the teller thread, if the names come by `named_by`; later, in a warning
+/// of its own, if not), or why it is left out.
+fn stack_text(sampled: Sampled, named_by: std::time::Instant, thread: &str, r: &Running) -> String {
     match sampled {
-        Sampled::Stack(raw) => naming::name_within(
-            raw,
-            named_by.saturating_duration_since(std::time::Instant::now()),
-        ),
+        Sampled::Stack(raw) => {
+            let (thread, who) = (thread.to_owned(), describe(r.id, r.name.as_deref(), r.root));
+            let (id, name) = (r.id.as_u64(), r.name.clone());
+            naming::name_within(
+                raw,
+                named_by.saturating_duration_since(std::time::Instant::now()),
+                move |stack| warn_named_late(&thread, &who, id, name.as_deref(), &stack),
+            )
+        }
         Sampled::Missing(why) => format!("(not sampled: {why})"),
     }
+}
+
+/// The names of the stack in the stall warning about `who`, which went
+/// with addresses only: the debug info had not loaded in time. A target
+/// of its own (`fibra::stall::names`, which a filter on `fibra::stall`
+/// takes too): a reader that pairs each stall's warning with its end sees
+/// the same two events as before.
+fn warn_named_late(thread: &str, who: &str, id: u64, name: Option<&str>, stack: &str) {
+    let message =
+        format!("the stack of {who} in the stall warning above (thread {thread:?}), now named");
+    report::tell(
+        Level::Warn,
+        "fibra::stall::names",
+        &message,
+        Some(&stack),
+        || {
+            tracing::warn!(
+                target: "fibra::stall::names",
+                fiber = id,
+                name,
+                thread,
+                stack = %stack,
+                "{message}"
+            );
+        },
+    );
 }
 
 fn warn_running(thread: &str, r: &Running, stack: &str) {
