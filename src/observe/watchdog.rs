@@ -21,7 +21,9 @@
 //! Its first warning carries the stalled context's stack as it is then,
 //! sampled by stopping the runtime's thread (`stack_trace::sample`), then
 //! named (on a thread of its own, waited for a bounded time:
-//! `stack_trace::naming`) before the warning goes out.
+//! `stack_trace::naming`) before the warning goes out. Names that take
+//! longer (the first lookup of a large debug build loads its debug info)
+//! follow in a warning of their own, target `fibra::stall::names`.
 //!
 //! It also tells a runtime starved by fibers that take turns without any
 //! of them stalling: see [`starve`].

@@ -9,7 +9,8 @@
 //! - `fibra-teller` tells the stall warnings, in the order they were
 //!   handed over ([`tell_in_order`]): a warning whose stack is being named
 //!   waits for the names up to [`NAMING`], then goes with the addresses
-//!   and says why. The end of a stall, handed over after its start, is
+//!   and says why; the names, when they come, are told after it (see
+//!   [`name_within`]). The end of a stall, handed over after its start, is
 //!   told after it.
 //!
 //! So the watchdog hands a warning over and goes on watching every other
@@ -18,7 +19,8 @@
 //! wait as the marked fiber's run). The bound keeps a warning timely while
 //! the first lookups load the debug info, and from waiting forever on a
 //! lookup that cannot finish (the stalled thread holds the symbolizer's
-//! lock, say); the lookup goes on and serves the next warnings.
+//! lock, say); the lookup goes on, tells its names late, and serves the
+//! next warnings.
 
 use std::fmt::Write as _;
 use std::sync::mpsc;
