@@ -8,10 +8,10 @@ use std::panic::{self, AssertUnwindSafe};
 use std::time::Duration;
 
 use crate::fiber::{self, JoinHandle};
+use crate::observe::dump_names;
 use crate::runtime::{Builder, Dump, Runtime, WorkerMetrics};
 use crate::scheduler::context::{self, Enter, close};
 use crate::scheduler::core::{Core, Until};
-use crate::scheduler::dump_names;
 use crate::scheduler::thread_exit;
 
 /// A runtime on the thread that drives it: the default flavor of [`Runtime`].

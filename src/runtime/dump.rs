@@ -20,13 +20,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::scheduler::debugger::held::HeldRead;
+use crate::observe::dump_names;
+use crate::observe::held::HeldRead;
 pub(crate) use crate::scheduler::fiber_info::Dump;
 use crate::scheduler::fiber_info::{ANSWER_WITHIN, Busy, FiberInfo, FiberState, Section};
 use crate::scheduler::shared::{Remote, Shared};
 use crate::scheduler::stack_trace::sample::Sampled;
 use crate::scheduler::stack_trace::walk::RawStack;
-use crate::scheduler::{context, dump_names, registry};
+use crate::scheduler::{context, registry};
 use crate::sync::mpsc;
 
 /// How long a runtime must have run one context without a switch, while a

@@ -108,6 +108,7 @@ fn worker_main(
         }
     };
     crate::observe::watchdog::install_panic_hook();
+    crate::observe::deadlock::install();
     // Listed for debuggers; it stays in this frame until `close` unlists it.
     crate::scheduler::debugger::register(&core);
     own.started(core.shared.clone());

@@ -95,6 +95,7 @@ const IDLE_RELEASE_NS: u64 = 5_000_000;
 pub(crate) mod callback;
 mod current;
 mod deadlock;
+pub(crate) use deadlock::{Deadlocked, TELL as TELL_DEADLOCK};
 mod deadlock_workers;
 mod dump;
 pub(crate) mod first_frame;

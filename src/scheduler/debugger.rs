@@ -26,8 +26,6 @@
 //! panicked out of its loop) leaves a stale entry a debugger may misread,
 //! and nothing worse.
 
-pub(crate) mod held;
-
 use std::mem::offset_of;
 use std::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -79,47 +77,47 @@ struct Entry {
 /// at the end). The script reads the layout of the very binary it runs
 /// in, so nothing here is a promise across versions.
 #[repr(C)]
-struct Layout {
+pub(crate) struct Layout {
     /// This struct's size: a script that reads more fields than there are
     /// says so instead of reading past it.
-    size: u64,
-    entry_size: u64,
+    pub(crate) size: u64,
+    pub(crate) entry_size: u64,
     /// In a `Local`: the running context's key (a `u32`), whether the
     /// runtime is entered (a `bool`), and the records' start and count.
-    current: u64,
-    entered: u64,
-    records: u64,
-    records_len: u64,
+    pub(crate) current: u64,
+    pub(crate) entered: u64,
+    pub(crate) records: u64,
+    pub(crate) records_len: u64,
     /// A record's size (the stride of the array), and in it: the saved
     /// stack pointer, the state (a byte: see `ready` ...), the id (a
     /// `u64`), the name (an `Option<Arc<str>>`: see `name_ptr` ...), what
     /// its last park waits on (the tag byte and the word of a
     /// `StoredWait`) and its deadline (`u64` ns of `CLOCK_MONOTONIC`,
     /// `u64::MAX` for none).
-    record_size: u64,
-    sp: u64,
-    state: u64,
-    id: u64,
-    name: u64,
-    wait_tag: u64,
-    wait_word: u64,
-    waiting_until: u64,
+    pub(crate) record_size: u64,
+    pub(crate) sp: u64,
+    pub(crate) state: u64,
+    pub(crate) id: u64,
+    pub(crate) name: u64,
+    pub(crate) wait_tag: u64,
+    pub(crate) wait_word: u64,
+    pub(crate) waiting_until: u64,
     /// The byte of each `State`.
-    ready: u64,
-    running: u64,
-    parked: u64,
-    done: u64,
-    vacant: u64,
+    pub(crate) ready: u64,
+    pub(crate) running: u64,
+    pub(crate) parked: u64,
+    pub(crate) done: u64,
+    pub(crate) vacant: u64,
     /// In an `Option<Arc<str>>` (`None`: a null pointer), the words of the
     /// pointer and of the length, and how far past where the pointer
     /// points the text starts (the `Arc`'s counts come first).
-    name_ptr: u64,
-    name_len: u64,
-    name_text: u64,
+    pub(crate) name_ptr: u64,
+    pub(crate) name_len: u64,
+    pub(crate) name_text: u64,
     /// In a `&str` (what `StoredWait`'s word points at for a
     /// `WaitOn::Sync`), the words of the pointer and of the length.
-    str_ptr: u64,
-    str_len: u64,
+    pub(crate) str_ptr: u64,
+    pub(crate) str_len: u64,
 }
 
 // What the script reads with a given width.
@@ -257,6 +255,22 @@ static LIVE: Mutex<Vec<Entry>> = Mutex::new(Vec::new());
 
 /// What [`Runtimes::layout`] points at.
 static LAYOUT: OnceLock<Layout> = OnceLock::new();
+
+/// The layout published for gdb, once a runtime has registered.
+pub(crate) fn layout() -> Option<&'static Layout> {
+    LAYOUT.get()
+}
+
+/// The addresses of the `Local`s of the runtimes registered on the thread
+/// whose kernel id is `tid` (as [`Layout`] describes them).
+pub(crate) fn locals_on(tid: libc::pid_t) -> Vec<usize> {
+    LIVE.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .filter(|e| e.tid == tid as usize)
+        .map(|e| e.local)
+        .collect()
+}
 
 fn update(change: impl FnOnce(&mut Vec<Entry>)) {
     let mut live = LIVE.lock().unwrap_or_else(|e| e.into_inner());

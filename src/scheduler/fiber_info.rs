@@ -233,7 +233,7 @@ pub(crate) struct Section {
     pub(crate) fibers: Option<Vec<FiberInfo>>,
     /// When it did not answer because a context kept its thread: that one,
     /// and its stack as sampled while it ran (named into its
-    /// [`FiberInfo::stack`] by `dump_names::resolve`), or why there is none.
+    /// [`FiberInfo::stack`] by `observe::dump_names::resolve`), or why there is none.
     pub(crate) stalled: Option<FiberInfo>,
     pub(crate) stalled_stack: Option<Sampled>,
     /// With `stalled`: why its other fibers are not in `fibers` (read
@@ -244,7 +244,7 @@ pub(crate) struct Section {
     /// turns without a poll: for how long, and which took most of it.
     pub(crate) busy: Option<Busy>,
     /// The return addresses of the listed fibers' stacks, by their index
-    /// in `fibers`, as the runtime took them; `dump_names::resolve` names them
+    /// in `fibers`, as the runtime took them; `observe::dump_names::resolve` names them
     /// into each one's [`FiberInfo::stack`].
     pub(crate) stacks: Vec<(usize, RawStack)>,
 }

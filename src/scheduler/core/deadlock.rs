@@ -17,10 +17,39 @@
 //! siblings, which it cannot see run, so the workers agree on it together
 //! (`deadlock_workers.rs`, `pool/quiet.rs`).
 
+use std::sync::OnceLock;
+
 use super::*;
-use crate::scheduler::dump_names;
-use crate::scheduler::fiber_info::Dump;
 use crate::scheduler::wait_on::WaitOn;
+
+/// A deadlock a runtime found, handed to the layer above that names its
+/// stacks and tells it (`observe::deadlock`, which sets [`TELL`] as each
+/// runtime is built): the scheduler finds, the observer tells.
+pub(crate) struct Deadlocked<'a> {
+    /// The runtime's dump: one section per worker (one for a
+    /// current-thread runtime), stacks walked but not named.
+    pub(crate) sections: Vec<Section>,
+    /// Whether the runtime found it on a fiber's stack, where names are
+    /// not looked up (see `observe::dump_names`).
+    pub(crate) on_fiber: bool,
+    /// The name of the thread that found it.
+    pub(crate) thread: &'a str,
+    /// How many workers the runtime has; `None`: a current-thread runtime.
+    pub(crate) workers: Option<usize>,
+    /// How many fibers wait.
+    pub(crate) fibers: u64,
+    /// How long they have all waited.
+    pub(crate) waited: std::time::Duration,
+    /// `on_deadlock(OnDeadlock::Exit)`: the teller ends the process.
+    pub(crate) exit: bool,
+    /// Runs subscriber code (the event) as the scheduler runs it: aborting
+    /// if it unwinds, with a hooked blocking call blocking the thread (see
+    /// `Core::callback`).
+    pub(crate) callback: &'a dyn Fn(&mut dyn FnMut()),
+}
+
+/// Who tells a deadlock: set once, before any runtime runs.
+pub(crate) static TELL: OnceLock<fn(Deadlocked<'_>)> = OnceLock::new();
 
 /// How many `stall_warning`s a runtime waits, deadlocked, before it says so.
 const AFTER_STALLS: u64 = 10;
@@ -153,59 +182,37 @@ impl Core {
             })
     }
 
-    /// [`Core::warn_deadlock`]'s body: the dump, named, in the event.
+    /// [`Core::warn_deadlock`]'s body: this runtime's section, told by
+    /// the layer above (see [`Deadlocked`]).
     fn emit_deadlock(&self, waited: std::time::Duration) {
         let section = self.dump_section(false);
-        let fibers = section.fibers.as_ref().map_or(0, Vec::len);
-        let dump = dump_names::resolve(vec![section], self.current_key() != ROOT);
-        let thread = self.shared.thread_name.as_str();
-        let message = format!(
-            "all {fibers} fibers of thread {thread:?} have waited {waited:.0?} on fibra's \
-             locks, channels and joins, with no timer armed and no fd registered: none of \
-             them can wake another, so unless a thread outside the runtime wakes one, this \
-             is a deadlock"
-        );
-        self.tell_deadlock(&message, &dump, || {
-            tracing::warn!(
-                target: "fibra::deadlock",
-                thread,
-                fibers,
-                waited = ?waited,
-                "{message}\n{dump}"
-            );
-        });
+        let fibers = section.fibers.as_ref().map_or(0, Vec::len) as u64;
+        self.tell_deadlock(vec![section], None, fibers, waited);
     }
 
-    /// Tells a deadlock found by this runtime (of one thread or several):
-    /// to the subscriber (`event`) or stderr, and then, with
-    /// [`OnDeadlock::Exit`](crate::runtime::OnDeadlock::Exit),
-    /// ends the process with status 2, as Go does ("all goroutines are
-    /// asleep"), the report on stderr whether or not a subscriber took it.
-    pub(super) fn tell_deadlock(&self, message: &str, dump: &Dump, event: impl FnOnce()) {
-        let exit = self.shared.watch.exit_on_deadlock();
-        let to_stderr = self.callback("event", || {
-            let to_stderr = crate::report::no_subscriber();
-            if !to_stderr {
-                event();
-            }
-            to_stderr
+    /// Hands a deadlock found by this runtime (of one thread or several)
+    /// to the teller the layer above set ([`TELL`]), with the sections of
+    /// its dump, their stacks not yet named. Subscriber code the teller
+    /// runs goes through [`Core::callback`].
+    pub(super) fn tell_deadlock(
+        &self,
+        sections: Vec<Section>,
+        workers: Option<usize>,
+        fibers: u64,
+        waited: std::time::Duration,
+    ) {
+        let Some(tell) = TELL.get() else {
+            return; // no runtime was built through `runtime::Builder`
+        };
+        tell(Deadlocked {
+            sections,
+            on_fiber: self.current_key() != ROOT,
+            thread: self.shared.thread_name.as_str(),
+            workers,
+            fibers,
+            waited,
+            exit: self.shared.watch.exit_on_deadlock(),
+            callback: &|f| self.callback("event", f),
         });
-        if to_stderr || exit {
-            crate::report::to_stderr(
-                crate::report::Level::Warn,
-                "fibra::deadlock",
-                message,
-                Some(dump),
-            );
-        }
-        if exit {
-            crate::report::to_stderr(
-                crate::report::Level::Error,
-                "fibra::deadlock",
-                "the runtime was built with on_deadlock(OnDeadlock::Exit): exiting with status 2",
-                None,
-            );
-            std::process::exit(2);
-        }
     }
 }

@@ -19,7 +19,6 @@
 //! other worker's message flag (`pool/quiet.rs`).
 
 use super::*;
-use crate::scheduler::dump_names;
 use crate::scheduler::fiber_info::ANSWER_WITHIN;
 use crate::scheduler::pool::Look;
 
@@ -118,24 +117,7 @@ impl Core {
             .enumerate()
             .map(|(i, section)| section.unwrap_or_else(|| unanswered(&siblings, i)))
             .collect();
-        let dump = dump_names::resolve(sections, self.current_key() != ROOT);
-        let thread = self.shared.thread_name.as_str();
-        let message = format!(
-            "all {fibers} fibers of the {workers} workers of a runtime have waited \
-             {waited:.0?} on fibra's locks, channels and joins, with no timer armed and no \
-             fd registered in any worker: none of them can wake another, so unless a \
-             thread outside the runtime wakes one, this is a deadlock"
-        );
-        self.tell_deadlock(&message, &dump, || {
-            tracing::warn!(
-                target: "fibra::deadlock",
-                thread,
-                workers,
-                fibers,
-                waited = ?waited,
-                "{message}\n{dump}"
-            );
-        });
+        self.tell_deadlock(sections, Some(workers), fibers, waited);
         self.publish_root_running();
     }
 }

@@ -18,7 +18,7 @@ impl Core {
     }
 
     /// This runtime's fibers, for a dump, with their stacks' return
-    /// addresses (named later, off this thread: see `dump_names::resolve`).
+    /// addresses (named later, off this thread: see `observe::dump_names::resolve`).
     /// `asker`: called by the context that asked for the dump (rather than
     /// by the root loop, answering a request from another thread), which
     /// is listed with its own stack, the root too when it runs

@@ -37,7 +37,7 @@ pub(crate) struct Records {
     /// Set while a record is put in or taken out (and while `slots`
     /// grows): what a dump that reads this runtime's records while its
     /// thread is held by the sampler's signal checks first
-    /// (`scheduler::debugger::held`). Between the two compiler fences, a
+    /// (`observe::held`). Between the two compiler fences, a
     /// slot's name, stack and saved stack pointer may belong to no one
     /// yet, or to a fiber gone; outside them, every record that is not
     /// vacant is whole. An atomic only so that its stores are never

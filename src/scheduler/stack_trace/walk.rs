@@ -83,7 +83,7 @@ pub(crate) unsafe fn parked(sp: *const u8) -> Option<RawStack> {
 }
 
 /// [`parked`] into `ips`, allocating nothing (for a walk while another
-/// thread is held: see `scheduler::debugger::held`): how many addresses
+/// thread is held: see `observe::held`): how many addresses
 /// it wrote (0 for a context that has never run, or a walk that found
 /// nothing) and whether it stopped at `ips`' end.
 ///

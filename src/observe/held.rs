@@ -50,10 +50,10 @@ use std::mem::offset_of;
 use std::panic::Location;
 use std::time::Duration;
 
-use super::{LAYOUT, LIVE, Layout};
 use crate::scheduler::core::first_frame;
 use crate::scheduler::core::records::Records;
 use crate::scheduler::core::{Local, ROOT};
+use crate::scheduler::debugger::{self, Layout};
 use crate::scheduler::fiber_id::FiberId;
 use crate::scheduler::fiber_info::{FiberInfo, FiberState};
 use crate::scheduler::stack_trace::walk::{self, MAX_FRAMES, RawStack};
@@ -107,14 +107,8 @@ impl HeldRead {
     /// Buffers for a read of the runtime on thread `tid` while the context
     /// whose `Meta` is at `meta` holds it.
     pub(crate) fn prepare(tid: libc::pid_t, meta: usize) -> HeldRead {
-        let layout = LAYOUT.get();
-        let locals: Vec<usize> = LIVE
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .iter()
-            .filter(|e| e.tid == tid as usize)
-            .map(|e| e.local)
-            .collect();
+        let layout = debugger::layout();
+        let locals = debugger::locals_on(tid);
         // Room for as many records as there are now, and some spawned
         // before the hold.
         let now = layout.map_or(0, |l| {

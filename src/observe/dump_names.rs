@@ -1,9 +1,8 @@
 //! A dump's stacks named: the return addresses each runtime walked on its
 //! own thread (a [`Section`]'s raw stacks) looked up, and the [`Dump`]
 //! made of them. On a fiber's stack that is done on a thread of its own;
-//! the caller says whether it runs on one (`context::in_fiber`, or the
-//! core itself), which keeps this below the scheduler's core, whose
-//! deadlock warning carries a dump.
+//! the caller says whether it runs on one (`context::in_fiber`, or, for a
+//! deadlock's dump, the scheduler that found it: see `deadlock.rs`).
 
 use crate::scheduler::fiber_info::{Dump, Section};
 use crate::scheduler::helper;
