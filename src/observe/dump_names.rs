@@ -4,9 +4,9 @@
 //! the caller says whether it runs on one (`context::in_fiber`, or, for a
 //! deadlock's dump, the scheduler that found it: see `deadlock.rs`).
 
+use crate::observe::resolve::Resolver;
 use crate::scheduler::fiber_info::{Dump, Section};
 use crate::scheduler::helper;
-use crate::scheduler::stack_trace::Resolver;
 use crate::scheduler::stack_trace::sample::Sampled;
 
 /// The dump of `sections`, with their stacks named (the slow part of a

@@ -14,6 +14,18 @@
 pub(crate) mod deadlock;
 pub(crate) mod dump_names;
 pub(crate) mod held;
+pub(crate) mod naming;
 pub(crate) mod pprof;
 pub(crate) mod profile;
+pub(crate) mod resolve;
 pub(crate) mod watchdog;
+
+/// Sets what this floor hands the scheduler: the panic hook that names
+/// the fiber, the deadlock teller, and the teller of a stall's end.
+/// Called as each runtime's scheduler is made (by the builder, and by each
+/// worker), right after `Core::new`.
+pub(crate) fn install() {
+    watchdog::install_panic_hook();
+    deadlock::install();
+    let _ = crate::scheduler::watch::TELL_ENDED.get_or_init(|| watchdog::warn_ended);
+}

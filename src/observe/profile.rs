@@ -38,9 +38,9 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use crate::observe::pprof::{Message, Strings, value_type};
+use crate::observe::resolve::Resolver;
 use crate::scheduler::helper;
 use crate::scheduler::registry;
-use crate::scheduler::stack_trace::Resolver;
 use crate::scheduler::stack_trace::sample::Sampled;
 use crate::scheduler::stack_trace::walk::RawStack;
 

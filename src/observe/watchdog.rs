@@ -33,12 +33,12 @@ pub(crate) mod starve;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
+use crate::observe::naming;
 use crate::report::{self, Level};
 use crate::scheduler::fiber_id::describe;
 use crate::scheduler::registry;
-use crate::scheduler::stack_trace::naming;
 use crate::scheduler::stack_trace::sample::Sampled;
-use crate::scheduler::watch::{self, Report, Running, SEEN, Watch, warn_ended};
+use crate::scheduler::watch::{self, Report, Running, SEEN, Watch};
 use crate::scheduler::watchdog_sleep::{ASLEEP, WAKE, lock};
 use crate::timer::clock;
 
@@ -371,8 +371,7 @@ const STALL_CAUSES: &str = "a CPU loop without yield_now, std::fs or another fil
 
 /// Installs, once, a panic hook that says which fiber panicked before the
 /// previous hook (std's report, usually) runs: std's report names only the
-/// thread. Called as each runtime's scheduler is made (by the builder, and
-/// by each worker), right after `Core::new`.
+/// thread. Called by [`observe::install`](crate::observe::install).
 pub(crate) fn install_panic_hook() {
     static INSTALLED: std::sync::Once = std::sync::Once::new();
     if std::thread::panicking() {
@@ -392,5 +391,28 @@ pub(crate) fn install_panic_hook() {
             }
             previous(info);
         }));
+    });
+}
+
+/// Warns (target `fibra::stall`) that `r`, which the watchdog warned about,
+/// has stopped after blocking `thread` for `total` in all.
+pub(crate) fn warn_ended(thread: &str, r: &Running, total: Duration) {
+    let message = format!(
+        "{} blocked thread {thread:?} for {total:.0?} in all before it parked",
+        describe(r.id, r.name.as_deref(), r.root),
+    );
+    let (thread, id, name) = (thread.to_owned(), r.id, r.name.clone());
+    // After the warning it ends, which the teller may still be naming.
+    naming::tell_in_order(move || {
+        report::tell(Level::Warn, "fibra::stall", &message, None, || {
+            tracing::warn!(
+                target: "fibra::stall",
+                fiber = id.as_u64(),
+                name = name.as_deref(),
+                running_for = ?total,
+                thread,
+                "{message}"
+            );
+        });
     });
 }

@@ -66,8 +66,7 @@ impl Builder {
         crate::arch::check_supported()?;
         let stack_size = stack::validate_size(self.stack_size)?;
         let core = Core::new(stack_size, self.tuning, None)?;
-        watchdog::install_panic_hook();
-        crate::observe::deadlock::install();
+        crate::observe::install();
         let rt = Runtime::from_flavor(CurrentThread::new(core));
         watchdog::runtime_built(self.tuning.stall);
         Ok(rt)

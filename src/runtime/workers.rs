@@ -107,8 +107,7 @@ fn worker_main(
             return;
         }
     };
-    crate::observe::watchdog::install_panic_hook();
-    crate::observe::deadlock::install();
+    crate::observe::install();
     // Listed for debuggers; it stays in this frame until `close` unlists it.
     crate::scheduler::debugger::register(&core);
     own.started(core.shared.clone());

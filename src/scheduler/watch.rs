@@ -59,9 +59,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, Once};
 use std::time::Duration;
 
-use crate::report::{self, Level};
-use crate::scheduler::fiber_id::{FiberId, describe};
-use crate::scheduler::stack_trace::naming;
+use crate::scheduler::fiber_id::FiberId;
 use crate::scheduler::stack_trace::sample::{self, Sampled};
 use crate::scheduler::watch::starve_record::Starve;
 use crate::scheduler::watchdog_sleep;
@@ -473,25 +471,8 @@ impl Watch {
     }
 }
 
-/// Warns (target `fibra::stall`) that `r`, which the watchdog warned about,
-/// has stopped after blocking `thread` for `total` in all.
-pub(crate) fn warn_ended(thread: &str, r: &Running, total: Duration) {
-    let message = format!(
-        "{} blocked thread {thread:?} for {total:.0?} in all before it parked",
-        describe(r.id, r.name.as_deref(), r.root),
-    );
-    let (thread, id, name) = (thread.to_owned(), r.id, r.name.clone());
-    // After the warning it ends, which the teller may still be naming.
-    naming::tell_in_order(move || {
-        report::tell(Level::Warn, "fibra::stall", &message, None, || {
-            tracing::warn!(
-                target: "fibra::stall",
-                fiber = id.as_u64(),
-                name = name.as_deref(),
-                running_for = ?total,
-                thread,
-                "{message}"
-            );
-        });
-    });
-}
+/// Who tells that a stall the watchdog warned about has ended
+/// (`observe::watchdog::warn_ended`, set as each runtime is built): the
+/// root loop finds the end when the stalled context parks, and hands it up.
+pub(crate) static TELL_ENDED: std::sync::OnceLock<fn(&str, &Running, Duration)> =
+    std::sync::OnceLock::new();

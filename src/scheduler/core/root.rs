@@ -506,9 +506,9 @@ impl Core {
     fn stall_ended_slow(&self) {
         if let Some((running, total)) = self.shared.watch.take_ended(clock::now_ns()) {
             let thread = self.shared.thread_name.as_str();
-            self.callback("event", || {
-                crate::scheduler::watch::warn_ended(thread, &running, total)
-            });
+            if let Some(tell) = crate::scheduler::watch::TELL_ENDED.get() {
+                self.callback("event", || tell(thread, &running, total));
+            }
         }
     }
 }

@@ -16,7 +16,7 @@
 //! for the dump walks its own stack. Only return addresses are taken on
 //! the runtime's thread ([`walk`]); naming them (DWARF lookups, the slow
 //! part) is done afterwards, on the thread that asked, each address once
-//! ([`resolve`]).
+//! (`observe::resolve`).
 //!
 //! Nothing of it is on the hot path: a park, a switch and a spawn do
 //! exactly what they did before (the switch frame already held what the
@@ -55,19 +55,15 @@
 //! fibra's frames around the user's are left out, as Go leaves out
 //! `runtime.gopark` and `runtime.goexit`: the park machinery inside the
 //! user's last call into fibra (that call itself is kept: `Mutex::lock`),
-//! and the fiber's start outside the user's closure. See `resolve::fold`.
+//! and the fiber's start outside the user's closure. See `observe::resolve::fold`.
 
 mod interrupted;
-pub(crate) mod naming;
-mod resolve;
 pub(crate) mod sample;
 pub(crate) mod walk;
 
 use std::fmt;
 use std::path::Path;
 use std::sync::Arc;
-
-pub(crate) use resolve::Resolver;
 
 /// A fiber's stack, innermost frame first: where it is parked, out to the
 /// closure it was spawned with (for the root, `block_on`'s closure), with
@@ -126,13 +122,21 @@ struct Inner {
 /// ```
 #[derive(Clone, Debug)]
 pub struct StackFrame {
-    function: Option<Arc<str>>,
-    file: Option<Arc<Path>>,
-    line: Option<u32>,
-    column: Option<u32>,
+    pub(crate) function: Option<Arc<str>>,
+    pub(crate) file: Option<Arc<Path>>,
+    pub(crate) line: Option<u32>,
+    pub(crate) column: Option<u32>,
 }
 
 impl StackTrace {
+    /// A stack of `frames`, innermost first; `cut`: the walk stopped
+    /// before the stack's root.
+    pub(crate) fn new(frames: Vec<StackFrame>, cut: bool) -> StackTrace {
+        StackTrace {
+            inner: Arc::new(Inner { frames, cut }),
+        }
+    }
+
     /// Its frames, innermost first.
     pub fn frames(&self) -> &[StackFrame] {
         &self.inner.frames
@@ -203,5 +207,32 @@ impl StackFrame {
     /// The column in that line, where the debug info has one.
     pub fn column(&self) -> Option<u32> {
         self.column
+    }
+}
+
+impl StackFrame {
+    /// The file as std's short backtraces print it: relative to `cwd`
+    /// (with a leading `./`) when under it.
+    pub(crate) fn short_file<'a>(&'a self, cwd: Option<&Path>) -> Option<ShortPath<'a>> {
+        let file = self.file.as_deref()?;
+        Some(match cwd.and_then(|cwd| file.strip_prefix(cwd).ok()) {
+            Some(rel) => ShortPath::Relative(rel),
+            None => ShortPath::Full(file),
+        })
+    }
+}
+
+/// A frame's file, for display.
+pub(crate) enum ShortPath<'a> {
+    Relative(&'a Path),
+    Full(&'a Path),
+}
+
+impl std::fmt::Display for ShortPath<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ShortPath::Relative(p) => write!(f, "./{}", p.display()),
+            ShortPath::Full(p) => write!(f, "{}", p.display()),
+        }
     }
 }

@@ -1,6 +1,6 @@
 //! Taking a stack's return addresses: a parked context's, from its saved
 //! switch frame, or the running one's. Only addresses: turning them into
-//! names and lines is `resolve.rs`, done later and elsewhere.
+//! names and lines is `observe/resolve.rs`, done later and elsewhere.
 
 use crate::arch;
 
@@ -13,9 +13,9 @@ pub(crate) const MAX_FRAMES: usize = 128;
 /// point, or a frame of the walk itself), as a walk took them.
 #[derive(Clone, Debug)]
 pub(crate) struct RawStack {
-    pub(super) ips: Box<[usize]>,
+    pub(crate) ips: Box<[usize]>,
     /// The walk stopped at [`MAX_FRAMES`] rather than at the stack's root.
-    pub(super) cut: bool,
+    pub(crate) cut: bool,
 }
 
 /// The stack of the running context, from its caller out (the frames of

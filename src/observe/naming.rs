@@ -27,8 +27,8 @@ use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::Duration;
 
-use super::Resolver;
-use super::walk::RawStack;
+use crate::observe::resolve::Resolver;
+use crate::scheduler::stack_trace::walk::RawStack;
 
 type Job = Box<dyn FnOnce() + Send>;
 

@@ -11,8 +11,8 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::sync::Arc;
 
-use super::walk::RawStack;
-use super::{Inner, StackFrame, StackTrace};
+use crate::scheduler::stack_trace::walk::RawStack;
+use crate::scheduler::stack_trace::{StackFrame, StackTrace};
 
 /// Resolves the stacks of one dump, remembering what it resolved.
 #[derive(Default)]
@@ -35,12 +35,7 @@ impl Resolver {
             all.extend(self.frames_at(ip).iter().cloned());
         }
         let kept = fold(&all);
-        let trace = StackTrace {
-            inner: Arc::new(Inner {
-                frames: all[kept].to_vec(),
-                cut: raw.cut,
-            }),
-        };
+        let trace = StackTrace::new(all[kept].to_vec(), raw.cut);
         self.stacks.insert(raw.ips.clone(), trace.clone());
         trace
     }
@@ -208,33 +203,6 @@ fn fold(frames: &[StackFrame]) -> std::ops::Range<usize> {
         .rposition(|&o| o == Owner::Fibra)
         .unwrap_or(0);
     start.min(end)..end
-}
-
-impl StackFrame {
-    /// The file as std's short backtraces print it: relative to `cwd`
-    /// (with a leading `./`) when under it.
-    pub(super) fn short_file<'a>(&'a self, cwd: Option<&Path>) -> Option<ShortPath<'a>> {
-        let file = self.file.as_deref()?;
-        Some(match cwd.and_then(|cwd| file.strip_prefix(cwd).ok()) {
-            Some(rel) => ShortPath::Relative(rel),
-            None => ShortPath::Full(file),
-        })
-    }
-}
-
-/// A frame's file, for display.
-pub(super) enum ShortPath<'a> {
-    Relative(&'a Path),
-    Full(&'a Path),
-}
-
-impl std::fmt::Display for ShortPath<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ShortPath::Relative(p) => write!(f, "./{}", p.display()),
-            ShortPath::Full(p) => write!(f, "{}", p.display()),
-        }
-    }
 }
 
 #[cfg(test)]
