@@ -4,8 +4,9 @@
 //! the caller says whether it runs on one (`context::in_fiber`, or, for a
 //! deadlock's dump, the scheduler that found it: see `deadlock.rs`).
 
+use crate::observe::dump::Dump;
 use crate::observe::resolve::Resolver;
-use crate::scheduler::fiber_info::{Dump, Section};
+use crate::scheduler::fiber_info::Section;
 use crate::scheduler::helper;
 use crate::scheduler::stack_trace::sample::Sampled;
 

@@ -20,9 +20,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+pub(crate) use crate::observe::dump::Dump;
 use crate::observe::dump_names;
 use crate::observe::held::HeldRead;
-pub(crate) use crate::scheduler::fiber_info::Dump;
 use crate::scheduler::fiber_info::{ANSWER_WITHIN, Busy, FiberInfo, FiberState, Section};
 use crate::scheduler::shared::{Remote, Shared};
 use crate::scheduler::stack_trace::sample::Sampled;

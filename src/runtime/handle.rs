@@ -12,11 +12,11 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::fiber::{self, JoinHandle};
+use crate::observe::dump::Dump;
 use crate::runtime::dump;
 use crate::scheduler::context;
 use crate::scheduler::core::Core;
 use crate::scheduler::core::job::Job;
-use crate::scheduler::fiber_info::Dump;
 use crate::scheduler::metrics::WorkerMetrics;
 use crate::scheduler::pool::Pool;
 use crate::scheduler::shared::{Remote, Shared};

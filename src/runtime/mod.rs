@@ -155,8 +155,9 @@ pub(crate) mod fallback;
 mod handle;
 mod workers;
 
+pub use crate::observe::dump::Dump;
 pub use crate::observe::profile::{Profile, Profiler};
-pub use crate::scheduler::fiber_info::{Dump, FiberInfo, FiberState, GroupId, GroupInfo};
+pub use crate::scheduler::fiber_info::{FiberInfo, FiberState, GroupId, GroupInfo};
 pub use crate::scheduler::metrics::WorkerMetrics;
 pub use crate::scheduler::stack_trace::{StackFrame, StackTrace};
 pub use builder::{Builder, OnDeadlock};
