@@ -260,7 +260,7 @@ fn catchable(signal: c_int) -> io::Result<()> {
         format!("signal {signal} cannot be waited for: no such signal")
     } else if FORBIDDEN.contains(&signal) {
         format!("signal {signal} cannot be waited for: it cannot be caught, or reports a fault")
-    } else if signal == crate::scheduler::stack_trace::sample::signal() {
+    } else if signal == crate::scheduler::stack_trace::signal() {
         format!(
             "signal {signal} (SIGRTMAX-3) cannot be waited for: it is fibra's own, \
              the stall watchdog samples stacks with it"

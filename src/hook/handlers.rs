@@ -43,7 +43,7 @@ use libc::{c_int, c_void, sighandler_t, siginfo_t};
 use super::sys;
 use crate::scheduler::callout::callout;
 use crate::scheduler::park::signal_handled;
-use crate::scheduler::stack_trace::sample;
+use crate::scheduler::stack_trace::signal as sample_signal;
 
 /// Signal numbers are below this (`_NSIG` on Linux).
 const NSIG: usize = 65;
@@ -102,7 +102,7 @@ extern "C" fn trampoline(sig: c_int, info: *mut siginfo_t, ctx: *mut c_void) {
     // A handler ran on this thread: a hooked call parked here ends as the
     // kernel's would (`scheduler::interrupt`). Not for fibra's own stack
     // sampler, which only fibra sends, and which must change nothing.
-    if sig != sample::signal() {
+    if sig != sample_signal() {
         signal_handled(restart);
     }
 }

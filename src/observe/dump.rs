@@ -8,7 +8,7 @@ use std::fmt;
 use crate::scheduler::fiber_info::{
     ANSWER_WITHIN, FiberInfo, FiberState, GroupId, GroupInfo, Section,
 };
-use crate::scheduler::stack_trace::sample::Sampled;
+use crate::scheduler::stack_trace::Sampled;
 
 /// Every fiber of a runtime, from [`Runtime::dump`](crate::Runtime::dump).
 /// Its `Display` prints the [groups](Dump::groups) the fibers are in as a

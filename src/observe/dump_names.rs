@@ -8,7 +8,7 @@ use crate::observe::dump::Dump;
 use crate::observe::resolve::Resolver;
 use crate::scheduler::fiber_info::Section;
 use crate::scheduler::helper;
-use crate::scheduler::stack_trace::sample::Sampled;
+use crate::scheduler::stack_trace::Sampled;
 
 /// The dump of `sections`, with their stacks named (the slow part of a
 /// dump: DWARF lookups, each address once).

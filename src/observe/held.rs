@@ -6,7 +6,7 @@
 //!
 //! A runtime's records are its own thread's, borrowed mutably by its
 //! scheduler at any instant, so no other thread may take a reference to
-//! them. But a thread held by the sampler's signal (`stack_trace::sample`)
+//! them. But a thread held by the sampler's signal (`observe::sample`)
 //! stands still at one instruction, as a process stopped by gdb does, and
 //! what gdb's `info fibers` does there this module does too: it reads the
 //! records as bytes, at the offsets published for gdb ([`Layout`]), with
@@ -41,7 +41,7 @@
 //!
 //! The buffers are made before the hold: nothing is allocated and no lock
 //! is taken while the thread is held, which may hold the allocator's lock
-//! or the loader's (see `stack_trace::sample`). The hold lasts a
+//! or the loader's (see `observe::sample`). The hold lasts a
 //! `process_vm_readv` per [`CHUNK`] records and per name, and a walk per
 //! stack: at most [`MAX_LISTED`] fibers are listed and [`MAX_WALKED`]
 //! stacks walked; the rest are counted.

@@ -19,6 +19,7 @@ pub(crate) mod naming;
 pub(crate) mod pprof;
 pub(crate) mod profile;
 pub(crate) mod resolve;
+pub(crate) mod sample;
 pub(crate) mod watchdog;
 
 /// Sets what this floor hands the scheduler: the panic hook that names

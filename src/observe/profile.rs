@@ -11,7 +11,7 @@
 //! One that used some is sampled: the context its watch word names (the
 //! word the runtime stores at every switch) is stopped by the sampler's
 //! signal, on the alternate stack, and its stack walked from this thread
-//! (`stack_trace::sample`, as a stall warning's stack is). The sample
+//! (`observe::sample`, as a stall warning's stack is). The sample
 //! counts once and weighs the CPU time used since the tick before. A
 //! runtime found between contexts (polling for I/O, switching) is charged
 //! to a frame of its own, `(runtime)`.
@@ -41,7 +41,7 @@ use crate::observe::pprof::{Message, Strings, value_type};
 use crate::observe::resolve::Resolver;
 use crate::scheduler::helper;
 use crate::scheduler::registry;
-use crate::scheduler::stack_trace::sample::Sampled;
+use crate::scheduler::stack_trace::Sampled;
 use crate::scheduler::stack_trace::walk::RawStack;
 
 /// The highest rate [`Profiler::start`] takes (Go's pprof defaults to 100).
@@ -254,7 +254,7 @@ fn tick(cpu_seen: &mut HashMap<libc::pid_t, u64>, shots: &mut Vec<(Caught, Stack
             shots.push((caught("(runtime)".into()), Stack::Runtime, used));
             continue;
         };
-        let stack = match watch.sample(word) {
+        let stack = match crate::observe::sample::of(watch, word) {
             Sampled::Stack(raw) => Stack::Raw(raw),
             Sampled::Missing(why) => Stack::Missing(why),
         };

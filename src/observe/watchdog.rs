@@ -19,7 +19,7 @@
 //! registers here).
 //!
 //! Its first warning carries the stalled context's stack as it is then,
-//! sampled by stopping the runtime's thread (`stack_trace::sample`), then
+//! sampled by stopping the runtime's thread (`observe::sample`), then
 //! named (on a thread of its own, waited for a bounded time:
 //! `stack_trace::naming`) before the warning goes out. Names that take
 //! longer (the first lookup of a large debug build loads its debug info)
@@ -37,7 +37,7 @@ use crate::observe::naming;
 use crate::report::{self, Level};
 use crate::scheduler::fiber_id::describe;
 use crate::scheduler::registry;
-use crate::scheduler::stack_trace::sample::Sampled;
+use crate::scheduler::stack_trace::Sampled;
 use crate::scheduler::watch::{self, Report, Running, SEEN, Watch};
 use crate::scheduler::watchdog_sleep::{ASLEEP, WAKE, lock};
 use crate::timer::clock;
@@ -261,7 +261,7 @@ fn sample(watch: &Watch, thread: &str, threshold: u64, now: u64) -> bool {
     watch.pending.store(true, Ordering::Relaxed);
     // Where it is now (after the report is in: an end meanwhile is kept
     // for after the warning), named and told on the teller thread.
-    let sampled = watch.sample(word);
+    let sampled = crate::observe::sample::of(watch, word);
     let teller_thread = thread.to_owned();
     // The bound on the names runs from now: a warning queued behind other
     // runtimes' waits no longer than one handed over alone.

@@ -25,7 +25,7 @@ use crate::observe::dump_names;
 use crate::observe::held::HeldRead;
 use crate::scheduler::fiber_info::{ANSWER_WITHIN, Busy, FiberInfo, FiberState, Section};
 use crate::scheduler::shared::{Remote, Shared};
-use crate::scheduler::stack_trace::sample::Sampled;
+use crate::scheduler::stack_trace::Sampled;
 use crate::scheduler::stack_trace::walk::RawStack;
 use crate::scheduler::{context, registry};
 use crate::sync::mpsc;
@@ -163,7 +163,7 @@ fn stalled(shared: &Shared, word: usize) -> Option<(FiberInfo, Sampled, HeldFibe
     // Its other fibers, read while the sample holds the thread.
     let meta = marked & !crate::scheduler::watch::SEEN;
     let mut others = HeldRead::prepare(shared.watch.tid, meta);
-    let stack = shared.watch.sample_holding(marked, &mut || others.read());
+    let stack = crate::observe::sample::of_holding(&shared.watch, marked, &mut || others.read());
     let others = others.finish(crate::timer::clock::now_ns());
     let info = FiberInfo {
         id: running.id,

@@ -21,8 +21,8 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use crate::scheduler::fiber_id::FiberId;
+use crate::scheduler::stack_trace::Sampled;
 use crate::scheduler::stack_trace::StackTrace;
-use crate::scheduler::stack_trace::sample::Sampled;
 use crate::scheduler::stack_trace::walk::RawStack;
 use crate::scheduler::watch::starve_record::Starved;
 

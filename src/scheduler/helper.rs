@@ -13,7 +13,7 @@
 //! helper's stack overflow must still be reported), and the signal of
 //! fibra's stack sampler, which only fibra sends, to one thread.
 
-use crate::scheduler::stack_trace::sample;
+use crate::scheduler::stack_trace::signal as sample_signal;
 
 /// The signals a thread raises on itself by faulting.
 const FAULTS: [libc::c_int; 6] = [
@@ -34,7 +34,7 @@ pub(crate) fn spawn_quiet<R>(spawn: impl FnOnce() -> R) -> R {
     // SAFETY: `quiet` is a valid sigset to fill and edit.
     unsafe {
         libc::sigfillset(&mut quiet);
-        for sig in FAULTS.into_iter().chain([sample::signal()]) {
+        for sig in FAULTS.into_iter().chain([sample_signal()]) {
             libc::sigdelset(&mut quiet, sig);
         }
     }

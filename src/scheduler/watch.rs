@@ -60,7 +60,6 @@ use std::sync::{Mutex, Once};
 use std::time::Duration;
 
 use crate::scheduler::fiber_id::FiberId;
-use crate::scheduler::stack_trace::sample::{self, Sampled};
 use crate::scheduler::watch::starve_record::Starve;
 use crate::scheduler::watchdog_sleep;
 
@@ -194,7 +193,7 @@ pub(crate) struct Watch {
     deadlock_exit: AtomicBool,
     read_lock: Mutex<()>,
     /// The kernel's id of the runtime's thread (a `Watch` is made on it),
-    /// for a sample of its stack (`stack_trace::sample`).
+    /// for a sample of its stack (`observe::sample`).
     pub(crate) tid: libc::pid_t,
     /// The root context's `Meta`, and its id.
     pub(crate) root: Meta,
@@ -266,22 +265,10 @@ impl Watch {
         self.deadlock_exit.store(exit, Ordering::Relaxed);
     }
 
-    /// The stack of the context the `word` names, sampled while it runs
-    /// (see `stack_trace::sample`), unless the runtime was built not to
-    /// be signalled (`Builder::stall_stacks(false)`): the one door to the
-    /// sampling signal for a runtime's thread.
-    pub(crate) fn sample(&self, word: usize) -> Sampled {
-        self.sample_holding(word, &mut || {})
-    }
-
-    /// [`Watch::sample`], with `during` called while the thread is held
-    /// after the walk (see `sample::sample_holding`: no lock, no
-    /// allocation).
-    pub(crate) fn sample_holding(&self, word: usize, during: &mut dyn FnMut()) -> Sampled {
-        if !self.sample_stacks.load(Ordering::Relaxed) {
-            return Sampled::Missing(NOT_SIGNALLED);
-        }
-        sample::sample_holding(self.tid, &self.word, word, during)
+    /// Whether this runtime's thread may be sent the sampling signal
+    /// (not when built with `Builder::stall_stacks(false)`).
+    pub(crate) fn sample_stacks(&self) -> bool {
+        self.sample_stacks.load(Ordering::Relaxed)
     }
 
     /// The slot of the stall reported here (taken even if a panicking

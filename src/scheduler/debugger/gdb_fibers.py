@@ -774,7 +774,7 @@ FiberCmd()
 
 # The stall watchdog samples a fiber that keeps its thread by sending that
 # thread a real-time signal, SIGRTMAX - 3 (SIG61 with glibc: see
-# `signal()` in src/scheduler/stack_trace/sample.rs). A program stopped in
+# `signal()` in src/scheduler/stack_trace/mod.rs). A program stopped in
 # the debugger looks stalled to it, and gdb would stop at every sample: let
 # the signal through silently, as Go users do with SIGURG.
 try:

@@ -40,14 +40,14 @@
 //!   it is what the walk above does, with the unwinder the platform
 //!   already has; framehop would add its own unwind-info parsing and the
 //!   bookkeeping of loaded modules and their sections for no gain here.
-//!   Nor for a *running* fiber (the stall warning's stack, [`sample`]):
+//!   Nor for a *running* fiber (the stall warning's stack, `observe::sample`):
 //!   there the signal handler only copies the registers and holds its
 //!   thread, and libgcc walks from another thread, where its lookups take
 //!   no lock (see `sample.rs` for what was checked, and what a walk from
 //!   inside the handler would have needed).
 //!
 //! A *running* context's stack is sampled the same way from the
-//! registers a signal handler took ([`sample`], `interrupted.rs`): for
+//! registers a signal handler took (`observe::sample`, `observe/sample/interrupted.rs`): for
 //! the stall warning, and for a dump of a runtime a fiber holds.
 //!
 //! ## Folding
@@ -57,8 +57,6 @@
 //! user's last call into fibra (that call itself is kept: `Mutex::lock`),
 //! and the fiber's start outside the user's closure. See `observe::resolve::fold`.
 
-mod interrupted;
-pub(crate) mod sample;
 pub(crate) mod walk;
 
 use std::fmt;
@@ -235,4 +233,20 @@ impl std::fmt::Display for ShortPath<'_> {
             ShortPath::Full(p) => write!(f, "{}", p.display()),
         }
     }
+}
+
+/// The real-time signal fibra samples a running context's stack with
+/// (`observe::sample`): `SIGRTMAX - 3` (glibc keeps
+/// the lowest ones for itself; profilers and runtimes mostly take
+/// `SIGPROF` or the lowest free ones).
+pub(crate) fn signal() -> libc::c_int {
+    libc::SIGRTMAX() - 3
+}
+
+/// What a sample found: the stack, or why there is none.
+#[derive(Clone, Debug)]
+pub(crate) enum Sampled {
+    Stack(walk::RawStack),
+    /// Left out, and why (for the reader: "not sampled: ...").
+    Missing(&'static str),
 }

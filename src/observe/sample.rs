@@ -69,8 +69,12 @@ use std::sync::atomic::{AtomicI32, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize,
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
 
-use super::interrupted::{self, Regs};
-use super::walk::{MAX_FRAMES, RawStack};
+use crate::scheduler::stack_trace::walk::{MAX_FRAMES, RawStack};
+use crate::scheduler::stack_trace::{Sampled, signal};
+use crate::scheduler::watch::{NOT_SIGNALLED, Watch};
+use interrupted::Regs;
+
+mod interrupted;
 
 /// How long the handler holds its thread waiting for the walk to begin.
 const HOLD: Duration = Duration::from_millis(50);
@@ -79,13 +83,6 @@ const DELIVERY: Duration = Duration::from_millis(100);
 /// Marks a signal as a sample of fibra's: the high half of its
 /// `si_value` (the low half is the sample's generation).
 const MAGIC: u32 = 0x6669_6272; // "fibr"
-
-/// The real-time signal fibra samples with: `SIGRTMAX - 3` (glibc keeps
-/// the lowest ones for itself; profilers and runtimes mostly take
-/// `SIGPROF` or the lowest free ones).
-pub(crate) fn signal() -> libc::c_int {
-    libc::SIGRTMAX() - 3
-}
 
 // The slot's states: the low half of its state word, whose high half is
 // the generation of the sample they belong to (`tagged`), so that a late
@@ -145,14 +142,6 @@ static SLOT: Slot = Slot {
 
 static SAMPLERS: Mutex<()> = Mutex::new(());
 
-/// What a sample found: the stack, or why there is none.
-#[derive(Clone, Debug)]
-pub(crate) enum Sampled {
-    Stack(RawStack),
-    /// Left out, and why (for the reader: "not sampled: ...").
-    Missing(&'static str),
-}
-
 /// Samples the stack of the context running on thread `tid` while the
 /// runtime's `word` still holds `expect` (a marked word: the watchdog saw
 /// that context run without a switch). Blocks for at most about
@@ -181,7 +170,7 @@ pub(crate) fn sample_holding(
     Sampled::Missing("the unwinder could not walk past the instruction it stopped at")
 }
 
-/// How many samples [`sample`] takes before it gives up on a walk of one
+/// How many samples [`sample_holding`] takes before it gives up on a walk of one
 /// frame.
 const ATTEMPTS: usize = 3;
 
@@ -495,4 +484,21 @@ unsafe fn chain(sig: libc::c_int, info: *mut libc::siginfo_t, uc: *mut libc::c_v
         let f: extern "C" fn(libc::c_int) = unsafe { std::mem::transmute(f) };
         f(sig);
     }
+}
+
+/// The stack of the context `word` names on `watch`'s runtime, sampled
+/// while it runs, unless the runtime was built not to be signalled
+/// (`Builder::stall_stacks(false)`): the one door to the sampling signal
+/// for a runtime's thread.
+pub(crate) fn of(watch: &Watch, word: usize) -> Sampled {
+    of_holding(watch, word, &mut || {})
+}
+
+/// [`of`], with `during` called while the thread is held after the walk
+/// (see [`sample_holding`]: no lock, no allocation).
+pub(crate) fn of_holding(watch: &Watch, word: usize, during: &mut dyn FnMut()) -> Sampled {
+    if !watch.sample_stacks() {
+        return Sampled::Missing(NOT_SIGNALLED);
+    }
+    sample_holding(watch.tid, &watch.word, word, during)
 }

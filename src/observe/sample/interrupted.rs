@@ -7,7 +7,7 @@
 //! owns and allocates nothing: the stopped thread may hold the allocator's
 //! lock (see `sample.rs` for why the rest of it takes no lock either).
 
-use super::walk::MAX_FRAMES;
+use crate::scheduler::stack_trace::walk::MAX_FRAMES;
 
 unsafe extern "C" {
     fn fibra_0_1_walk_interrupted(
