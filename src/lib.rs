@@ -278,12 +278,12 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 #![warn(missing_docs)]
 // gdb's `info fibers` and `fiber N bt` are not a `#![debugger_visualizer]`,
-// which rustc writes only with debug info: `scheduler/debugger.rs` puts
+// which rustc writes only with debug info: `observe/debugger.rs` puts
 // them in every binary (see `runtime`'s docs, "In gdb"), but for an
 // AddressSanitizer build, whose red zones would break that section.
 #![cfg_attr(
     fibra_asan,
-    debugger_visualizer(gdb_script_file = "scheduler/debugger/gdb_fibers.py")
+    debugger_visualizer(gdb_script_file = "observe/debugger/gdb_fibers.py")
 )]
 
 mod arch;

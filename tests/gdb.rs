@@ -1,6 +1,6 @@
 //! Fibers in gdb: the extension fibra embeds in every program that links it
-//! (`src/scheduler/debugger/gdb_fibers.py`, in the `.debug_gdb_scripts` section that
-//! `src/scheduler/debugger.rs` writes) lists a stopped program's fibers and
+//! (`src/observe/debugger/gdb_fibers.py`, in the `.debug_gdb_scripts` section that
+//! `src/observe/debugger.rs` writes) lists a stopped program's fibers and
 //! walks a parked one's stack.
 //!
 //! gdb runs this test binary itself (so no attach, and no ptrace rights

@@ -47,7 +47,7 @@ impl<T> MappedArray<T> {
     );
 
     /// Where a debugger reads the start of the values and their count, in
-    /// bytes from the array's address (`scheduler::debugger`).
+    /// bytes from the array's address (`observe::debugger`).
     pub(crate) const PTR_AT: usize = std::mem::offset_of!(Self, ptr);
     pub(crate) const LEN_AT: usize = std::mem::offset_of!(Self, len);
 

@@ -50,10 +50,10 @@ use std::mem::offset_of;
 use std::panic::Location;
 use std::time::Duration;
 
+use crate::observe::debugger::{self, Layout};
 use crate::scheduler::core::first_frame;
 use crate::scheduler::core::records::Records;
 use crate::scheduler::core::{Local, ROOT};
-use crate::scheduler::debugger::{self, Layout};
 use crate::scheduler::fiber_id::FiberId;
 use crate::scheduler::fiber_info::{FiberInfo, FiberState};
 use crate::scheduler::stack_trace::walk::{self, MAX_FRAMES, RawStack};

@@ -12,6 +12,7 @@
 //! they move here next (see DESIGN.md's layout).
 
 pub(crate) mod deadlock;
+pub(crate) mod debugger;
 pub(crate) mod dump;
 pub(crate) mod dump_names;
 pub(crate) mod held;

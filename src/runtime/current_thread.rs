@@ -63,7 +63,7 @@ impl CurrentThread {
         let core = Box::new(core);
         // Listed for debuggers at its final address (`close` unlists it),
         // and as this thread's (see `scheduler::owner`).
-        crate::scheduler::debugger::register(&core);
+        crate::observe::debugger::register(&core);
         crate::scheduler::owner::own(&core);
         CurrentThread {
             _on_its_thread: std::marker::PhantomData,
@@ -477,6 +477,8 @@ impl Drop for CurrentThread {
     /// is already gone. See [`Runtime`]'s docs.
     fn drop(&mut self) {
         crate::scheduler::owner::disown(&self.core.0);
+        // Off gdb's list first: a close that panics leaves no stale entry.
+        crate::observe::debugger::unregister(&self.core.0);
         close(&self.core.0);
     }
 }

@@ -62,7 +62,7 @@
 //!
 //! Every program that links fibra carries a gdb extension that lists its
 //! fibers and walks a parked one's stack, as Go's `runtime-gdb.py` does for
-//! goroutines: fibra writes it (`src/scheduler/debugger/gdb_fibers.py`) into the
+//! goroutines: fibra writes it (`src/observe/debugger/gdb_fibers.py`) into the
 //! program's `.debug_gdb_scripts` section, whatever its `debug` level. gdb
 //! (or `rust-gdb`) runs it when it loads the program, once auto-loading is
 //! allowed for the program's path: `-iex 'add-auto-load-safe-path target'`

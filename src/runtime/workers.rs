@@ -109,7 +109,7 @@ fn worker_main(
     };
     crate::observe::install();
     // Listed for debuggers; it stays in this frame until `close` unlists it.
-    crate::scheduler::debugger::register(&core);
+    crate::observe::debugger::register(&core);
     own.started(core.shared.clone());
     let _ = report.send(Ok(()));
     drop(report);
@@ -120,6 +120,8 @@ fn worker_main(
     own.run(); // up: no longer WAKING
     core.run_root(Until::Stopped);
     drop(enter);
+    // Off gdb's list first: a close that panics leaves no stale entry.
+    crate::observe::debugger::unregister(&core);
     close(&core);
     // Jobs still queued here are dropped unrun: their handles report them
     // cancelled.

@@ -187,7 +187,6 @@ pub(crate) fn close(core: &Core) {
         drop(enter);
     }
     registry::unregister(core.id);
-    crate::scheduler::debugger::unregister(core);
     core.shared.close();
 }
 

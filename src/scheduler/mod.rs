@@ -29,7 +29,6 @@ pub(crate) mod completion;
 pub(crate) mod context;
 pub(crate) mod core;
 pub(crate) mod cpu_time;
-pub(crate) mod debugger;
 pub(crate) mod fair;
 pub(crate) mod fiber_id;
 pub(crate) mod fiber_info;

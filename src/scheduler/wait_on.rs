@@ -24,7 +24,7 @@ pub(crate) enum WaitOn {
 }
 
 /// A [`WaitOn`] as a fiber's record keeps it: a tag and a word (which
-/// gdb's `info fibers` decodes too: `src/scheduler/debugger/gdb_fibers.py`), written
+/// gdb's `info fibers` decodes too: `src/observe/debugger/gdb_fibers.py`), written
 /// at every park with two plain stores. (An `Option<WaitOn>` was built on
 /// the stack and copied into the record with loads wider than the stores
 /// that had just written it, which the CPU cannot forward: a stall of a
@@ -38,7 +38,7 @@ pub(crate) struct StoredWait {
 
 impl StoredWait {
     /// Where a debugger reads the tag (a byte) and the word, in bytes from
-    /// a `StoredWait`'s address (`scheduler::debugger`).
+    /// a `StoredWait`'s address (`observe::debugger`).
     pub(crate) const TAG_AT: usize = std::mem::offset_of!(StoredWait, tag);
     pub(crate) const WORD_AT: usize = std::mem::offset_of!(StoredWait, word);
 

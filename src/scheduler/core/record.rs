@@ -20,7 +20,7 @@ use crate::stack::{Stack, StackHeader};
 pub(super) const NO_DEADLINE: u64 = u64::MAX;
 
 /// One byte in memory, whose value is the state's (`State::Parked as u8`):
-/// what a debugger reads (`scheduler::debugger`).
+/// what a debugger reads (`observe::debugger`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
 pub(crate) enum State {
@@ -101,7 +101,7 @@ pub(crate) struct Record {
 
 impl Record {
     /// Where a debugger reads the fields the scheduler keeps to itself, in
-    /// bytes from a record's address (`scheduler::debugger`).
+    /// bytes from a record's address (`observe::debugger`).
     pub(crate) const SP_AT: usize = std::mem::offset_of!(Record, sp);
     pub(crate) const WAITING_ON_AT: usize = std::mem::offset_of!(Record, waiting_on);
     pub(crate) const WAITING_UNTIL_AT: usize = std::mem::offset_of!(Record, waiting_until);

@@ -47,7 +47,7 @@ pub(crate) struct Records {
 
 impl Records {
     /// Where a debugger reads the records' start and count, in bytes from
-    /// a `Records`' address (`scheduler::debugger`).
+    /// a `Records`' address (`observe::debugger`).
     pub(crate) const START_AT: usize =
         std::mem::offset_of!(Records, slots) + MappedArray::<Record>::PTR_AT;
     pub(crate) const LEN_AT: usize =

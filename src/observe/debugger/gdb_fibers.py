@@ -10,7 +10,7 @@
 #
 # Embedded in every binary that links fibra, at every debug level, by a
 # static in gdb's `.debug_gdb_scripts` section (`GDB_SCRIPT` in
-# src/scheduler/debugger.rs; not `#![debugger_visualizer]`, which rustc
+# src/observe/debugger.rs; not `#![debugger_visualizer]`, which rustc
 # writes only with debug info). gdb runs it when it loads the program, once
 # auto-loading is allowed for it (`gdb -iex 'add-auto-load-safe-path
 # /path/to/binary'`, or `set auto-load safe-path /` in ~/.gdbinit); `source`
@@ -23,7 +23,7 @@
 #
 # ## How it finds the fibers
 #
-# `FIBRA_0_1_RUNTIMES` (src/scheduler/debugger.rs, an unmangled symbol)
+# `FIBRA_0_1_RUNTIMES` (src/observe/debugger.rs, an unmangled symbol)
 # holds the address and length of an array of entries, one per live
 # runtime (its `Core`, its thread's LWP, its `Local`, its thread's name and
 # whether it is a worker), and the address of a `Layout`: the offsets, by
@@ -150,7 +150,7 @@ def address_of(name):
     return int(m.group(0), 16) if m else None
 
 
-# The fields of `Layout` (src/scheduler/debugger.rs), in its order: one
+# The fields of `Layout` (src/observe/debugger.rs), in its order: one
 # 8-byte word each.
 LAYOUT_FIELDS = (
     "size",

@@ -1,5 +1,5 @@
 //! Every live runtime's scheduler, where a debugger finds them: the way in
-//! for gdb's `info fibers` and `fiber N bt` (`src/scheduler/debugger/gdb_fibers.py`,
+//! for gdb's `info fibers` and `fiber N bt` (`src/observe/debugger/gdb_fibers.py`,
 //! embedded in every binary that links fibra by [`GDB_SCRIPT`]; see the
 //! "In gdb" section of [`fibra::runtime`](crate::runtime)).
 //!
@@ -204,7 +204,7 @@ pub(crate) static FIBRA_0_1_RUNTIMES: Runtimes = Runtimes {
     layout: AtomicPtr::new(std::ptr::null_mut()),
 };
 
-/// `src/scheduler/debugger/gdb_fibers.py`, in gdb's `.debug_gdb_scripts` section: gdb
+/// `src/observe/debugger/gdb_fibers.py`, in gdb's `.debug_gdb_scripts` section: gdb
 /// runs it when it loads a program that links fibra (once auto-loading is
 /// allowed for the program's path).
 ///
