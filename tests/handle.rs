@@ -183,7 +183,9 @@ fn on_workers_it_works_from_a_fiber_and_from_a_thread() {
             .collect();
         let sum: i32 = hs.into_iter().map(|h| h.join().unwrap()).sum();
         assert_eq!(sum, 56);
-        let sleeper = handle.spawn(|| fibra::sleep(Duration::from_millis(300)));
+        // Parked until released after the dump, however slow the machine.
+        let (release, parked_on) = fibra::channel::bounded::<()>(0);
+        let sleeper = handle.spawn(move || parked_on.recv());
         // A worker's figures are those it last published: a fiber whose
         // join has returned may still be counted until its worker frees its
         // record and publishes again. Wait for the figures to settle.
@@ -201,7 +203,8 @@ fn on_workers_it_works_from_a_fiber_and_from_a_thread() {
         let dump = handle.dump();
         assert!(dump.is_complete(), "{dump}");
         assert_eq!(dump.fibers().count(), 1, "{dump}");
-        sleeper.join().unwrap();
+        drop(release);
+        sleeper.join().unwrap().unwrap_err();
     }
 }
 

@@ -335,7 +335,14 @@ fn two_thousand_connect_close_cycles_reuse_fds() {
                 .flat_map(|f| f.join().unwrap())
                 .collect::<HashSet<_>>()
         });
-        assert!(fds.len() < 100, "fd numbers were not reused: {}", fds.len());
+        // Without reuse, 2 000 numbers; other tests of this binary open
+        // hundreds of sockets at once meanwhile, which move the lowest free
+        // number up while they last.
+        assert!(
+            fds.len() < 1000,
+            "fd numbers were not reused: {}",
+            fds.len()
+        );
     });
 }
 
@@ -528,7 +535,9 @@ fn ureq_from_a_hundred_fibers() {
             }
         });
         let took = start.elapsed();
-        // 100 × 100 ms one after another would be 10 s.
-        assert!(took < Duration::from_secs(3), "took {took:?}");
+        // 100 × 100 ms one after another would be 10 s (a debug build of
+        // ureq also spends milliseconds of CPU on each call, more under
+        // AddressSanitizer, on a machine other tests share).
+        assert!(took < Duration::from_secs(8), "took {took:?}");
     });
 }

@@ -494,14 +494,14 @@ fn install(sig: libc::c_int, restart: bool) {
     }
 }
 
-/// Runs `call` in a fiber while `sig` comes to the thread 100 ms in;
+/// Runs `call` in a fiber while `sig` comes to the thread 250 ms in;
 /// returns its result, its errno and how long it took.
 fn interrupted(sig: libc::c_int, call: impl FnOnce() -> i32 + 'static) -> (i32, i32, Duration) {
     fibra::run(move || {
         // SAFETY: pthread_self has no preconditions.
         let me = unsafe { libc::pthread_self() } as usize;
         let killer = thread::spawn(move || {
-            thread::sleep(Duration::from_millis(100));
+            thread::sleep(Duration::from_millis(250));
             // SAFETY: the runtime's thread outlives this (joined below).
             assert_eq!(unsafe { libc::pthread_kill(me as libc::pthread_t, sig) }, 0);
         });
@@ -705,7 +705,7 @@ fn retried_connect(in_fiber: bool) -> ((i32, i32), (i32, i32)) {
         // SAFETY: pthread_self has no preconditions.
         let me = unsafe { libc::pthread_self() } as usize;
         let killer = thread::spawn(move || {
-            thread::sleep(Duration::from_millis(100));
+            thread::sleep(Duration::from_millis(250));
             // SAFETY: the thread outlives this (joined below).
             unsafe { libc::pthread_kill(me as libc::pthread_t, libc::SIGWINCH) };
         });

@@ -67,7 +67,7 @@ fn pipe() -> (c_int, c_int) {
 }
 
 /// Runs `call` in a fiber (beside a ticker fiber, so the thread is seen
-/// to keep running others) while `sig` comes 100 ms in; returns what it
+/// to keep running others) while `sig` comes 250 ms in; returns what it
 /// returned, its errno and how long it took.
 fn interrupted(sig: c_int, call: impl FnOnce() -> isize + 'static) -> (isize, c_int, Duration) {
     fibra::run(move || {
@@ -78,7 +78,7 @@ fn interrupted(sig: c_int, call: impl FnOnce() -> isize + 'static) -> (isize, c_
         });
         // SAFETY: pthread_self has no preconditions.
         let me = unsafe { libc::pthread_self() };
-        let killer = kill_later(me, sig, Duration::from_millis(100));
+        let killer = kill_later(me, sig, Duration::from_millis(250));
         let start = Instant::now();
         let r = call();
         let e = errno();

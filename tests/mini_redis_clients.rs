@@ -25,13 +25,16 @@ use mini::{TIMEOUT, connect, connect_resp3, contains, encode, have, mini_redis, 
 fn keys_expire_on_time_without_being_touched() {
     let server = mini_redis();
     let mut c = connect(server.port);
-    assert_eq!(c.cmd_str("SET short v PX 50"), b"+OK\r\n");
+    // Expiries long enough that the four round trips before the DBSIZE
+    // come well inside them on a loaded machine.
+    let t = Instant::now();
+    assert_eq!(c.cmd_str("SET short v PX 500"), b"+OK\r\n");
     assert_eq!(c.cmd_str("SET list x"), b"+OK\r\n");
-    assert_eq!(c.cmd_str("PEXPIRE list 80"), b":1\r\n");
+    assert_eq!(c.cmd_str("PEXPIRE list 800"), b":1\r\n");
     assert_eq!(c.cmd_str("SET long v EX 100"), b"+OK\r\n");
     assert_eq!(c.cmd_str("DBSIZE"), b":3\r\n");
-    // Active expiry runs ten times a second: gone within ~200 ms, untouched.
-    let t = Instant::now();
+    // Active expiry runs ten times a second: gone within ~200 ms of the
+    // deadline, untouched.
     loop {
         std::thread::sleep(Duration::from_millis(20));
         let n = c.cmd_str("DBSIZE");
@@ -39,12 +42,12 @@ fn keys_expire_on_time_without_being_touched() {
             break;
         }
         assert!(
-            t.elapsed() < Duration::from_secs(2),
+            t.elapsed() < Duration::from_secs(5),
             "still {:?} keys",
             String::from_utf8_lossy(&n)
         );
     }
-    assert!(t.elapsed() >= Duration::from_millis(40), "expired early");
+    assert!(t.elapsed() >= Duration::from_millis(800), "expired early");
     let pttl = String::from_utf8_lossy(&c.cmd_str("PTTL long")).into_owned();
     let pttl: i64 = pttl[1..].trim().parse().unwrap();
     assert!((90_000..=100_000).contains(&pttl), "PTTL {pttl}");
@@ -72,16 +75,29 @@ fn a_client_vanishing_mid_command_costs_only_its_connection() {
     flood.write_all(&big).unwrap();
     let gets: Vec<u8> = (0..200).flat_map(|_| encode(&[b"GET", b"big"])).collect();
     flood.write_all(&gets).unwrap();
-    std::thread::sleep(Duration::from_millis(100));
+    // Reset only once the SET is in (a reset discards what the server has
+    // not read yet).
+    let t = Instant::now();
+    while c.cmd_str("STRLEN big") != b":262144\r\n" {
+        assert!(t.elapsed() < TIMEOUT, "the big SET never landed");
+        std::thread::sleep(Duration::from_millis(10));
+    }
     drop(flood);
     // A subscriber that vanishes.
     let mut sub = connect(server.port);
     sub.send(&encode(&[b"SUBSCRIBE", b"ch"]));
     sub.reply();
     drop(sub);
-    std::thread::sleep(Duration::from_millis(200));
+    // The server finds the subscriber gone when it reads its close.
+    let t = Instant::now();
+    while c.cmd_str("PUBLISH ch x") != b":0\r\n" {
+        assert!(
+            t.elapsed() < TIMEOUT,
+            "the vanished subscriber still counts"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
     assert_eq!(c.cmd_str("GET k"), b"$6\r\nbefore\r\n");
-    assert_eq!(c.cmd_str("PUBLISH ch x"), b":0\r\n");
     assert_eq!(c.cmd_str("DBSIZE"), b":2\r\n");
     assert_eq!(c.cmd_str("STRLEN big"), b":262144\r\n");
     let mut fresh = connect(server.port);

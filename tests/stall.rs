@@ -31,14 +31,17 @@ fn a_thread_sleep_and_a_spin_are_reported_while_they_run() {
         let sleeper = fibra::Builder::new()
             .name("t1-sleeper".into())
             .spawn(|| {
-                block_thread(Duration::from_millis(600));
+                // Long enough for the warning to come while it lasts on a
+                // loaded machine: the threshold, the watchdog's period and
+                // up to 250 ms for the first names of the process.
+                block_thread(Duration::from_millis(1500));
                 Instant::now()
             })
             .unwrap();
         let spinner = fibra::Builder::new()
             .name("t1-spinner".into())
             .spawn(|| {
-                spin(Duration::from_secs(1));
+                spin(Duration::from_millis(1500));
                 Instant::now()
             })
             .unwrap();
@@ -71,7 +74,7 @@ fn a_stall_after_an_idle_spell_is_reported_while_it_runs() {
             .name("t6-late".into())
             .spawn(|| {
                 fibra::sleep(Duration::from_millis(300)); // all idle: the watchdog sleeps
-                block_thread(Duration::from_millis(500));
+                block_thread(Duration::from_millis(1500));
                 Instant::now()
             })
             .unwrap()
@@ -166,10 +169,18 @@ fn a_dump_names_the_fiber_that_holds_a_worker() {
     rt.block_on(|| h.join().unwrap());
     // Once it parks, the worker answers in full, with stack use and places.
     let h = rt.spawn_on(0, || fibra::sleep(Duration::from_secs(30)));
-    std::thread::sleep(Duration::from_millis(50));
-    let dump = rt.dump();
+    // (A dump is answered before the jobs its worker has not started.)
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let (dump, parked) = loop {
+        let dump = rt.dump();
+        let parked = dump.fibers().find(|f| f.stack_used.is_some()).cloned();
+        if let Some(parked) = parked {
+            break (dump, parked);
+        }
+        assert!(Instant::now() < deadline, "never parked:\n{dump}");
+        std::thread::sleep(Duration::from_millis(10));
+    };
     assert!(dump.is_complete(), "{dump}");
-    let parked = dump.fibers().find(|f| f.stack_used.is_some()).unwrap();
     assert!(
         parked.stack_used.unwrap() > 0 && parked.spawned_at.is_some(),
         "{dump}"

@@ -500,50 +500,42 @@ fn sigquit_prints_a_dump_when_asked_to() {
         let rt = two_workers();
         let h = fibra::Builder::new().name("patient".into());
         let _patient = rt.spawn_on(1, move || {
-            h.spawn(|| fibra::sleep(Duration::from_secs(60)))
+            h.spawn(|| fibra::sleep(Duration::from_secs(600)))
                 .unwrap()
                 .join()
         });
-        thread::sleep(Duration::from_millis(100));
+        // Asked once "patient" has parked (a dump is answered before the
+        // jobs a worker has not started yet).
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while !rt.dump().fibers().any(|f| {
+            f.name.as_deref() == Some("patient") && f.state == fibra::runtime::FiberState::Parked
+        }) {
+            assert!(std::time::Instant::now() < deadline, "patient never parks");
+            thread::sleep(Duration::from_millis(10));
+        }
         // SAFETY: raising a signal fibra handles now.
         unsafe { libc::raise(libc::SIGQUIT) };
-        // Time for the dump, whose stacks are symbolized: under
-        // AddressSanitizer that took more than 1.5 s (nothing was printed
-        // before the child ended).
-        thread::sleep(Duration::from_millis(if cfg!(fibra_asan) {
-            15_000
-        } else {
-            1500
-        }));
-        println!("CHILD OK");
+        // The parent reads the dump on stderr and ends this process.
+        thread::sleep(Duration::from_secs(600));
         return;
+    }
+    fn told(text: &str) -> bool {
+        text.contains("fibra: SIGQUIT: fiber dump")
+            && text.contains(r#""patient" [parked: sleep"#)
+            && text.contains("thread \"fibra-worker-0\": 0 fibers")
     }
     // The child has died once in a while with no output at all (here and
     // under AddressSanitizer in CI), a fault not understood yet: up to
-    // three children, each failure reported with its status.
+    // three children, each failure reported.
     let mut failures = Vec::new();
-    let out = loop {
-        let out = util::run_child(NAME);
-        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        if out.status.success() && stdout.contains("CHILD OK") {
-            break out;
-        }
-        failures.push(format!(
-            "{:?}\n{stdout}\n{}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        ));
+    while !failures.iter().any(|text: &String| told(text)) {
         assert!(failures.len() < 3, "three children failed:\n{failures:#?}");
-        eprintln!(
-            "sigquit child failed ({}), once more",
-            failures[failures.len() - 1]
-        );
-    };
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(stderr.contains("fibra: SIGQUIT: fiber dump"), "{stderr}");
-    assert!(stderr.contains(r#""patient" [parked: sleep"#), "{stderr}");
-    assert!(
-        stderr.contains("thread \"fibra-worker-0\": 0 fibers"),
-        "{stderr}"
-    );
+        // Naming the dump's stacks loads the debug info: seconds under
+        // AddressSanitizer.
+        failures.push(util::child_stderr_until(
+            NAME,
+            Duration::from_secs(90),
+            told,
+        ));
+    }
 }

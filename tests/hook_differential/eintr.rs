@@ -32,6 +32,11 @@ pub(crate) extern "C" fn on_sigusr1(_: c_int) {
 /// How long an EINTR case's call waits unless interrupted.
 pub(crate) const WAIT_MS: i64 = 1000;
 
+/// When the signal comes: long enough that the call is waiting by then on
+/// a loaded machine (three child processes at once, each a runtime), well
+/// before 3/4 of [`WAIT_MS`], which tells an interrupted call.
+const SIGNAL_AFTER_MS: u64 = 250;
+
 /// [`WAIT_MS`] as a timespec.
 fn wait_ts() -> timespec {
     timespec {
@@ -43,8 +48,9 @@ fn wait_ts() -> timespec {
 /// Makes `call` (which waits [`WAIT_MS`] unless interrupted) with a
 /// handler without SA_RESTART for SIGUSR1 (installed through `api`), and
 /// a thread that sends SIGUSR1 to this thread (in a fiber: the thread
-/// running its runtime) 50 ms in, then runs `release` if the call has
-/// not returned within 1.5 s (to end a wait that has no timeout).
+/// running its runtime) [`SIGNAL_AFTER_MS`] in, then runs `release` if
+/// the call has not returned within 2 s (to end a wait that has no
+/// timeout).
 pub(crate) fn interrupted(
     api: &Api,
     release: Option<Box<dyn FnOnce() + Send>>,
@@ -57,11 +63,11 @@ pub(crate) fn interrupted(
     let before = EINTR_HITS.load(Ordering::SeqCst);
     let (done, wait) = mpsc::channel::<()>();
     let killer = thread::spawn(move || {
-        thread::sleep(Duration::from_millis(50));
+        thread::sleep(Duration::from_millis(SIGNAL_AFTER_MS));
         // SAFETY: the target thread waits for this thread to end (join
         // below) before it goes on, so it is alive.
         unsafe { libc::pthread_kill(target, libc::SIGUSR1) };
-        if wait.recv_timeout(Duration::from_millis(1500)).is_err()
+        if wait.recv_timeout(Duration::from_millis(2000)).is_err()
             && let Some(r) = release
         {
             r();
