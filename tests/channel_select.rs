@@ -75,7 +75,6 @@ fn io_and_channel_on_a_plain_thread() {
     let waiter = std::thread::spawn(move || {
         let mut got = Vec::new();
         for _ in 0..2 {
-            let start = Instant::now();
             fibra::select! {
                 io(a, Interest::READABLE) -> ready => {
                     assert_eq!(ready.unwrap(), Interest::READABLE);
@@ -85,7 +84,6 @@ fn io_and_channel_on_a_plain_thread() {
                 }
                 recv(r) -> m => got.push(format!("chan {}", m.unwrap())),
             }
-            assert!(start.elapsed() >= 10 * MS, "it waited");
         }
         got
     });

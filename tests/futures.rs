@@ -62,7 +62,12 @@ fn a_fiber_parks_on_a_future_woken_from_another_thread() {
             l.complete(9);
         });
         assert_eq!(fibra::block_on_future(later), 9);
-        assert_eq!(ticks.get(), 5, "the runtime ran on while the fiber waited");
+        // (Five ticks of 1 ms fit in the 30 ms, unless the machine is
+        // loaded: one shows the runtime ran on.)
+        assert!(
+            ticks.get() >= 1,
+            "the runtime ran on while the fiber waited"
+        );
         ticker.join().unwrap();
     });
 }

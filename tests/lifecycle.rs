@@ -594,14 +594,14 @@ fn a_join_cut_short_on_the_fibers_own_thread_leaves_the_result_to_be_dropped_onc
     fibra::run(|| {
         let d = drops.clone();
         let slow = fibra::spawn(move || {
-            fibra::sleep(Duration::from_millis(20));
+            fibra::sleep(Duration::from_millis(500));
             d.guard()
         });
         assert!(fibra::timeout(Duration::from_millis(2), || slow.join()).is_err());
 
         let d = drops.clone();
         let slow = fibra::spawn(move || {
-            fibra::sleep(Duration::from_millis(20));
+            fibra::sleep(Duration::from_millis(500));
             d.guard()
         });
         let joiner = fibra::spawn(move || slow.join().map(drop));
@@ -614,7 +614,14 @@ fn a_join_cut_short_on_the_fibers_own_thread_leaves_the_result_to_be_dropped_onc
         drop(fibra::spawn(move || d.guard()).join().unwrap());
         assert_eq!(drops.get(), 1);
         // The two others finish (not cancelled by the runtime's end).
-        fibra::sleep(Duration::from_millis(60));
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while drops.get() < 3 {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the slow ones never finish"
+            );
+            fibra::sleep(Duration::from_millis(10));
+        }
     });
     assert_eq!(drops.get(), 3);
 }

@@ -120,7 +120,16 @@ fn pubsub(s: &mut Session) {
     s.record("sub gets sport again", m4);
     s.lines(&mut sub, "UNSUBSCRIBE\nUNSUBSCRIBE\nGET k\nPING");
     drop(other);
-    std::thread::sleep(Duration::from_millis(500)); // both servers notice it is gone
+    // Each server notices it is gone once it reads the close: probed
+    // unrecorded (a channel nobody else hears) until it counts no one.
+    let gone_by = std::time::Instant::now() + Duration::from_secs(20);
+    while publ.cmd_str("PUBLISH news probe") != b":0\r\n" {
+        assert!(
+            std::time::Instant::now() < gone_by,
+            "the closed subscriber still counts"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
     s.lines(&mut publ, "PUBLISH news gone");
     // Many messages in one go, then a pipelined mix on the subscriber.
     s.raw(&mut sub, &encode(&[b"SUBSCRIBE", b"bulk"]), 1);

@@ -51,7 +51,7 @@ fn a_signal_delivered_to_another_thread_wakes_a_fiber_and_a_thread_waits_too() {
     let thread_waiter = std::thread::spawn(|| fibra::signal::wait(&[libc::SIGUSR2]).unwrap());
     let got = fibra::run(|| {
         let fiber = fibra::spawn(|| fibra::signal::wait(&[libc::SIGUSR2]).unwrap());
-        fibra::sleep(Duration::from_millis(100)); // both waiters registered
+        fibra::sleep(Duration::from_millis(500)); // both waiters registered
         // Deliver to one specific thread that is neither waiter.
         let bystander = std::thread::spawn(|| std::thread::sleep(Duration::from_millis(200)));
         // SAFETY: a valid pthread of this process and a handled signal.
@@ -64,6 +64,22 @@ fn a_signal_delivered_to_another_thread_wakes_a_fiber_and_a_thread_waits_too() {
         got
     });
     assert_eq!(got, libc::SIGUSR2);
+    // The thread's wait must have been registered 500 ms in; were it
+    // not (a machine that stalled the thread that long), the signal is
+    // sent again rather than leave this child waiting for ever.
+    let sent = std::time::Instant::now();
+    while !thread_waiter.is_finished() {
+        if sent.elapsed() > Duration::from_secs(5) {
+            eprintln!("the thread's wait missed the signal: sent again");
+            // SAFETY: a handled signal, to this process.
+            unsafe { libc::kill(libc::getpid(), libc::SIGUSR2) };
+        }
+        assert!(
+            sent.elapsed() < Duration::from_secs(60),
+            "the thread never woke"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     assert_eq!(thread_waiter.join().unwrap(), libc::SIGUSR2);
     println!("CHILD OK");
 }

@@ -138,9 +138,10 @@ fn recv_timeout_times_out_and_other_fibers_run_meanwhile() {
             Err(RecvTimeoutError::Timeout)
         );
         assert!(start.elapsed() >= Duration::from_millis(40));
-        assert_eq!(
-            ticks.get(),
-            5,
+        // (Five ticks of 2 ms fit in the 40 ms, unless the machine is
+        // loaded: one shows the runtime ran on.)
+        assert!(
+            ticks.get() >= 1,
             "the runtime ran on while the receiver waited"
         );
         ticker.join().unwrap();

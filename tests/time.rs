@@ -80,22 +80,28 @@ fn sleep_timers_are_precise_to_well_under_a_millisecond() {
     // Behaviour, not speed: a timer wheel with coarse ticks or epoll's
     // millisecond timeout would make every 200 µs sleep take >= 1 ms. The
     // median keeps a noisy machine's outliers out.
-    fibra::run(|| {
-        let mut took: Vec<Duration> = (0..31)
-            .map(|_| {
-                let start = Instant::now();
-                fibra::sleep(Duration::from_micros(200));
-                start.elapsed()
-            })
-            .collect();
-        took.sort();
+    // One run of three whose median is under a millisecond shows it (a
+    // loaded machine may delay every wake-up of one run).
+    let mut medians = Vec::new();
+    for _ in 0..3 {
+        let took = fibra::run(|| {
+            let mut took: Vec<Duration> = (0..31)
+                .map(|_| {
+                    let start = Instant::now();
+                    fibra::sleep(Duration::from_micros(200));
+                    start.elapsed()
+                })
+                .collect();
+            took.sort();
+            took
+        });
         assert!(took[0] >= Duration::from_micros(200));
-        assert!(
-            took[15] < Duration::from_micros(900),
-            "median {:?}",
-            took[15]
-        );
-    });
+        medians.push(took[15]);
+        if took[15] < Duration::from_micros(900) {
+            return;
+        }
+    }
+    panic!("medians {medians:?}");
 }
 
 #[test]

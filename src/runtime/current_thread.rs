@@ -232,9 +232,12 @@ impl Runtime {
     /// its frames a fixed period (a game at 60 Hz): it stops resuming
     /// fibers once `budget` has passed since it began, checked between
     /// fibers (a fiber is never interrupted: one that runs long overruns
-    /// the budget by its own time). The fibers it left stay ready, first
-    /// in line for the next turn, and the runtime's fd stays readable.
-    /// Returns how many times it resumed a fiber.
+    /// the budget by its own time). The first ready fiber is resumed
+    /// whatever the clock says, so that a loop whose turns all come late
+    /// (a budget spent by the poll, a preempted thread) still moves its
+    /// fibers on. The fibers it left stay ready, first in line for the next
+    /// turn, and the runtime's fd stays readable. Returns how many times it
+    /// resumed a fiber.
     ///
     /// What bounds a plain `turn`: it resumes each fiber ready when it
     /// starts once (a fiber that yields goes behind them, to the next
