@@ -3,7 +3,7 @@
 //! woken by a channel fed from elsewhere.
 
 use std::io::{BufRead, BufReader, Write};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use fibra::channel::{Select, after, bounded, never, unbounded};
 use fibra::io::Interest;
