@@ -4,6 +4,8 @@
 #![cfg(feature = "hook")]
 
 mod util;
+#[path = "util/mini_redis.rs"]
+mod mini;
 
 use std::cell::Cell;
 use std::collections::HashSet;
@@ -409,43 +411,13 @@ fn poll_connect_timeout_parks() {
     });
 }
 
-/// A free port for a server we start.
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 #[test]
 fn redis_sync_client_in_fifty_fibers() {
-    let port = free_port();
-    let child = std::process::Command::new("redis-server")
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-        .args(["--save", "", "--appendonly", "no"])
-        .stdout(std::process::Stdio::null())
-        .spawn();
-    let Ok(mut child) = child else {
+    let Some(server) = mini::redis_server() else {
         eprintln!("SKIPPED redis_sync_client_in_fifty_fibers: no redis-server on PATH");
         return;
     };
-    struct Kill(std::process::Child);
-    impl Drop for Kill {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "redis-server did not start");
-        if let Ok(Some(status)) = child.try_wait() {
-            panic!("redis-server exited: {status}");
-        }
-        thread::sleep(Duration::from_millis(20));
-    }
-    let _kill = Kill(child);
+    let port = server.port;
     bounded(Duration::from_secs(60), move || {
         let url = format!("redis://127.0.0.1:{port}/");
         let start = Instant::now();

@@ -26,6 +26,8 @@
 #![cfg(feature = "hook")]
 
 mod util;
+#[path = "util/mini_redis.rs"]
+mod mini;
 
 use util::postgres::Postgres;
 
@@ -594,38 +596,10 @@ fn tungstenite_two_hundred_round_trips_on_one_thread() {
 // ---- the redis crate -----------------------------------------------------------
 
 /// A redis-server of the test's own, on a free port, stopped on drop.
-struct Redis {
-    child: Child,
-    port: u16,
-}
-
-impl Drop for Redis {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_redis() -> Result<Redis, String> {
-    let port = free_port();
-    let child = Command::new("redis-server")
-        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
-        .args(["--save", "", "--appendonly", "no", "--maxclients", "1000"])
-        .stdout(Stdio::null())
-        .spawn()
-        .map_err(|e| format!("redis-server: {e}"))?;
-    let mut redis = Redis { child, port };
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        if Instant::now() > deadline {
-            return Err("redis-server did not start".into());
-        }
-        if let Ok(Some(status)) = redis.child.try_wait() {
-            return Err(format!("redis-server exited: {status}"));
-        }
-        thread::sleep(Duration::from_millis(20));
-    }
-    Ok(redis)
+/// A redis-server of our own (its pid checked: see `mini::redis_server`).
+fn start_redis() -> Result<mini::Server, String> {
+    mini::redis_server_with(&["--maxclients", "1000"])
+        .ok_or_else(|| "no redis-server on PATH".to_string())
 }
 
 /// `BLPOP` of a list nobody pushes to: the server answers nil after

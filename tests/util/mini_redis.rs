@@ -3,7 +3,8 @@
 //! bytes, and the session a differential script records its replies in.
 //!
 //! Included by path (`#[path = "util/mini_redis.rs"] mod mini;`) from the
-//! `tests/mini_redis*.rs` files.
+//! `tests/mini_redis*.rs` files, and from `tests/hook*.rs` for its
+//! redis-server.
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
@@ -141,6 +142,11 @@ pub fn skip(test: &str, tool: &str) {
 /// Starts redis-server (no persistence, its files in a temp dir), or
 /// `None` when it is not installed.
 pub fn redis_server() -> Option<Server> {
+    redis_server_with(&[])
+}
+
+/// [`redis_server`] with `extra` arguments (`--maxclients 1000`, say).
+pub fn redis_server_with(extra: &[&str]) -> Option<Server> {
     if !have("redis-server") {
         return None;
     }
@@ -159,6 +165,7 @@ pub fn redis_server() -> Option<Server> {
         let child = Command::new("redis-server")
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
             .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
+            .args(extra)
             .arg("--dir")
             .arg(&dir)
             .stdout(Stdio::null())
