@@ -51,7 +51,9 @@ fn an_outer_poll_loop_drives_timers_io_and_remote_wakeups() {
     }
     // 4 starts + 3 timer wake-ups + 1 eventfd wake-up.
     assert_eq!(resumed, 8);
-    assert!(turns >= 4, "{turns} turns");
+    // (Timers 100 ms apart: a thread held up that long takes two in one
+    // turn.)
+    assert!(turns >= 2, "{turns} turns");
     assert!(start.elapsed() >= Duration::from_millis(300));
     writer.join().unwrap();
     assert_eq!(rt.block_on(|| reader.join().unwrap()), 7);
