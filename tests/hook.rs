@@ -3,9 +3,9 @@
 //! thread, and keeps std's promises.
 #![cfg(feature = "hook")]
 
-mod util;
 #[path = "util/mini_redis.rs"]
 mod mini;
+mod util;
 
 use std::cell::Cell;
 use std::collections::HashSet;

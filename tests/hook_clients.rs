@@ -25,9 +25,9 @@
 //! and `FIBRA_REQUIRE_SSHD`, which make a missing server a failure).
 #![cfg(feature = "hook")]
 
-mod util;
 #[path = "util/mini_redis.rs"]
 mod mini;
+mod util;
 
 use util::postgres::Postgres;
 
