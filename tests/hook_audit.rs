@@ -113,6 +113,9 @@ static RAN_IN_HANDLER: AtomicUsize = AtomicUsize::new(0);
 static HANDLER_FD: AtomicUsize = AtomicUsize::new(0);
 /// What the blocking handler's call returned, and its errno.
 static HANDLER_RESULT: AtomicUsize = AtomicUsize::new(0);
+/// Held by each test that uses the statics above: two at once would count
+/// each other's handler windows and swap each other's fd.
+static HANDLER_TESTS: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn install(sig: c_int, handler: extern "C" fn(c_int)) {
     // SAFETY: a zeroed sigaction with a plain handler of the one-argument
@@ -152,6 +155,7 @@ extern "C" fn write_one_byte(_: c_int) {
 /// while the interrupted code might hold it).
 #[test]
 fn a_signal_handler_s_nonblocking_writes_never_switch_fibers() {
+    let _one = HANDLER_TESTS.lock().unwrap_or_else(|e| e.into_inner());
     bounded(Duration::from_secs(30), || {
         let (a, mut b) = tcp_pair();
         a.set_nonblocking(true).unwrap();
@@ -199,6 +203,7 @@ extern "C" fn blocking_read(_: c_int) {
 /// then says `EAGAIN`: it does not park the fiber from inside the handler.
 #[test]
 fn a_blocking_call_in_a_signal_handler_blocks_the_thread_instead_of_parking() {
+    let _one = HANDLER_TESTS.lock().unwrap_or_else(|e| e.into_inner());
     bounded(Duration::from_secs(30), || {
         let (a, _b) = tcp_pair();
         set_rcvtimeo(a.as_raw_fd(), Duration::from_millis(100));
