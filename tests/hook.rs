@@ -87,7 +87,7 @@ fn std_sleep_parks() {
         }
         let last = ends.iter().max().unwrap();
         // Together, not one after another (20 × 300 ms = 6 s).
-        assert!(*last < Duration::from_millis(1500), "{ends:?}");
+        assert!(*last < Duration::from_secs(3), "{ends:?}");
     });
 }
 

@@ -90,33 +90,53 @@ impl Postgres {
         if !out.status.success() {
             return Err(format!("initdb: {}", String::from_utf8_lossy(&out.stderr)));
         }
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let child = run(bin("postgres"))
-            .arg("-D")
-            .arg(&data)
-            .args(["-p", &port.to_string(), "-k"])
-            .arg(&dir)
-            .args(["-c", "listen_addresses=127.0.0.1"])
-            .args(["-c", "max_connections=260"])
-            .args(["-c", "fsync=off", "-c", "shared_buffers=16MB"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| format!("postgres: {e}"))?;
-        let pg = Postgres { child, dir, port };
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline {
-            let ready = Command::new(bin("pg_isready"))
-                .args(["-q", "-h", "127.0.0.1", "-p", &port.to_string()])
-                .status();
-            if ready.is_ok_and(|s| s.success()) {
-                return Ok(pg);
+        // A port free when we look may be taken by another test's server
+        // before ours binds it (ours then exits): ready means *ours*
+        // answers, on its own socket directory, and still runs.
+        for _ in 0..5 {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port();
+            let child = run(bin("postgres"))
+                .arg("-D")
+                .arg(&data)
+                .args(["-p", &port.to_string(), "-k"])
+                .arg(&dir)
+                .args(["-c", "listen_addresses=127.0.0.1"])
+                .args(["-c", "max_connections=260"])
+                .args(["-c", "fsync=off", "-c", "shared_buffers=16MB"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .map_err(|e| format!("postgres: {e}"))?;
+            let mut pg = Postgres {
+                child,
+                dir: dir.clone(),
+                port,
+            };
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while Instant::now() < deadline {
+                if pg.child.try_wait().ok().flatten().is_some() {
+                    break; // it could not bind: another port
+                }
+                let ready = Command::new(bin("pg_isready"))
+                    .arg("-q")
+                    .arg("-h")
+                    .arg(&dir)
+                    .args(["-p", &port.to_string()])
+                    .status();
+                if ready.is_ok_and(|s| s.success()) {
+                    return Ok(pg);
+                }
+                std::thread::sleep(Duration::from_millis(100));
             }
-            std::thread::sleep(Duration::from_millis(100));
+            if pg.child.try_wait().ok().flatten().is_none() {
+                break; // up but never ready
+            }
+            // (Dropping `pg` would remove the data directory: keep it.)
+            std::mem::forget(pg);
         }
         Err("postgres did not answer within 30 s".into())
     }
