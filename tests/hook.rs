@@ -245,8 +245,10 @@ fn plain_threads_unchanged() {
             c.read_exact(&mut buf).unwrap();
             assert_eq!(&buf, b"back");
         });
-        let mut s = TcpStream::connect(addr).unwrap();
+        // Timed from before the connect: the server's 100 ms start at
+        // its accept, which cannot come earlier.
         let start = Instant::now();
+        let mut s = TcpStream::connect(addr).unwrap();
         let mut buf = [0u8; 4];
         s.read_exact(&mut buf).unwrap(); // blocks this thread
         assert!(start.elapsed() >= Duration::from_millis(90));

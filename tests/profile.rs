@@ -96,8 +96,14 @@ fn the_burner_and_its_function_top_the_folded_profile() {
     // The root frames come first: the fiber's closure before burn_cpu.
     let (stack, _) = top.rsplit_once(' ').unwrap();
     assert!(stack.ends_with("burn_cpu"), "{text}");
-    // The sleeper used no CPU: never caught.
-    assert!(!text.contains("fiber:sleeper"), "{text}");
+    // The sleeper used next to no CPU: a sample may land in its few
+    // microseconds of running, never a tenth of them.
+    let sleeper: u64 = text
+        .lines()
+        .filter(|l| l.starts_with("fiber:sleeper"))
+        .map(|l| l.rsplit_once(' ').unwrap().1.parse::<u64>().unwrap())
+        .sum();
+    assert!(sleeper * 10 <= profile.samples(), "{text}");
 }
 
 #[test]

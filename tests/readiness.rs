@@ -232,12 +232,13 @@ fn a_fiber_that_always_finds_data_still_lets_others_run() {
 #[test]
 fn on_a_plain_thread_readable_blocks_the_thread() {
     let (a, mut b) = UnixStream::pair().unwrap();
+    // Timed from before the spawn: the writer's 30 ms cannot start earlier.
+    let start = Instant::now();
     let writer = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(30));
         b.write_all(b"x").unwrap();
         b
     });
-    let start = Instant::now();
     a.readable().unwrap();
     assert!(start.elapsed() >= Duration::from_millis(20));
     assert_eq!(a.try_read(&mut [0; 4]).unwrap(), 1);
