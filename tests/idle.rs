@@ -122,13 +122,14 @@ fn a_turn_with_nothing_else_ready_runs_each_idle_fiber_once() {
         );
     }
     let took = start.elapsed();
+    // (30 ms; a timer the idle fibers held up would not come at all.)
     assert!(
-        took < Duration::from_millis(250),
+        took < Duration::from_secs(2),
         "the timer was delayed: {took:?}"
     );
     let [a, b] = seen();
     assert!(
-        a > 1 && a.abs_diff(b) <= 1,
+        a >= 1 && a.abs_diff(b) <= 1,
         "one slice each per turn: {a} {b}"
     );
 }
