@@ -7,7 +7,7 @@
 //! owns and allocates nothing: the stopped thread may hold the allocator's
 //! lock (see `sample.rs` for why the rest of it takes no lock either).
 
-use crate::scheduler::stack_trace::walk::MAX_FRAMES;
+use crate::scheduler::stack_trace::walk::{self, MAX_FRAMES};
 
 unsafe extern "C" {
     fn fibra_0_1_walk_interrupted(
@@ -71,33 +71,10 @@ pub(super) unsafe fn copy_regs(uc: *const libc::ucontext_t, regs: &mut Regs) {
 /// stack mapped until this returns.
 pub(super) unsafe fn walk(regs: &Regs, out: &mut [usize; MAX_FRAMES]) -> (usize, bool) {
     let start = fibra_0_1_walk_interrupted_return as *const () as usize;
-    let mut n = 0;
-    let mut theirs = false;
-    let mut cut = false;
-    let mut walk = || {
-        // `trace_unsynchronized` is libgcc's `_Unwind_Backtrace` here: it
-        // takes no lock on this process (see `sample.rs`), and the closure
-        // only writes into `out`.
-        // SAFETY: as argued above.
-        unsafe {
-            backtrace::trace_unsynchronized(|frame| {
-                let ip = frame.ip() as usize;
-                if ip == 0 {
-                    return false; // past the root
-                }
-                if theirs {
-                    // The stopped instruction is exact (a signal frame's),
-                    // the others are return addresses.
-                    out[n] = if n == 0 { ip + 1 } else { ip };
-                    n += 1;
-                    cut = n == MAX_FRAMES;
-                } else {
-                    theirs = ip == start;
-                }
-                !cut
-            });
-        }
-    };
+    let mut got = (0, false);
+    // SAFETY: the caller keeps the stopped stack still and mapped; the
+    // sampler's own frames are its thread's.
+    let mut walk = || got = unsafe { walk::after_marker(start, out, true) };
     let mut f: &mut dyn FnMut() = &mut walk;
     unsafe extern "C" fn call(data: *mut u8) {
         // SAFETY: `data` is the `&mut &mut dyn FnMut()` made below, alive
@@ -111,5 +88,5 @@ pub(super) unsafe fn walk(regs: &Regs, out: &mut [usize; MAX_FRAMES]) -> (usize,
     // which the caller keeps still.
     // SAFETY: as argued above, with the caller's guarantee.
     unsafe { fibra_0_1_walk_interrupted(regs, call, (&raw mut f).cast()) };
-    (n, cut)
+    got
 }

@@ -96,38 +96,67 @@ pub(crate) unsafe fn parked_into(sp: *const u8, ips: &mut [usize]) -> (usize, bo
     if room == 0 {
         return (0, true);
     }
-    let mut n = 0;
-    let mut theirs = false;
-    let mut cut = false;
-    let mut walk = || {
-        // SAFETY: as in `current`.
-        unsafe {
-            backtrace::trace_unsynchronized(|frame| {
-                let ip = frame.ip() as usize;
-                if ip == 0 {
-                    // Past the root: libgcc reports the frame a root's
-                    // `.cfi_undefined rip` stops at, with no address.
-                    return false;
-                }
-                if theirs {
-                    ips[n] = ip;
-                    n += 1;
-                    cut = n == room;
-                } else {
-                    // The frames up to `walk_parked`'s are this walk's own.
-                    theirs = ip == start;
-                }
-                !cut
-            });
-        }
-    };
+    let mut got = (0, false);
+    // SAFETY: as in `current`; the stacks are still (see `parked`).
+    let mut walk = || got = unsafe { after_marker(start, ips, false) };
     // SAFETY: forwarded from the caller; `walk` does not unwind (it writes
     // at most `ips.len()` addresses, stopping the walk at the last).
     unsafe { arch::walk_parked(sp, &mut walk) };
+    let (n, cut) = got;
     // A context that has never run has one frame, its resume point (the
     // trampoline, where the walk stops); one that has run has at least the
     // function that parked, its entry and the trampoline.
     if n > 1 { (n, cut) } else { (0, false) }
+}
+
+/// The return addresses the unwinder finds from where it is called, past
+/// the frame whose return address is `marker` (the frames up to it are
+/// the walk's own), written into `ips`, innermost first; with
+/// `exact_first`, the first is a stopped instruction (a signal frame's),
+/// written plus one so that it symbolizes as a return address does.
+/// Returns how many it wrote and whether it stopped at `ips`' end.
+/// Allocates nothing and takes no lock of its own: the walk of a parked
+/// context ([`parked_into`]) and of one a signal stopped
+/// (`observe/sample/interrupted.rs`) share it.
+///
+/// # Safety
+///
+/// Every stack the unwinder goes through stays mapped and still until
+/// this returns.
+pub(crate) unsafe fn after_marker(
+    marker: usize,
+    ips: &mut [usize],
+    exact_first: bool,
+) -> (usize, bool) {
+    let room = ips.len();
+    let mut n = 0;
+    let mut theirs = false;
+    let mut cut = room == 0;
+    if cut {
+        return (0, true);
+    }
+    // `trace_unsynchronized` is libgcc's `_Unwind_Backtrace` here (see
+    // `current`), and the closure only writes into `ips`.
+    // SAFETY: as the caller promises.
+    unsafe {
+        backtrace::trace_unsynchronized(|frame| {
+            let ip = frame.ip() as usize;
+            if ip == 0 {
+                // Past the root: libgcc reports the frame a root's
+                // `.cfi_undefined rip` stops at, with no address.
+                return false;
+            }
+            if theirs {
+                ips[n] = if n == 0 && exact_first { ip + 1 } else { ip };
+                n += 1;
+                cut = n == room;
+            } else {
+                theirs = ip == marker;
+            }
+            !cut
+        });
+    }
+    (n, cut)
 }
 
 impl RawStack {
